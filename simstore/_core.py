@@ -1,0 +1,131 @@
+"""Thin numpy-facing binding over the cffi C core (``simstore._native``).
+
+Every function here is one C call over a whole array; callers validate their
+inputs first (see ``_validate``), this module only marshals buffers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .exceptions import NativeModuleError
+
+try:
+    from . import _native  # type: ignore[attr-defined]
+except ImportError as exc:  # pragma: no cover - exercised only on broken installs
+    raise NativeModuleError(
+        "simstore's C core (simstore._native) is not built. Build it with "
+        "'pip install .' (or 'pip install -e .' in a checkout); this needs a C "
+        f"compiler and cffi. Original error: {exc}"
+    ) from exc
+
+ffi = _native.ffi
+lib = _native.lib
+
+U64 = np.dtype(np.uint64)
+
+
+def _u64_ptr(arr: np.ndarray):  # noqa: ANN202 - cffi pointer
+    return ffi.from_buffer("uint64_t[]", arr)
+
+
+def murmur3_x64_128(data: bytes, seed: int) -> tuple[int, int]:
+    """Both 64-bit halves of murmur3_x64_128 (as mmh3.hash64(signed=False))."""
+    out = ffi.new("uint64_t[2]")
+    lib.ss_murmur3_x64_128(data, len(data), seed, out)
+    return int(out[0]), int(out[1])
+
+
+def hamming_one(q: int, fps: np.ndarray) -> np.ndarray:
+    """Distances (uint8) from q to every fingerprint of a contiguous uint64 array."""
+    out = np.empty(len(fps), dtype=np.uint8)
+    lib.ss_hamming_one(q, _u64_ptr(fps), len(fps), ffi.from_buffer("uint8_t[]", out))
+    return out
+
+
+def hamming_pairwise(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise distances (uint8) of two equal-length uint64 arrays."""
+    out = np.empty(len(a), dtype=np.uint8)
+    lib.ss_hamming_pairwise(
+        _u64_ptr(a), _u64_ptr(b), len(a), ffi.from_buffer("uint8_t[]", out)
+    )
+    return out
+
+
+def hamming_within(q: int, fps: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (int64) and distances (uint8) of fingerprints within k of q."""
+    n = len(fps)
+    idx = np.empty(n, dtype=np.int64)
+    dist = np.empty(n, dtype=np.uint8)
+    m = lib.ss_hamming_within(
+        q,
+        _u64_ptr(fps),
+        n,
+        k,
+        ffi.from_buffer("int64_t[]", idx),
+        ffi.from_buffer("uint8_t[]", dist),
+    )
+    return idx[:m], dist[:m]
+
+
+def simhash_batch(
+    hashes: np.ndarray, weights: np.ndarray | None, offsets: np.ndarray
+) -> np.ndarray:
+    """One fingerprint per document; document d owns hashes[offsets[d]:offsets[d+1]]."""
+    ndocs = len(offsets) - 1
+    out = np.empty(ndocs, dtype=np.uint64)
+    wptr = ffi.NULL if weights is None else ffi.from_buffer("double[]", weights)
+    lib.ss_simhash_batch(
+        _u64_ptr(hashes), wptr, ffi.from_buffer("int64_t[]", offsets), ndocs, _u64_ptr(out)
+    )
+    return out
+
+
+def features(blob: bytes, offsets: np.ndarray, ngram: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shingle hashes of every document of a byte blob, and their offsets."""
+    ndocs = len(offsets) - 1
+    ntok = np.empty(ndocs, dtype=np.int64)
+    off_ptr = ffi.from_buffer("int64_t[]", offsets)
+    lib.ss_count_tokens(blob, off_ptr, ndocs, ffi.from_buffer("int64_t[]", ntok))
+    nfeat = np.where(ntok >= ngram, ntok - ngram + 1, np.minimum(ntok, 1))
+    hashes = np.empty(int(nfeat.sum()), dtype=np.uint64)
+    out_off = np.empty(ndocs + 1, dtype=np.int64)
+    rc = lib.ss_features(
+        blob, off_ptr, ndocs, ngram, seed, _u64_ptr(hashes), ffi.from_buffer("int64_t[]", out_off)
+    )
+    if rc != 0:
+        raise MemoryError("simstore: the C core could not allocate scratch memory")
+    return hashes, out_off
+
+
+def fingerprint_texts(
+    blob: bytes, offsets: np.ndarray, ngram: int, seed: int, weighting: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fused pipeline: fingerprints and distinct-feature counts per document."""
+    ndocs = len(offsets) - 1
+    out = np.empty(ndocs, dtype=np.uint64)
+    nfeat = np.empty(ndocs, dtype=np.int64)
+    rc = lib.ss_fingerprint_texts(
+        blob,
+        ffi.from_buffer("int64_t[]", offsets),
+        ndocs,
+        ngram,
+        seed,
+        weighting,
+        _u64_ptr(out),
+        ffi.from_buffer("int64_t[]", nfeat),
+    )
+    if rc != 0:
+        raise MemoryError("simstore: the C core could not allocate scratch memory")
+    return out, nfeat
+
+
+def permute_blocks(
+    fps: np.ndarray, src_shift: bytes, width: bytes, dst_shift: bytes
+) -> np.ndarray:
+    """Apply one block permutation (given as shift/width byte strings) to an array."""
+    out = np.empty(len(fps), dtype=np.uint64)
+    lib.ss_permute_blocks(
+        _u64_ptr(fps), len(fps), len(width), src_shift, width, dst_shift, _u64_ptr(out)
+    )
+    return out

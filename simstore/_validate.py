@@ -1,0 +1,90 @@
+"""Argument checks shared by every public entry point.
+
+Each check either returns the value in canonical form or raises a simstore
+exception whose message names the argument and says what is allowed.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from .exceptions import InvalidDistanceError, InvalidFingerprintError, SimstoreTypeError
+
+MAX_FP = (1 << 64) - 1
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def check_fingerprint(value: Any, name: str = "fp") -> int:
+    """An integer in 0 .. 2**64-1 (Python or numpy int; bool is refused)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise InvalidFingerprintError(
+            f"{name!r} must be an int in 0..2**64-1 (got {_type_name(value)}: {value!r:.60})"
+        )
+    v = int(value)
+    if v < 0 or v > MAX_FP:
+        raise InvalidFingerprintError(f"{name!r} must be an int in 0..2**64-1 (got {v})")
+    return v
+
+
+def as_fingerprint_array(values: Any, name: str = "fps") -> np.ndarray:
+    """A contiguous 1-D uint64 array from an array or an iterable of fingerprints.
+
+    Signed integer arrays are accepted when no value is negative; float, bool,
+    object and string arrays are refused, never silently converted.
+    """
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise InvalidFingerprintError(
+                f"{name!r} must be a 1-D array of uint64 (got shape {values.shape})"
+            )
+        kind = values.dtype.kind
+        if kind == "u":
+            return np.ascontiguousarray(values, dtype=np.uint64)
+        if kind == "i":
+            if values.size and int(values.min()) < 0:
+                raise InvalidFingerprintError(
+                    f"{name!r} holds negative values; fingerprints are 0..2**64-1"
+                )
+            return np.ascontiguousarray(values.astype(np.uint64))
+        if kind == "O":
+            return _from_iterable(values.tolist(), name)
+        raise InvalidFingerprintError(
+            f"{name!r} must be an array of unsigned 64-bit integers (got dtype {values.dtype})"
+        )
+    if isinstance(values, (str, bytes, bytearray)) or not isinstance(values, Iterable):
+        raise InvalidFingerprintError(
+            f"{name!r} must be a uint64 array or an iterable of ints (got {_type_name(values)})"
+        )
+    return _from_iterable(values, name)
+
+
+def _from_iterable(values: Iterable[Any], name: str) -> np.ndarray:
+    items = list(values)
+    out = np.empty(len(items), dtype=np.uint64)
+    for i, v in enumerate(items):
+        out[i] = check_fingerprint(v, f"{name}[{i}]")
+    return out
+
+
+def check_k(k: Any, name: str = "k", maximum: int = 64) -> int:
+    """A Hamming radius: an int in 0 .. maximum."""
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
+        raise InvalidDistanceError(f"{name!r} must be an int in 0..{maximum} (got {_type_name(k)})")
+    v = int(k)
+    if v < 0 or v > maximum:
+        raise InvalidDistanceError(f"{name!r} must be an int in 0..{maximum} (got {v})")
+    return v
+
+
+def check_str(value: Any, name: str) -> str:
+    """A str, or SimstoreTypeError naming the argument."""
+    if not isinstance(value, str):
+        raise SimstoreTypeError(f"{name!r} must be a str (got {_type_name(value)})")
+    return value

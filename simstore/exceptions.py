@@ -1,0 +1,39 @@
+"""The exception tree: everything simstore raises derives from SimstoreError.
+
+Bad input also subclasses the matching builtin (ValueError / TypeError), so
+``except ValueError`` keeps working for callers that do not know simstore.
+"""
+
+from __future__ import annotations
+
+
+class SimstoreError(Exception):
+    """Base of every simstore error; never raised directly."""
+
+
+class SimstoreTypeError(SimstoreError, TypeError):
+    """An argument has the wrong type; the message names it."""
+
+
+class SimstoreValueError(SimstoreError, ValueError):
+    """An argument has an allowed type but a value outside what is allowed."""
+
+
+class InvalidFingerprintError(SimstoreValueError):
+    """A fingerprint is not an integer in 0 .. 2**64-1 (or not a uint64 array)."""
+
+
+class InvalidConfigError(SimstoreValueError):
+    """A fingerprinting option is not one of the allowed values."""
+
+
+class InvalidDocIdError(SimstoreValueError):
+    """A document id is empty, too long or of a type a store cannot keep."""
+
+
+class InvalidDistanceError(SimstoreValueError):
+    """A Hamming radius k is not an integer in the allowed range."""
+
+
+class NativeModuleError(SimstoreError, ImportError):
+    """The compiled C core is missing or was built for another interpreter."""

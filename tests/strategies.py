@@ -1,0 +1,74 @@
+"""Hypothesis strategies shared by the whole suite (fingerprints, neighbours, texts)."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+MAX_FP = (1 << 64) - 1
+
+fingerprints = st.one_of(
+    st.integers(min_value=0, max_value=MAX_FP),
+    st.sampled_from([0, MAX_FP, 1, 1 << 63, (1 << 32) - 1, MAX_FP ^ 1]),
+)
+
+
+@st.composite
+def near_neighbour(draw, fp: int, max_distance: int) -> int:
+    """A fingerprint at most max_distance bits from fp (bits chosen anywhere)."""
+    bits = draw(st.sets(st.integers(0, 63), max_size=max_distance))
+    out = fp
+    for b in bits:
+        out ^= 1 << b
+    return out
+
+
+@st.composite
+def packed_neighbour(draw, fp: int, distance: int) -> int:
+    """A fingerprint exactly `distance` bits from fp, flips packed into one run."""
+    start = draw(st.integers(0, 64 - distance)) if distance else 0
+    out = fp
+    for b in range(start, start + distance):
+        out ^= 1 << b
+    return out
+
+
+@st.composite
+def fingerprint_sets(draw, max_size: int = 60, max_distance: int = 8) -> list[int]:
+    """Clustered fingerprints: seeds, near neighbours, packed flips and exact copies."""
+    seeds = draw(st.lists(fingerprints, min_size=1, max_size=6))
+    out: list[int] = list(seeds)
+    n = draw(st.integers(0, max_size))
+    for _ in range(n):
+        base = draw(st.sampled_from(out))
+        kind = draw(st.integers(0, 3))
+        if kind == 0:
+            out.append(base)
+        elif kind == 1:
+            out.append(draw(near_neighbour(base, max_distance)))
+        elif kind == 2:
+            out.append(draw(packed_neighbour(base, draw(st.integers(0, max_distance)))))
+        else:
+            out.append(draw(fingerprints))
+    return out
+
+
+words = st.sampled_from(
+    "the of and to in a is that for it as was with be by on not he this are or his from"
+    " crème brûlée naïve 東京 中文 ｆｕｌｌ ΑΒΓ привет 42 x² ﬁle".split()
+)
+separators = st.sampled_from([" ", "  ", "\n", "\t", ", ", ". ", "-", "_", "!", " — ", "😀"])
+
+
+@st.composite
+def texts(draw, max_words: int = 40) -> str:
+    """Word-like texts mixing ASCII, accents, CJK, compatibility forms and emoji."""
+    ws = draw(st.lists(words, max_size=max_words))
+    parts = []
+    for w in ws:
+        parts.append(draw(st.sampled_from([w, w.upper(), w.title()])))
+        parts.append(draw(separators))
+    return "".join(parts)
+
+
+ascii_texts = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=300)
+any_texts = st.one_of(texts(), ascii_texts, st.text(max_size=200))
