@@ -81,7 +81,9 @@ def simhash_batch(
     return out
 
 
-def features(blob: bytes, offsets: np.ndarray, ngram: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def features(
+    blob: bytes, offsets: np.ndarray, ngram: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Shingle hashes of every document of a byte blob, and their offsets."""
     ndocs = len(offsets) - 1
     ntok = np.empty(ndocs, dtype=np.int64)

@@ -18,7 +18,7 @@ def reference_simhash(hashes: list[int], weights: list[float]) -> int:
     """Charikar simhash: bit b is 1 iff the signed weighted vote is > 0."""
     fp = 0
     for b in range(64):
-        vote = sum(w if (h >> b) & 1 else -w for h, w in zip(hashes, weights))
+        vote = sum(w if (h >> b) & 1 else -w for h, w in zip(hashes, weights, strict=True))
         if vote > 0:
             fp |= 1 << b
     return fp

@@ -139,7 +139,7 @@ class IdfTable:
         self.default = _finite(default, "default")
         self.seed = seed
         raw = self.hashes.tobytes() + self.values.tobytes() + repr(self.default).encode()
-        self.digest = "%016x" % _core.murmur3_x64_128(raw, 0)[0]
+        self.digest = f"{_core.murmur3_x64_128(raw, 0)[0]:016x}"
 
     def lookup(self, hashes: np.ndarray) -> np.ndarray:
         """Weights of the given feature hashes."""

@@ -34,7 +34,11 @@ KAT_V1 = {
     "cyrillic_greek": 0x02199143086A1040,
 }
 V1 = FingerprintConfig(ngram=3, weighting="uniform", seed=0)
-CONFIGS = [FingerprintConfig(ngram=n, weighting=w) for n in (1, 2, 3, 5) for w in ("uniform", "tf", "logtf")]
+CONFIGS = [
+    FingerprintConfig(ngram=n, weighting=w)
+    for n in (1, 2, 3, 5)
+    for w in ("uniform", "tf", "logtf")
+]
 
 
 @pytest.mark.parametrize("name", sorted(KAT_V1))
