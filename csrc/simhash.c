@@ -6,6 +6,41 @@
 
 /* ---- accumulation ------------------------------------------------------ */
 
+/* spread[x] has byte lane j equal to bit j of x: adding spread[byte] to a
+ * word of 8 byte-counters counts 8 bit positions at once. */
+static void make_spread(uint64_t *spread) {
+    for (int x = 0; x < 256; x++) {
+        uint64_t v = 0;
+        for (int j = 0; j < 8; j++) v |= (uint64_t)((x >> j) & 1) << (8 * j);
+        spread[x] = v;
+    }
+}
+
+/* cnt[b] += number of hashes with bit b set (byte lanes flushed every 255). */
+static void count_bits(const uint64_t *h, size_t n, const uint64_t *spread,
+                       int64_t *cnt) {
+    size_t i = 0;
+    while (i < n) {
+        size_t end = n - i > 255 ? i + 255 : n;
+        uint64_t acc[8] = {0};
+        for (; i < end; i++) {
+            uint64_t x = h[i];
+            for (int byte = 0; byte < 8; byte++)
+                acc[byte] += spread[(x >> (8 * byte)) & 255];
+        }
+        for (int byte = 0; byte < 8; byte++)
+            for (int j = 0; j < 8; j++)
+                cnt[8 * byte + j] += (int64_t)((acc[byte] >> (8 * j)) & 255);
+    }
+}
+
+static uint64_t majority_bits(const int64_t *cnt, int64_t total) {
+    uint64_t fp = 0;
+    for (int b = 0; b < 64; b++)
+        if (2 * cnt[b] > total) fp |= 1ULL << b;
+    return fp;
+}
+
 static uint64_t sign_bits_double(const double *acc) {
     uint64_t fp = 0;
     for (int b = 0; b < 64; b++)
@@ -15,16 +50,12 @@ static uint64_t sign_bits_double(const double *acc) {
 
 uint64_t ss_simhash(const uint64_t *hashes, const double *weights, size_t n) {
     if (weights == NULL) {
-        /* count of set bits per position; bit is 1 iff set > clear */
+        /* bit is 1 iff more hashes have it set than clear */
+        uint64_t spread[256];
         int64_t cnt[64] = {0};
-        for (size_t i = 0; i < n; i++) {
-            uint64_t h = hashes[i];
-            for (int b = 0; b < 64; b++) cnt[b] += (int64_t)((h >> b) & 1);
-        }
-        uint64_t fp = 0;
-        for (int b = 0; b < 64; b++)
-            if (2 * cnt[b] > (int64_t)n) fp |= 1ULL << b;
-        return fp;
+        make_spread(spread);
+        count_bits(hashes, n, spread, cnt);
+        return majority_bits(cnt, (int64_t)n);
     }
     double acc[64] = {0.0};
     for (size_t i = 0; i < n; i++) {
@@ -43,37 +74,6 @@ void ss_simhash_batch(const uint64_t *hashes, const double *weights,
         out[d] = ss_simhash(hashes + lo, weights ? weights + lo : NULL,
                             (size_t)(hi - lo));
     }
-}
-
-/* ---- sorting (for distinct features and their counts) ------------------ */
-
-static void insertion_sort(uint64_t *a, size_t n) {
-    for (size_t i = 1; i < n; i++) {
-        uint64_t v = a[i];
-        size_t j = i;
-        while (j > 0 && a[j - 1] > v) { a[j] = a[j - 1]; j--; }
-        a[j] = v;
-    }
-}
-
-static void sort_u64(uint64_t *a, size_t n) {
-    while (n > 24) {
-        uint64_t x = a[0], y = a[n / 2], z = a[n - 1], p;
-        p = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
-        size_t i = 0, j = n - 1;
-        for (;;) {
-            while (a[i] < p) i++;
-            while (a[j] > p) j--;
-            if (i >= j) break;
-            uint64_t t = a[i]; a[i] = a[j]; a[j] = t;
-            i++; j--;
-        }
-        /* recurse on the smaller side, loop on the larger */
-        size_t left = j + 1;
-        if (left < n - left) { sort_u64(a, left); a += left; n -= left; }
-        else { sort_u64(a + left, n - left); n = left; }
-    }
-    insertion_sort(a, n);
 }
 
 /* ---- tokenizing -------------------------------------------------------- */
@@ -141,11 +141,15 @@ static size_t shingle_hashes(const uint8_t *buf, const int64_t *starts,
 typedef struct {
     uint8_t *buf;
     int64_t *starts, *ends;
-    uint64_t *hashes;
+    uint64_t *hashes;   /* shingle hashes, then distinct ones in first-seen order */
+    int64_t *counts;    /* occurrences of each distinct hash */
+    uint32_t *slots;    /* open-addressing set: 1 + index into hashes, 0 = empty */
+    size_t nslots;      /* power of two >= 2 * max features */
 } scratch_t;
 
 static void scratch_free(scratch_t *s) {
     free(s->buf); free(s->starts); free(s->ends); free(s->hashes);
+    free(s->counts); free(s->slots);
 }
 
 static int scratch_alloc(scratch_t *s, const int64_t *offsets, size_t ndocs) {
@@ -156,17 +160,51 @@ static int scratch_alloc(scratch_t *s, const int64_t *offsets, size_t ndocs) {
         size_t l = (size_t)(offsets[d + 1] - offsets[d]);
         if (l > maxlen) maxlen = l;
     }
+    if (maxlen > (size_t)1 << 31) return -1;  /* slot indices are 32-bit */
     /* a document of L bytes has at most (L + 1) / 2 tokens */
     size_t maxtok = maxlen / 2 + 2;
+    s->nslots = 16;
+    while (s->nslots < 2 * maxtok) s->nslots <<= 1;
     s->buf = malloc(maxlen + 1);
     s->starts = malloc(maxtok * sizeof(int64_t));
     s->ends = malloc(maxtok * sizeof(int64_t));
     s->hashes = malloc(maxtok * sizeof(uint64_t));
-    if (!s->buf || !s->starts || !s->ends || !s->hashes) {
+    s->counts = malloc(maxtok * sizeof(int64_t));
+    s->slots = malloc(s->nslots * sizeof(uint32_t));
+    if (!s->buf || !s->starts || !s->ends || !s->hashes || !s->counts || !s->slots) {
         scratch_free(s);
         return -1;
     }
     return 0;
+}
+
+/* Compacts hashes[0..n) in place to its distinct values in first-seen order
+ * (the order the reference implementation sums in), counting repeats. */
+static size_t distinct_in_order(scratch_t *s, size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap <<= 1;
+    uint64_t mask = cap - 1;
+    memset(s->slots, 0, cap * sizeof(uint32_t));
+    size_t nd = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = s->hashes[i];
+        size_t pos = (size_t)((h ^ (h >> 29)) & mask);
+        for (;;) {
+            uint32_t slot = s->slots[pos];
+            if (slot == 0) {
+                s->hashes[nd] = h;
+                s->counts[nd] = 1;
+                s->slots[pos] = (uint32_t)(++nd);
+                break;
+            }
+            if (s->hashes[slot - 1] == h) {
+                s->counts[slot - 1]++;
+                break;
+            }
+            pos = (pos + 1) & mask;
+        }
+    }
+    return nd;
 }
 
 int ss_features(const uint8_t *text, const int64_t *offsets, size_t ndocs,
@@ -188,55 +226,60 @@ int ss_features(const uint8_t *text, const int64_t *offsets, size_t ndocs,
     return 0;
 }
 
+/* Fingerprint of distinct hashes with their counts under one weighting. */
+static uint64_t weighted_fingerprint(const uint64_t *h, const int64_t *c,
+                                     size_t nd, int weighting,
+                                     const uint64_t *spread) {
+    int64_t cnt[64] = {0};
+    if (weighting == 0) {
+        count_bits(h, nd, spread, cnt);
+        return majority_bits(cnt, (int64_t)nd);
+    }
+    if (weighting == 1) {
+        /* vote_b = 2 * (sum of counts with bit b set) - total; most counts are
+         * 1, so count those in bulk and add the repeated ones one by one */
+        int64_t total = 0;
+        size_t run = 0;
+        for (size_t i = 0; i < nd; i++) {
+            total += c[i];
+            if (c[i] != 1) {
+                count_bits(h + i - run, run, spread, cnt);
+                run = 0;
+                for (int b = 0; b < 64; b++)
+                    if ((h[i] >> b) & 1) cnt[b] += c[i];
+            } else {
+                run++;
+            }
+        }
+        count_bits(h + nd - run, run, spread, cnt);
+        return majority_bits(cnt, total);
+    }
+    double acc[64] = {0.0};
+    for (size_t i = 0; i < nd; i++) {
+        double w = 1.0 + log((double)c[i]);
+        for (int b = 0; b < 64; b++) acc[b] += ((h[i] >> b) & 1) ? w : -w;
+    }
+    return sign_bits_double(acc);
+}
+
 int ss_fingerprint_texts(const uint8_t *text, const int64_t *offsets,
                          size_t ndocs, int ngram, uint32_t seed,
                          int weighting, uint64_t *out,
                          int64_t *out_nfeatures) {
     scratch_t s;
+    uint64_t spread[256];
     if (ngram < 1 || weighting < 0 || weighting > 2) return -1;
     if (scratch_alloc(&s, offsets, ndocs) != 0) return -1;
+    make_spread(spread);
     for (size_t d = 0; d < ndocs; d++) {
         const uint8_t *src = text + offsets[d];
         size_t len = (size_t)(offsets[d + 1] - offsets[d]);
         size_t ntok = tokenize(src, len, s.buf, s.starts, s.ends);
         size_t nf = shingle_hashes(s.buf, s.starts, s.ends, ntok, ngram, seed,
                                    s.hashes);
-        sort_u64(s.hashes, nf);
-        /* compact to distinct hashes, counts into starts[] (reused) */
-        size_t nd = 0;
-        for (size_t i = 0; i < nf; i++) {
-            if (nd && s.hashes[nd - 1] == s.hashes[i]) {
-                s.starts[nd - 1]++;
-            } else {
-                s.hashes[nd] = s.hashes[i];
-                s.starts[nd] = 1;
-                nd++;
-            }
-        }
+        size_t nd = distinct_in_order(&s, nf);
         out_nfeatures[d] = (int64_t)nd;
-        if (weighting == 0) {
-            out[d] = ss_simhash(s.hashes, NULL, nd);
-        } else {
-            int64_t acc[64] = {0};
-            double facc[64] = {0.0};
-            for (size_t i = 0; i < nd; i++) {
-                uint64_t h = s.hashes[i];
-                if (weighting == 1) {
-                    int64_t c = s.starts[i];
-                    for (int b = 0; b < 64; b++)
-                        acc[b] += ((h >> b) & 1) ? c : -c;
-                } else {
-                    double w = 1.0 + log((double)s.starts[i]);
-                    for (int b = 0; b < 64; b++)
-                        facc[b] += ((h >> b) & 1) ? w : -w;
-                }
-            }
-            uint64_t fp = 0;
-            for (int b = 0; b < 64; b++)
-                if (weighting == 1 ? acc[b] > 0 : facc[b] > 0.0)
-                    fp |= 1ULL << b;
-            out[d] = fp;
-        }
+        out[d] = weighted_fingerprint(s.hashes, s.counts, nd, weighting, spread);
     }
     scratch_free(&s);
     return 0;
