@@ -1,0 +1,600 @@
+"""simstore benchmarks against peer libraries, measured in one process run.
+
+Run ``python tools/bench.py --help``; every sub-command has its own ``--help``.
+Each sub-command builds seeded data, warms up, times at least three repetitions
+and prints Median / P90 / P99 / Max (never the mean) with the peak RSS, then
+writes a JSON result file (``--out``). Peer libraries run in the same process
+when they import; a peer that does not import is skipped with a warning and no
+number is written for it. ``all`` runs everything at default sizes, writes
+``docs/bench/all.json`` and regenerates the tables of ``docs/benchmarks.md``
+and the plot ``docs/bench/scaling.png``.
+
+Peers (the ``[bench]`` extra; never runtime dependencies of simstore):
+
+* ``simhash`` (PyPI, leonsim): ``Simhash`` fingerprints, ``SimhashIndex``.
+* ``simhash-pybind``: a C++ ``find_all``. It installs its own ``simhash``
+  package over the PyPI one, so the two cannot share a site-packages; install
+  it aside with ``pip install --target .bench/peers/simhash-pybind
+  simhash-pybind`` and this tool loads it from there (``--pybind-dir``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import random
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+import simstore
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_PYBIND_DIR = REPO / ".bench" / "peers" / "simhash-pybind"
+DEFAULT_WORKDIR = REPO / ".bench" / "tmp"
+DOCS_MD = REPO / "docs" / "benchmarks.md"
+DOCS_BENCH = REPO / "docs" / "bench"
+TEXT_SOURCES = ("/usr/share/common-licenses/*", "/usr/share/doc/*/copyright")
+GEN_BEGIN = "<!-- bench.py all: generated tables begin -->"
+GEN_END = "<!-- bench.py all: generated tables end -->"
+MB = 1e6  # throughput is reported in MB = 10**6 bytes of UTF-8 text
+U64 = np.uint64
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Order statistics of a sample (never the mean)."""
+
+    n: int
+    median: float
+    p90: float
+    p99: float
+    max: float
+
+    @classmethod
+    def of(cls, samples: Sequence[float] | np.ndarray) -> Stats:
+        """Median / P90 / P99 / Max of the samples."""
+        a = np.asarray(samples, dtype=np.float64)
+        p50, p90, p99 = np.percentile(a, [50, 90, 99])
+        return cls(len(a), float(p50), float(p90), float(p99), float(a.max()))
+
+    def scaled(self, factor: float) -> Stats:
+        """The same statistics in another unit."""
+        return Stats(
+            self.n, self.median * factor, self.p90 * factor, self.p99 * factor,
+            self.max * factor,
+        )
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark of this process (Linux >= 4.0); False if not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _proc_status_kb(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def peak_rss() -> int:
+    """Peak resident set size of this process in bytes (since the last reset, if any)."""
+    kb = _proc_status_kb("VmHWM")
+    if kb is None:
+        kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb * 1024
+
+
+def current_rss() -> int:
+    """Resident set size of this process now, in bytes."""
+    kb = _proc_status_kb("VmRSS")
+    return (kb or 0) * 1024
+
+
+def timed_reps(
+    fn: Callable[[], Any], reps: int, warmup: Callable[[], Any] | None = None
+) -> tuple[list[float], list[float], Any]:
+    """Run warmup (or fn) once untimed, then fn reps times: wall s, CPU s, last result."""
+    (warmup or fn)()
+    walls, cpus, out = [], [], None
+    for _ in range(reps):
+        c0, t0 = time.process_time(), time.perf_counter()
+        out = fn()
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return walls, cpus, out
+
+
+def per_call_ns(fn: Callable[[Any], Any], args: Sequence[Any]) -> np.ndarray:
+    """Wall time of fn(a) for each a, in ns (perf_counter_ns around each call)."""
+    out = np.empty(len(args), dtype=np.int64)
+    clock = time.perf_counter_ns
+    for i, a in enumerate(args):
+        t0 = clock()
+        fn(a)
+        out[i] = clock() - t0
+    return out
+
+
+def du_bytes(path: Path) -> tuple[int, int]:
+    """Allocated bytes (as ``du``) and apparent bytes of every file below path."""
+    alloc = apparent = 0
+    for p in path.rglob("*"):
+        if p.is_file():
+            st = p.stat()
+            alloc += st.st_blocks * 512
+            apparent += st.st_size
+    return alloc, apparent
+
+
+@contextlib.contextmanager
+def scratch_dir(workdir: Path, name: str) -> Iterator[Path]:
+    """A fresh directory under workdir, removed afterwards."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    d = Path(tempfile.mkdtemp(prefix=name + "-", dir=workdir))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- results
+
+
+class Report:
+    """Rows, notes and target verdicts of one sub-command, printed as they come."""
+
+    def __init__(self, command: str, params: dict[str, Any]) -> None:
+        self.command = command
+        self.params = params
+        self.rows: list[dict[str, Any]] = []
+        self.targets: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self.load_before = os.getloadavg()
+        self.started = time.time()
+        print(f"== {command} ==  {json.dumps(params)}", flush=True)
+
+    def row(self, impl: str, case: str, stats: Stats | None, unit: str, **extra: Any) -> None:
+        """Record and print one measured line."""
+        r: dict[str, Any] = {"impl": impl, "case": case, "unit": unit}
+        if stats is not None:
+            r["stats"] = asdict(stats)
+        r.update(extra)
+        self.rows.append(r)
+        if stats is None:
+            head = f"{'':>10} {'':>10} {'':>10} {'':>10}"
+        else:
+            head = " ".join(_fmt(v) for v in (stats.median, stats.p90, stats.p99, stats.max))
+        more = "  ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}" for k, v in extra.items())
+        print(f"  {impl:<40} {case:<22} {head} {unit:<6} {more}", flush=True)
+
+    def header(self) -> None:
+        """Print the column names."""
+        cols = " ".join(f"{c:>10}" for c in ("median", "p90", "p99", "max"))
+        print(f"  {'impl':<40} {'case':<22} {cols} unit", flush=True)
+
+    def note(self, text: str) -> None:
+        """Record and print a remark (skipped peer, capped size, mismatch...)."""
+        self.notes.append(text)
+        print(f"  note: {text}", flush=True)
+
+    def target(self, what: str, value: float | None, limit: float, op: str, unit: str) -> None:
+        """Record whether a target (value op limit) is met; None means not measured."""
+        if value is None:
+            verdict = "not measured"
+        else:
+            ok = value >= limit if op == ">=" else value <= limit
+            verdict = "met" if ok else "MISSED"
+        self.targets.append(
+            {"target": f"{what} {op} {limit:g} {unit}", "value": value, "verdict": verdict}
+        )
+        shown = "-" if value is None else f"{_fmt(value)} {unit}"
+        print(f"  target: {what} {op} {limit:g} {unit}: {shown} -> {verdict}", flush=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form."""
+        return {
+            "command": self.command,
+            "params": self.params,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+            "seconds": round(time.time() - self.started, 1),
+            "loadavg_before": self.load_before,
+            "loadavg_after": os.getloadavg(),
+            "peak_rss_process_bytes": peak_rss(),
+            "rows": self.rows,
+            "targets": self.targets,
+            "notes": self.notes,
+        }
+
+
+def _fmt(v: float) -> str:
+    if v == 0 or 0.01 <= abs(v) < 1e6:
+        return f"{v:10.3f}" if abs(v) < 100 else f"{v:10.1f}"
+    return f"{v:10.3g}"
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU, cores, memory, software versions and the git commit measured."""
+    cpu = "unknown"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_kb = _meminfo_kb("MemTotal")
+    versions: dict[str, str | None] = {}
+    for dist in ("simstore", "numpy", "lmdb", "simhash", "simhash-pybind", "matplotlib"):
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            versions[dist] = None
+    return {
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "mem_total_bytes": None if mem_kb is None else mem_kb * 1024,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": versions,
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty_package": bool(_git("status", "--porcelain", "--", "simstore", "csrc")),
+    }
+
+
+def _meminfo_kb(field: str) -> int | None:
+    with contextlib.suppress(OSError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=REPO, capture_output=True, text=True, check=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def write_json(path: Path | None, payload: dict[str, Any]) -> None:
+    """Write a result file (if a path is given)."""
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1, sort_keys=False) + "\n")
+    print(f"wrote {path}", flush=True)
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def load_simhash() -> ModuleType | None:
+    """The PyPI ``simhash`` package (Simhash, SimhashIndex), or None with a warning."""
+    try:
+        mod = importlib.import_module("simhash")
+    except Exception as exc:  # noqa: BLE001 - any import failure means "skip this peer"
+        warnings.warn(f"peer 'simhash' skipped: it does not import ({exc})", stacklevel=2)
+        return None
+    if not hasattr(mod, "Simhash") or not hasattr(mod, "SimhashIndex"):
+        warnings.warn(
+            "peer 'simhash' skipped: the module named simhash is not the PyPI simhash "
+            "package (simhash-pybind installs over it; reinstall simhash and put "
+            "simhash-pybind in --pybind-dir)",
+            stacklevel=2,
+        )
+        return None
+    return mod
+
+
+def load_simhash_pybind(pybind_dir: Path) -> ModuleType | None:
+    """simhash-pybind's module (``find_all``), loaded from pybind_dir, or None with a warning."""
+    with contextlib.suppress(Exception):
+        mod = importlib.import_module("simhash")
+        if hasattr(mod, "c_find_all"):
+            return mod
+    init = pybind_dir / "simhash" / "__init__.py"
+    if not init.is_file():
+        warnings.warn(
+            f"peer 'simhash-pybind' skipped: not found in {pybind_dir} (install it with "
+            f"'pip install --target {pybind_dir} simhash-pybind')",
+            stacklevel=2,
+        )
+        return None
+    name = "_bench_simhash_pybind"
+    if name in sys.modules:
+        return sys.modules[name]
+    try:
+        spec = importlib.util.spec_from_file_location(
+            name, init, submodule_search_locations=[str(init.parent)]
+        )
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    except Exception as exc:  # noqa: BLE001 - any import failure means "skip this peer"
+        sys.modules.pop(name, None)
+        warnings.warn(f"peer 'simhash-pybind' skipped: it does not import ({exc})", stacklevel=2)
+        return None
+    return mod
+
+
+# --------------------------------------------------------------------------- data
+
+
+def english_documents(n_docs: int, doc_bytes: int, seed: int) -> list[str]:
+    """Seeded ~doc_bytes English documents cut at word boundaries from this machine's texts.
+
+    The license texts and Debian copyright files are read (each once, symlinks
+    resolved), shuffled with the seed and concatenated; documents are cut from
+    that stream at whitespace, each at most doc_bytes of UTF-8.
+    """
+    paths = sorted({str(Path(p).resolve()) for pat in TEXT_SOURCES for p in glob.glob(pat)})
+    rng = random.Random(seed)
+    rng.shuffle(paths)
+    words: list[str] = []
+    for p in paths:
+        with contextlib.suppress(OSError):
+            words.extend(re.findall(r"\S+\s*", Path(p).read_text("utf-8", errors="replace")))
+    if not words:
+        raise SystemExit(f"no English text found under {', '.join(TEXT_SOURCES)}")
+    docs: list[str] = []
+    i = rng.randrange(len(words))
+    while len(docs) < n_docs:
+        parts: list[str] = []
+        size = 0
+        while True:
+            w = words[i % len(words)]
+            b = len(w.encode("utf-8"))
+            if size + b > doc_bytes and parts:
+                break
+            parts.append(w)
+            size += b
+            i += 1
+        docs.append("".join(parts))
+    return docs
+
+
+def random_fps(rng: np.random.Generator, n: int) -> np.ndarray:
+    """n distinct uniformly random 64-bit fingerprints."""
+    out = np.unique(rng.integers(0, 2**64 - 1, size=n, dtype=U64, endpoint=True))
+    while len(out) < n:
+        extra = rng.integers(0, 2**64 - 1, size=n - len(out), dtype=U64, endpoint=True)
+        out = np.unique(np.concatenate([out, extra]))
+    return rng.permutation(out[:n])
+
+
+def clustered_fps(rng: np.random.Generator, n: int, shared_bits: int) -> np.ndarray:
+    """n distinct fingerprints sharing their top shared_bits bits (random low bits)."""
+    free = 64 - shared_bits
+    top = U64(int(rng.integers(0, 2**shared_bits)) << free)
+    low = rng.choice(2**free, size=n, replace=False).astype(U64)
+    return top | low
+
+
+def flip_bits(rng: np.random.Generator, fps: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Each fingerprint with a random number in lo..hi of distinct random bits flipped."""
+    out = fps.copy()
+    dist = rng.integers(lo, hi + 1, size=len(fps))
+    for i, d in enumerate(dist):
+        bits = rng.choice(64, size=int(d), replace=False)
+        mask = 0
+        for b in bits:
+            mask |= 1 << int(b)
+        out[i] ^= U64(mask)
+    return out
+
+
+def popcount(x: np.ndarray) -> np.ndarray:
+    """Bits set in each uint64 (numpy >= 2.0 has bitwise_count; else a byte table)."""
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(x)
+    table = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+    return table[x.view(np.uint8).reshape(-1, 8)].sum(axis=1, dtype=np.uint8)
+
+
+# --------------------------------------------------------------------------- fingerprint
+
+
+def cmd_fingerprint(args: argparse.Namespace) -> dict[str, Any]:
+    """simstore.fingerprints on 5 KB English docs, MB/s on one thread, vs peers."""
+    rep = Report(
+        "fingerprint",
+        {k: getattr(args, k) for k in ("docs", "doc_bytes", "peer_docs", "reference_docs",
+                                       "reps", "seed")},
+    )
+    docs = english_documents(args.docs, args.doc_bytes, args.seed)
+    sizes = [len(d.encode("utf-8")) for d in docs]
+    nonascii = sum(not d.isascii() for d in docs)
+    rep.note(
+        f"{len(docs)} docs, {sum(sizes) / MB:.2f} MB, median {int(np.median(sizes))} bytes/doc, "
+        f"{nonascii} with non-ASCII characters; MB = 10^6 bytes of UTF-8; one thread"
+    )
+    rep.header()
+
+    def throughput(impl: str, subset: list[str], walls: list[float], cpus: list[float],
+                   per_doc: np.ndarray | None = None, **extra: Any) -> float:
+        mbytes = sum(len(d.encode("utf-8")) for d in subset) / MB
+        mb_s = mbytes / float(np.median(walls))
+        cpu_mb_s = mbytes / float(np.median(cpus))
+        stats = Stats.of(walls)
+        rep.row(impl, f"{len(subset)} docs/rep", stats, "s/rep", mb_s=mb_s, mb_per_cpu_s=cpu_mb_s,
+                reps=len(walls), **extra)
+        if per_doc is not None:
+            rep.row(impl, "per call", Stats.of(per_doc / 1e3), "us", calls=len(per_doc))
+        return mb_s
+
+    walls, cpus, fps = timed_reps(
+        lambda: simstore.fingerprints(docs), args.reps,
+        warmup=lambda: simstore.fingerprints(docs[:100]),
+    )
+    batched = throughput("simstore.fingerprints", docs, walls, cpus)
+    rep.target("simstore.fingerprints", batched, 50, ">=", "MB/s")
+    for label, keep in (("ASCII docs", True), ("non-ASCII docs", False)):
+        part = [d for d in docs if d.isascii() == keep]
+        if part:
+            walls, cpus, _ = timed_reps(partial(simstore.fingerprints, part), args.reps)
+            throughput(f"simstore.fingerprints ({label})", part, walls, cpus)
+
+    def single_calls(fn: Callable[[str], Any], subset: list[str]) -> tuple[list, list, np.ndarray]:
+        fn(subset[0])
+        samples, walls, cpus = [], [], []
+        for _ in range(args.reps):
+            c0 = time.process_time()
+            ns = per_call_ns(fn, subset)
+            cpus.append(time.process_time() - c0)
+            walls.append(float(ns.sum()) / 1e9)
+            samples.append(ns)
+        return walls, cpus, np.concatenate(samples)
+
+    w, c, ns = single_calls(simstore.fingerprint, docs)
+    single = throughput("simstore.fingerprint (1 text/call)", docs, w, c, ns)
+
+    ratios: dict[str, float] = {}
+    sh = load_simhash()
+    if sh is None:
+        rep.note("peer 'simhash' not importable: skipped")
+    else:
+        peer_docs, failed = [], 0
+        for d in docs[: args.peer_docs]:
+            try:
+                sh.Simhash(d)
+                peer_docs.append(d)
+            except OverflowError:
+                failed += 1
+        if failed:
+            rep.note(
+                f"simhash.Simhash(text) raised OverflowError on {failed} of {args.peer_docs} docs "
+                "(a 4-char feature counted > 255 times overflows its uint8 under numpy 2); "
+                "both simhash rows time only the docs it accepts"
+            )
+        w, c, ns = single_calls(sh.Simhash, peer_docs)
+        ratios["simhash.Simhash(text)"] = batched / throughput(
+            "simhash.Simhash(text)", peer_docs, w, c, ns
+        )
+
+        def shingled(text: str) -> Any:
+            toks = re.findall(r"\w+", text.lower())
+            return sh.Simhash([" ".join(toks[i : i + 3]) for i in range(len(toks) - 2)])
+
+        w, c, ns = single_calls(shingled, peer_docs)
+        ratios["simhash.Simhash(3-word shingles)"] = batched / throughput(
+            "simhash.Simhash(3-word shingles)", peer_docs, w, c, ns
+        )
+
+    from simstore._reference import reference_fingerprint
+
+    ref_docs = docs[: args.reference_docs]
+    w, c, ns = single_calls(reference_fingerprint, ref_docs)
+    agree = sum(reference_fingerprint(d) == int(fps[i]) for i, d in enumerate(ref_docs))
+    ratios["simstore._reference (pure Python)"] = batched / throughput(
+        "simstore._reference (pure Python)", ref_docs, w, c, ns,
+        equal_to_simstore=f"{agree}/{len(ref_docs)}",
+    )
+    for name, r in ratios.items():
+        rep.note(f"simstore.fingerprints is {r:.1f}x {name} (MB/s, same run)")
+    out = rep.to_dict()
+    out["headline"] = {"simstore_mb_s": batched, "single_call_mb_s": single,
+                       "speedup_vs": ratios}
+    return out
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _positive(text: str) -> int:
+    v = int(text.replace("_", ""))
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a valid count, must be > 0")
+    return v
+
+
+def _reps(text: str) -> int:
+    v = int(text)
+    if v < 3:
+        raise argparse.ArgumentTypeError(f"{text} is not a valid repetition count, must be >= 3")
+    return v
+
+
+def _sizes(text: str) -> list[int]:
+    return [_positive(s) for s in text.split(",") if s]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser with one sub-parser per benchmark."""
+    p = argparse.ArgumentParser(
+        prog="bench.py",
+        description=__doc__.split("\n\n")[0],
+        epilog="Each sub-command has --help. Results: Median / P90 / P99 / Max, never the mean.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--seed", type=int, default=20240601, help="RNG seed (default %(default)s)")
+        sp.add_argument("--reps", type=_reps, default=3,
+                        help="timed repetitions after one warm-up, >= 3 (default %(default)s)")
+        sp.add_argument("--out", type=Path, default=None, help="write the JSON result here")
+
+    f = sub.add_parser("fingerprint", help="text -> fingerprint throughput (MB/s, one thread)",
+                       description=cmd_fingerprint.__doc__)
+    common(f)
+    f.add_argument("--docs", type=_positive, default=3000,
+                   help="5 KB documents for simstore (default %(default)s)")
+    f.add_argument("--doc-bytes", type=_positive, default=5000,
+                   help="document size cap in UTF-8 bytes (default %(default)s)")
+    f.add_argument("--peer-docs", type=_positive, default=200,
+                   help="documents given to the PyPI simhash peer (default %(default)s)")
+    f.add_argument("--reference-docs", type=_positive, default=40,
+                   help="documents given to the pure-Python reference (default %(default)s)")
+    f.set_defaults(func=cmd_fingerprint)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one benchmark sub-command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    warnings.simplefilter("always")
+    result = args.func(args)
+    if args.command != "all":
+        result["machine"] = machine_info()
+        write_json(args.out, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
