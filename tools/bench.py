@@ -534,6 +534,341 @@ def cmd_fingerprint(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# --------------------------------------------------------------------------- query
+
+
+def open_store(path: Path, k: int, expected_size: int) -> Any:
+    """A new durable SimStore at path, planned for k and expected_size."""
+    from simstore.store import SimStore
+
+    return SimStore(path, k=k, expected_size=expected_size, durable=True)
+
+
+def build_store(path: Path, k: int, fps: np.ndarray) -> tuple[Any, float]:
+    """A store holding fps under ids 0..n-1, and the seconds add_many took."""
+    store = open_store(path, k, len(fps))
+    t0 = time.perf_counter()
+    store.add_many(range(len(fps)), fps)
+    return store, time.perf_counter() - t0
+
+
+def scan_numpy(fps: np.ndarray, k: int) -> Callable[[int], np.ndarray]:
+    """Brute-force query over the whole array in numpy: indices within k."""
+    def run(q: int) -> np.ndarray:
+        return np.flatnonzero(popcount(fps ^ U64(q)) <= k)
+    return run
+
+
+def scan_c(fps: np.ndarray, k: int) -> Callable[[int], Any]:
+    """Brute-force query over the whole array in simstore's C (one call)."""
+    from simstore._core import hamming_within
+
+    def run(q: int) -> Any:
+        return hamming_within(q, fps, k)
+    return run
+
+
+def latency_row(rep: Report, impl: str, case: str, fn: Callable[[Any], Any],
+                queries: Sequence[Any], reps: int, **extra: Any) -> Stats:
+    """Warm up on a few queries, then time each query reps times; a row in µs."""
+    per_call_ns(fn, queries[: max(1, len(queries) // 10)])
+    ns = np.concatenate([per_call_ns(fn, queries) for _ in range(reps)])
+    stats = Stats.of(ns / 1e3)
+    rep.row(impl, case, stats, "us", queries=len(queries), reps=reps, **extra)
+    return stats
+
+
+def cmd_query(args: argparse.Namespace) -> dict[str, Any]:
+    """Query latency of a store of N random fps plus planted neighbours, vs peers and scans."""
+    sizes = args.sizes + ([10_000_000] if args.large else [])
+    rep = Report("query", {"sizes": sizes, "ks": args.ks, "queries": args.queries,
+                           "scan_queries": args.scan_queries,
+                           "simhash_index_max": args.simhash_index_max,
+                           "reps": args.reps, "seed": args.seed})
+    rep.note("every query has one planted neighbour at distance 1..k; recall = share found")
+    rep.header()
+    sh = load_simhash()
+    if sh is None:
+        rep.note("peer 'simhash' not importable: SimhashIndex skipped")
+    for n in sizes:
+        rng = np.random.default_rng([args.seed, n])
+        base = random_fps(rng, n)
+        queries = random_fps(rng, args.queries)
+        qlist = [int(q) for q in queries]
+        for k in args.ks:
+            planted = flip_bits(rng, queries, 1, k)
+            fps = np.concatenate([base, planted])
+            case = f"N={n:,} k={k}"
+            with scratch_dir(args.workdir, f"query-{n}-{k}") as d:
+                store, build_s = build_store(d / "store", k, fps)
+                found = sum(n + i in {m.doc_id for m in store.query(q)}
+                            for i, q in enumerate(qlist))
+                stats = latency_row(
+                    rep, "simstore SimStore.query", case, store.query, qlist, args.reps,
+                    recall=f"{found}/{len(qlist)}", tables=len(store.layout.tables),
+                    build_s=round(build_s, 2),
+                )
+                store.close()
+                alloc, apparent = du_bytes(d / "store")
+            rep.row("simstore store size", case, None, "B/fp",
+                    du_bytes_per_fp=round(alloc / len(fps), 1),
+                    apparent_bytes_per_fp=round(apparent / len(fps), 1))
+            if k == 3 and n == 1_000_000:
+                rep.target("query p50 at N=1M k=3", stats.median, 25, "<=", "us")
+                rep.target("query p99 at N=1M k=3", stats.p99, 100, "<=", "us")
+            sq = qlist[: args.scan_queries]
+            latency_row(rep, "simstore._core.hamming_within (C scan)", case, scan_c(fps, k), sq,
+                        args.reps)
+            latency_row(rep, "numpy brute-force scan", case, scan_numpy(fps, k), sq, args.reps)
+            if k == 3 and sh is not None:
+                simhash_index_row(rep, sh, base, planted, qlist, n, args)
+    if 1_000_000 not in sizes or 3 not in args.ks:
+        rep.target("query p50 at N=1M k=3", None, 25, "<=", "us")
+        rep.target("query p99 at N=1M k=3", None, 100, "<=", "us")
+    return rep.to_dict()
+
+
+def simhash_index_row(rep: Report, sh: ModuleType, base: np.ndarray, planted: np.ndarray,
+                      qlist: list[int], n: int, args: argparse.Namespace) -> None:
+    """simhash.SimhashIndex(k=3) over the first fps (capped) plus the planted ones."""
+    m = min(n, args.simhash_index_max)
+    fps = np.concatenate([base[:m], planted])
+    t0 = time.perf_counter()
+    index = sh.SimhashIndex(
+        [(str(i), sh.Simhash(int(f))) for i, f in enumerate(fps)], f=64, k=3
+    )
+    build_s = time.perf_counter() - t0
+    objs = [sh.Simhash(q) for q in qlist]
+    found = sum(str(m + i) in index.get_near_dups(o) for i, o in enumerate(objs))
+    case = f"N={n:,} k=3" + ("" if m == n else f" (index {len(fps):,})")
+    latency_row(rep, "simhash.SimhashIndex.get_near_dups", case, index.get_near_dups, objs,
+                args.reps, recall=f"{found}/{len(objs)}", index_size=len(fps),
+                build_s=round(build_s, 2))
+    if m < n:
+        rep.note(f"SimhashIndex for N={n:,} holds {len(fps):,} fps (--simhash-index-max {m:,})")
+
+
+# --------------------------------------------------------------------------- load
+
+
+def cmd_load(args: argparse.Namespace) -> dict[str, Any]:
+    """Bulk load (add_many into an empty store) and durable batched adds into a full store."""
+    sizes = args.sizes + ([10_000_000] if args.large else [])
+    rep = Report("load", {"sizes": sizes, "k": args.k, "add_store_size": args.add_store_size,
+                          "add_batch": args.add_batch, "add_batches": args.add_batches,
+                          "reps": args.reps, "seed": args.seed,
+                          "peak_rss_reset": reset_peak_rss()})
+    rep.note("load = open a new durable store + add_many(range(N), fps) + close; "
+             "peak RSS = whole-process VmHWM during the rep (includes the input arrays)")
+    rep.header()
+    for n in sizes:
+        rng = np.random.default_rng([args.seed, n, 1])
+        fps = random_fps(rng, n)
+
+        def load(m: int, n: int = n, fps: np.ndarray = fps) -> tuple[float, int, int]:
+            with scratch_dir(args.workdir, f"load-{n}") as d:
+                reset_peak_rss()
+                base_rss = current_rss()
+                t0 = time.perf_counter()
+                store = open_store(d / "store", args.k, m)
+                store.add_many(range(m), fps[:m])
+                store.close()
+                secs = time.perf_counter() - t0
+                return secs, peak_rss() - base_rss, peak_rss()
+
+        load(max(1, n // 10))
+        runs = [load(n) for _ in range(args.reps)]
+        secs = [r[0] for r in runs]
+        peak = max(r[2] for r in runs)
+        rep.row("simstore add_many (bulk load)", f"N={n:,} k={args.k}", Stats.of(secs), "s",
+                fps_per_s=round(n / float(np.median(secs))), peak_rss_mb=round(peak / 2**20, 1),
+                rss_growth_mb=round(max(r[1] for r in runs) / 2**20, 1))
+        if n == 10_000_000:
+            rep.target("bulk load of 10M", float(np.median(secs)), 60, "<=", "s")
+            rep.target("peak RSS of 10M load", peak / 2**30, 2, "<=", "GiB")
+    if 10_000_000 not in sizes:
+        rep.note("the 10M load targets (<= 60 s, <= 2 GB) need --large; not measured here")
+        rep.target("bulk load of 10M", None, 60, "<=", "s")
+        rep.target("peak RSS of 10M load", None, 2, "<=", "GiB")
+    add_rate(rep, args)
+    return rep.to_dict()
+
+
+def add_rate(rep: Report, args: argparse.Namespace) -> None:
+    """Durable adds, add_batch per ``with store.batch()`` commit, into a store of add_store_size."""
+    n, b = args.add_store_size, args.add_batch
+    total = b * (args.add_batches * args.reps + 1)
+    rng = np.random.default_rng([args.seed, n, 2])
+    fps = random_fps(rng, n + total)
+    with scratch_dir(args.workdir, "add") as d:
+        store, _ = build_store(d / "store", args.k, fps[:n])
+        next_id = n
+
+        def one_batch() -> float:
+            nonlocal next_id
+            t0 = time.perf_counter()
+            with store.batch():
+                for i in range(next_id, next_id + b):
+                    store.add(i, int(fps[i]))
+            next_id += b
+            return time.perf_counter() - t0
+
+        one_batch()
+        rates, lat = [], []
+        for _ in range(args.reps):
+            times = [one_batch() for _ in range(args.add_batches)]
+            lat.extend(times)
+            rates.append(b * len(times) / sum(times))
+        store.close()
+    rate = float(np.median(rates))
+    rep.row(f"simstore add, {b}/commit (durable)", f"into N={n:,} k={args.k}",
+            Stats.of(lat).scaled(1e3), "ms/commit", adds_per_s=round(rate),
+            commits=len(lat))
+    if n >= 1_000_000:
+        rep.target(f"durable adds into a {n:,} store", rate, 20_000, ">=", "adds/s")
+    else:
+        rep.target("durable adds into a 1M store", None, 20_000, ">=", "adds/s")
+
+
+# --------------------------------------------------------------------------- find-all
+
+
+def block_bounds(k: int) -> list[tuple[int, int]]:
+    """(shift, width) of k+1 nearly equal blocks tiling 64 bits, top block first."""
+    nb = k + 1
+    widths = [64 // nb + (1 if i < 64 % nb else 0) for i in range(nb)]
+    out, top = [], 64
+    for w in widths:
+        top -= w
+        out.append((top, w))
+    return out
+
+
+def numpy_find_all(fps: np.ndarray, k: int, max_candidates: int
+                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray] | None, int]:
+    """Pairs i < j within k by block permutation in numpy, or None if over max_candidates.
+
+    Pigeonhole: split the bits into k+1 blocks; a pair within k agrees on one.
+    Pass p sorts by block p and compares every pair inside each run of equal
+    block values (one vectorized step per offset), keeping a pair only if p
+    is the first block it agrees on. Returns (i, j, d) and the candidate count.
+    """
+    blocks = [(fps >> U64(sh)) & U64((1 << w) - 1) for sh, w in block_bounds(k)]
+    candidates = 0
+    for bv in blocks:
+        counts = np.unique(bv, return_counts=True)[1].astype(np.int64)
+        candidates += int((counts * (counts - 1) // 2).sum())
+    if candidates > max_candidates:
+        return None, candidates
+    n = len(fps)
+    pos = np.arange(n)
+    parts_i, parts_j, parts_d = [], [], []
+    for p, bv in enumerate(blocks):
+        order = np.argsort(bv, kind="stable")
+        sv = bv[order]
+        starts = np.flatnonzero(np.concatenate([[True], sv[1:] != sv[:-1]]))
+        lengths = np.diff(np.append(starts, n))
+        run_end = np.repeat(starts + lengths, lengths)
+        active = pos[run_end - pos > 1]
+        step = 1
+        while active.size:
+            a, b = order[active], order[active + step]
+            dist = popcount(fps[a] ^ fps[b])
+            hit = dist <= k
+            a, b, dist = a[hit], b[hit], dist[hit]
+            first = np.ones(len(a), dtype=bool)
+            for q in range(p):
+                first &= blocks[q][a] != blocks[q][b]
+            parts_i.append(np.minimum(a, b)[first])
+            parts_j.append(np.maximum(a, b)[first])
+            parts_d.append(dist[first])
+            step += 1
+            active = active[run_end[active] - active > step]
+    if not parts_i:
+        empty = np.empty(0, dtype=np.int64)
+        return (empty, empty, np.empty(0, dtype=np.uint8)), candidates
+    return (np.concatenate(parts_i), np.concatenate(parts_j), np.concatenate(parts_d)), candidates
+
+
+def brute_find_all(fps: np.ndarray, k: int, chunk: int = 256) -> int:
+    """Number of pairs i < j within k, by comparing every pair in numpy (row chunks)."""
+    n, found = len(fps), 0
+    cols = np.arange(n)
+    for s in range(0, n, chunk):
+        rows = fps[s : s + chunk]
+        d = popcount(rows[:, None] ^ fps[None, :])
+        upper = cols[None, :] > np.arange(s, s + len(rows))[:, None]
+        found += int(np.count_nonzero((d <= k) & upper))
+    return found
+
+
+def cmd_find_all(args: argparse.Namespace) -> dict[str, Any]:
+    """simstore.batch.find_all vs simhash-pybind, a numpy block-permutation and brute force."""
+    from simstore.batch import find_all
+
+    sizes = args.sizes + ([10_000_000] if args.large else [])
+    rep = Report("find-all", {"sizes": sizes, "k": args.k, "clustered": args.clustered,
+                              "shared_bits": args.shared_bits,
+                              "pybind_blocks": args.pybind_blocks,
+                              "numpy_max_candidates": args.numpy_max_candidates,
+                              "brute_max": args.brute_max, "reps": args.reps,
+                              "seed": args.seed})
+    rep.note("time per whole call; warm-up on the first tenth of the input; "
+             "peers get their input pre-converted (untimed)")
+    rep.header()
+    pyb = load_simhash_pybind(args.pybind_dir)
+    if pyb is None:
+        rep.note("peer 'simhash-pybind' not importable: skipped")
+    cases: list[tuple[str, np.ndarray]] = []
+    for n in sizes:
+        cases.append((f"random N={n:,}", random_fps(np.random.default_rng([args.seed, n, 3]), n)))
+    if args.clustered:
+        rng = np.random.default_rng([args.seed, args.clustered, 4])
+        cases.append((f"top {args.shared_bits} bits shared N={args.clustered:,}",
+                      clustered_fps(rng, args.clustered, args.shared_bits)))
+    k = args.k
+    for case, fps in cases:
+        warm = fps[: max(2, len(fps) // 10)]
+        counts: dict[str, int] = {}
+        for workers in (1, 2):
+            walls, _, res = timed_reps(partial(find_all, fps, k, workers=workers), args.reps,
+                                       warmup=partial(find_all, warm, k, workers=workers))
+            name = f"simstore find_all ({workers} thread{'s' if workers > 1 else ''})"
+            counts[name] = len(res.i)
+            rep.row(name, case, Stats.of(walls), "s", pairs=len(res.i))
+        if pyb is not None:
+            hashes = {int(f) for f in fps}
+            small = {int(f) for f in warm}
+            walls, _, res = timed_reps(
+                partial(pyb.find_all, hashes, args.pybind_blocks, k), args.reps,
+                warmup=partial(pyb.find_all, small, args.pybind_blocks, k),
+            )
+            name = f"simhash-pybind find_all ({args.pybind_blocks} blocks)"
+            counts[name] = len(res)
+            rep.row(name, case, Stats.of(walls), "s", pairs=len(res))
+        out, cand = numpy_find_all(fps, k, args.numpy_max_candidates)
+        if out is None:
+            rep.note(f"numpy block-permutation not run on {case}: {cand:,} candidate pairs "
+                     f"> --numpy-max-candidates {args.numpy_max_candidates:,}")
+        else:
+            walls, _, (out, _) = timed_reps(
+                partial(numpy_find_all, fps, k, args.numpy_max_candidates), args.reps,
+                warmup=partial(numpy_find_all, warm, k, args.numpy_max_candidates),
+            )
+            assert out is not None
+            counts["numpy block-permutation"] = len(out[0])
+            rep.row("numpy block-permutation", case, Stats.of(walls), "s", pairs=len(out[0]),
+                    candidates=cand)
+        if len(fps) <= args.brute_max:
+            walls, _, found = timed_reps(partial(brute_find_all, fps, k), args.reps,
+                                         warmup=partial(brute_find_all, warm, k))
+            counts["numpy brute force"] = found
+            rep.row("numpy brute force", case, Stats.of(walls), "s", pairs=found)
+        if len(set(counts.values())) > 1:
+            rep.note(f"pair counts DISAGREE on {case}: {counts}")
+    return rep.to_dict()
+
+
 # --------------------------------------------------------------------------- CLI
 
 
@@ -582,6 +917,63 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--reference-docs", type=_positive, default=40,
                    help="documents given to the pure-Python reference (default %(default)s)")
     f.set_defaults(func=cmd_fingerprint)
+
+    q = sub.add_parser("query", help="single-query latency (us) vs SimhashIndex and scans",
+                       description=cmd_query.__doc__)
+    common(q)
+    q.add_argument("--sizes", type=_sizes, default=[100_000, 1_000_000],
+                   help="store sizes N, comma-separated (default 100000,1000000)")
+    q.add_argument("--large", action="store_true", help="also N = 10,000,000")
+    q.add_argument("--ks", type=_sizes, default=[3, 6, 8],
+                   help="k values, one store planned per k (default 3,6,8)")
+    q.add_argument("--queries", type=_positive, default=2000,
+                   help="queries per repetition (default %(default)s)")
+    q.add_argument("--scan-queries", type=_positive, default=100,
+                   help="queries per repetition for the brute-force scans (default %(default)s)")
+    q.add_argument("--simhash-index-max", type=_positive, default=100_000,
+                   help="cap on the random fps put in simhash.SimhashIndex (default %(default)s)")
+    q.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
+                   help="where scratch stores go (default %(default)s)")
+    q.set_defaults(func=cmd_query)
+
+    ld = sub.add_parser("load", help="bulk load seconds + peak RSS; durable adds/s",
+                        description=cmd_load.__doc__)
+    common(ld)
+    ld.add_argument("--sizes", type=_sizes, default=[1_000_000],
+                    help="bulk load sizes, comma-separated (default 1000000)")
+    ld.add_argument("--large", action="store_true", help="also N = 10,000,000")
+    ld.add_argument("--k", type=_positive, default=3, help="store k (default %(default)s)")
+    ld.add_argument("--add-store-size", type=_positive, default=1_000_000,
+                    help="fps in the store the adds go into (default %(default)s)")
+    ld.add_argument("--add-batch", type=_positive, default=1000,
+                    help="adds per commit (default %(default)s)")
+    ld.add_argument("--add-batches", type=_positive, default=10,
+                    help="commits per repetition (default %(default)s)")
+    ld.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
+                    help="where scratch stores go (default %(default)s)")
+    ld.set_defaults(func=cmd_load)
+
+    fa = sub.add_parser("find-all", help="all pairs within k: simstore vs simhash-pybind, numpy",
+                        description=cmd_find_all.__doc__)
+    common(fa)
+    fa.add_argument("--sizes", type=_sizes, default=[100_000, 1_000_000],
+                    help="random-fp sizes, comma-separated (default 100000,1000000)")
+    fa.add_argument("--large", action="store_true", help="also N = 10,000,000")
+    fa.add_argument("--k", type=_positive, default=3, help="distance (default %(default)s)")
+    fa.add_argument("--clustered", type=int, default=40_000,
+                    help="size of the clustered case, 0 = none (default %(default)s)")
+    fa.add_argument("--shared-bits", type=_positive, default=40,
+                    help="top bits all clustered fps share (default %(default)s)")
+    fa.add_argument("--pybind-dir", type=Path, default=DEFAULT_PYBIND_DIR,
+                    help="where simhash-pybind is installed aside (default %(default)s)")
+    fa.add_argument("--pybind-blocks", type=_positive, default=6,
+                    help="simhash-pybind number_of_blocks, > k (default %(default)s)")
+    fa.add_argument("--numpy-max-candidates", type=_positive, default=200_000_000,
+                    help="skip the numpy block-permutation above this many candidate pairs "
+                         "(default %(default)s)")
+    fa.add_argument("--brute-max", type=_positive, default=50_000,
+                    help="largest n for numpy brute force (default %(default)s)")
+    fa.set_defaults(func=cmd_find_all)
     return p
 
 
