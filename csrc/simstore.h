@@ -73,10 +73,48 @@ void ss_permute_blocks(const uint64_t *in, size_t n, int nblocks,
 
 /* --- batch all-pairs search (csrc/batch.c) --------------------------- */
 /* BATCH-BEGIN */
+/* Pairs found by the batch search: arrays malloc'ed and grown by the C core,
+ * released with ss_pairs_free (start from a zeroed struct). i < j. */
+typedef struct {
+    int64_t *i;
+    int64_t *j;
+    uint8_t *d;
+    size_t n;
+    size_t cap;
+} ss_pairs;
+/* Pass `pass` (0..k) of the all-pairs search within k (0..16) over n
+ * distinct fingerprints (n < 2**32): appends every pair whose first
+ * agreeing top-level block is block `pass`; together the k+1 passes give
+ * each pair within k exactly once. Returns 0, -1 out of memory, -2 bad
+ * arguments. */
+int ss_batch_pass(const uint64_t *fps, size_t n, int k, int pass,
+                  ss_pairs *out);
+void ss_pairs_free(ss_pairs *p);
+/* Stable sort of fps by value: out_order[r] = index of the r-th smallest;
+ * the distinct values go to out_uniq[0..*out_nuniq), the rank of each one's
+ * first copy to out_starts (out_starts[*out_nuniq] = n). All outputs hold
+ * n (+1) entries; n < 2**32. Returns 0, -1 out of memory, -2 bad n. */
+int ss_dedupe(const uint64_t *fps, size_t n, uint64_t *out_uniq,
+              uint32_t *out_order, uint32_t *out_starts, size_t *out_nuniq);
+/* Connected components of the graph on 0..n-1 with edges (a[e], b[e]):
+ * label[x] = smallest node of x's component. Returns 0, -2 on a node out of
+ * range. */
+int ss_components(size_t n, const int64_t *a, const int64_t *b, size_t m,
+                  int64_t *label);
 /* BATCH-END */
 
 /* --- store query helpers (csrc/query.c) ------------------------------- */
 /* QUERY-BEGIN */
+/* One fingerprint permuted for each of ntables tables; the shift/width specs
+ * are ntables rows of nblocks bytes each (see ss_permute_blocks). */
+void ss_permute_tables(uint64_t q, int ntables, int nblocks,
+                       const uint8_t *src_shift, const uint8_t *width,
+                       const uint8_t *dst_shift, uint64_t *out);
+/* keys holds n 8-byte big-endian keys back to back: indices i with
+ * popcount(key[i] ^ q) <= k into out_idx (distances into out_dist, which may
+ * be NULL); returns how many. out_idx must hold n entries. */
+size_t ss_verify_be_keys(const uint8_t *keys, size_t n, uint64_t q, int k,
+                         int64_t *out_idx, uint8_t *out_dist);
 /* QUERY-END */
 
 /* CDEF-END */

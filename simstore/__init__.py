@@ -5,14 +5,23 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from .exceptions import (
+    ConfigMismatchError,
+    CorruptStoreError,
+    FormatVersionError,
     InvalidConfigError,
     InvalidDistanceError,
     InvalidDocIdError,
     InvalidFingerprintError,
+    LayoutMismatchError,
     NativeModuleError,
+    NotAStoreError,
+    ReadOnlyError,
     SimstoreError,
     SimstoreTypeError,
     SimstoreValueError,
+    StoreClosedError,
+    StoreError,
+    StoreInUseError,
 )
 from .fingerprinting import (
     DEFAULT_CONFIG,
@@ -27,6 +36,8 @@ from .fingerprinting import (
     simhash,
     tokens,
 )
+from .layout import Layout, Plan, plan
+from .store import Match, SimStore
 
 try:
     __version__ = version("simstore")
@@ -34,6 +45,20 @@ except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
     __version__ = "0+unknown"
 
 __all__ = [
+    "ConfigMismatchError",
+    "CorruptStoreError",
+    "FormatVersionError",
+    "Layout",
+    "LayoutMismatchError",
+    "Match",
+    "NotAStoreError",
+    "Plan",
+    "ReadOnlyError",
+    "SimStore",
+    "StoreClosedError",
+    "StoreError",
+    "StoreInUseError",
+    "plan",
     "DEFAULT_CONFIG",
     "EMPTY_FINGERPRINT",
     "FingerprintConfig",

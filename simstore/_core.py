@@ -131,3 +131,82 @@ def permute_blocks(
         _u64_ptr(fps), len(fps), len(width), src_shift, width, dst_shift, _u64_ptr(out)
     )
     return out
+
+
+def permute_tables(
+    q: int, ntables: int, src_shift: bytes, width: bytes, dst_shift: bytes
+) -> list[int]:
+    """One fingerprint permuted for every table (specs are ntables rows of bytes)."""
+    out = ffi.new("uint64_t[]", ntables)
+    lib.ss_permute_tables(q, ntables, len(width) // ntables, src_shift, width, dst_shift, out)
+    return list(out)
+
+
+def verify_be_keys(keys: bytes, q: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (int64) and distances (uint8) of the 8-byte big-endian keys within k of q."""
+    n = len(keys) // 8
+    idx = np.empty(n, dtype=np.int64)
+    dist = np.empty(n, dtype=np.uint8)
+    m = lib.ss_verify_be_keys(
+        keys, n, q, k, ffi.from_buffer("int64_t[]", idx), ffi.from_buffer("uint8_t[]", dist)
+    )
+    return idx[:m], dist[:m]
+
+
+def batch_pass(fps: np.ndarray, k: int, pass_: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One pass (0..k) of the all-pairs search over distinct fingerprints: i, j, distance."""
+    out = ffi.new("ss_pairs *")
+    try:
+        rc = lib.ss_batch_pass(_u64_ptr(fps), len(fps), k, pass_, out)
+        if rc == -1:
+            raise MemoryError("simstore: out of memory in the batch search")
+        if rc != 0:
+            raise ValueError(f"ss_batch_pass refused n={len(fps)}, k={k}, pass={pass_}")
+        m = out.n
+        if m == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.uint8)
+        return (
+            np.frombuffer(ffi.buffer(out.i, m * 8), dtype=np.int64).copy(),
+            np.frombuffer(ffi.buffer(out.j, m * 8), dtype=np.int64).copy(),
+            np.frombuffer(ffi.buffer(out.d, m), dtype=np.uint8).copy(),
+        )
+    finally:
+        lib.ss_pairs_free(out)
+
+
+def dedupe(fps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct values (ascending), stable sort order (uint32) and group starts (uint32)."""
+    n = len(fps)
+    uniq = np.empty(n, dtype=np.uint64)
+    order = np.empty(n, dtype=np.uint32)
+    starts = np.empty(n + 1, dtype=np.uint32)
+    nuniq = ffi.new("size_t *")
+    rc = lib.ss_dedupe(
+        _u64_ptr(fps),
+        n,
+        _u64_ptr(uniq),
+        ffi.from_buffer("uint32_t[]", order),
+        ffi.from_buffer("uint32_t[]", starts),
+        nuniq,
+    )
+    if rc == -1:
+        raise MemoryError("simstore: out of memory while grouping identical fingerprints")
+    if rc != 0:
+        raise ValueError(f"ss_dedupe refused n={n}")
+    u = int(nuniq[0])
+    return uniq[:u], order, starts[: u + 1]
+
+
+def components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Connected components of edges (a, b) over 0..n-1: the smallest node of each's."""
+    label = np.empty(n, dtype=np.int64)
+    rc = lib.ss_components(
+        n,
+        ffi.from_buffer("int64_t[]", a),
+        ffi.from_buffer("int64_t[]", b),
+        len(a),
+        ffi.from_buffer("int64_t[]", label),
+    )
+    if rc != 0:
+        raise ValueError("ss_components: an edge names a node out of range")
+    return label

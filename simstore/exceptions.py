@@ -37,3 +37,39 @@ class InvalidDistanceError(SimstoreValueError):
 
 class NativeModuleError(SimstoreError, ImportError):
     """The compiled C core is missing or was built for another interpreter."""
+
+
+class StoreError(SimstoreError):
+    """A persistent store cannot do what was asked; the message says why and what to do."""
+
+
+class NotAStoreError(StoreError):
+    """The path is a file, or a non-empty directory that holds no simstore store."""
+
+
+class FormatVersionError(StoreError):
+    """The store was written in an on-disk format this simstore does not read."""
+
+
+class LayoutMismatchError(StoreError, ValueError):
+    """A reopened store was given a k (table layout) other than the one it was built with."""
+
+
+class ConfigMismatchError(StoreError, ValueError):
+    """A reopened store was given a fingerprint config other than the one it records."""
+
+
+class ReadOnlyError(StoreError):
+    """A write was attempted on a store opened with readonly=True."""
+
+
+class StoreClosedError(StoreError):
+    """The store handle was closed; open a new SimStore to keep using the store."""
+
+
+class StoreInUseError(StoreError):
+    """The store is already open in this process (LMDB allows one handle per process)."""
+
+
+class CorruptStoreError(StoreError):
+    """The store's files or records are damaged or were not written by simstore."""

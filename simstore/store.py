@@ -1,0 +1,1085 @@
+"""The persistent near-duplicate index: fingerprints in block-permuted LMDB tables.
+
+On disk a store is one LMDB environment (a directory) with named databases:
+
+- ``meta``: JSON values: ``format`` ({"format": "simstore", "version": 1}),
+  ``layout`` (:meth:`Layout.to_dict`), ``fingerprint``
+  (:meth:`FingerprintConfig.to_dict`).
+- ``docs``: internal id (8-byte big-endian, assigned in insertion order) ->
+  record: 1 format byte (1), the fingerprint (8 bytes big-endian), the
+  encoded doc id. Later record formats may append fields (e.g. a MinHash
+  sketch); readers dispatch on the first byte.
+- ``ids``: encoded doc id -> internal id. An encoded id is a type tag
+  (``s`` + UTF-8 for str, ``i`` + signed big-endian bytes for int); one
+  longer than LMDB's 511-byte key limit is keyed as ``h`` + its 32-byte
+  blake2b digest, the full id being checked against the docs record.
+- ``t00``, ``t01``, ...: one table per permutation of :mod:`simstore.layout`,
+  ``dupsort``/``dupfixed``: key = permuted fingerprint (8 bytes big-endian),
+  values = internal ids of every doc with that fingerprint.
+
+A query permutes the fingerprint for every table in one C call, range-scans
+each table for every header value within the layout's radius, checks the
+tail bits with popcount (in C when there are more than a few candidates)
+and only then reads the matching docs. Every read is one short transaction,
+so no old snapshot pins pages while a crawler runs for days.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from itertools import combinations
+from typing import Any, NamedTuple, Union
+
+import lmdb
+import numpy as np
+
+from . import _core
+from ._validate import as_fingerprint_array, check_fingerprint, check_k
+from .exceptions import (
+    ConfigMismatchError,
+    CorruptStoreError,
+    FormatVersionError,
+    InvalidConfigError,
+    InvalidDocIdError,
+    LayoutMismatchError,
+    NotAStoreError,
+    ReadOnlyError,
+    SimstoreTypeError,
+    StoreClosedError,
+    StoreError,
+    StoreInUseError,
+)
+from .fingerprinting import DEFAULT_CONFIG, FingerprintConfig
+from .layout import PLAN_MAX_K, Layout, plan
+
+DocId = Union[str, int]
+
+FORMAT_VERSION = 1
+RECORD_VERSION = 1
+DEFAULT_K = 3
+DEFAULT_EXPECTED_SIZE = 1_000_000
+MAX_DOC_ID_BYTES = 1 << 16
+_MAX_KEY_BYTES = 511
+_MAX_DBS = 64
+_MIN_MAP_SIZE = 1 << 26
+_PAGE = 4096
+_PY_VERIFY_MAX = 16
+_READ_CHUNK = 10_000
+_QUERY_CHUNK = 256
+_MAX_GROWTHS = 40
+
+
+class Match(NamedTuple):
+    """One stored document within the query distance."""
+
+    doc_id: DocId
+    fingerprint: int
+    distance: int
+
+
+# --- doc ids and records -------------------------------------------------
+
+
+def _encode_id(doc_id: Any) -> bytes:
+    """Type-tagged bytes of a doc id; refuses what a store cannot give back exactly."""
+    if isinstance(doc_id, str):
+        if not doc_id:
+            raise InvalidDocIdError("a doc id must be a non-empty str or an int (got '')")
+        payload = doc_id.encode("utf-8", "surrogatepass")
+        tag = b"s"
+    elif isinstance(doc_id, (int, np.integer)) and not isinstance(doc_id, (bool, np.bool_)):
+        x = int(doc_id)
+        nbytes = (x.bit_length() + 8) // 8
+        if nbytes > MAX_DOC_ID_BYTES:
+            raise InvalidDocIdError(
+                f"an int doc id must fit in {MAX_DOC_ID_BYTES} bytes (got {nbytes} bytes)"
+            )
+        payload = x.to_bytes(nbytes, "big", signed=True)
+        tag = b"i"
+    else:
+        raise SimstoreTypeError(
+            f"a doc id must be a str or an int (got {type(doc_id).__name__})"
+        )
+    if len(payload) > MAX_DOC_ID_BYTES:
+        raise InvalidDocIdError(
+            f"a doc id must be at most {MAX_DOC_ID_BYTES} bytes as UTF-8 (got {len(payload)})"
+        )
+    return tag + payload
+
+
+def _decode_id(enc: bytes) -> DocId:
+    tag, payload = enc[:1], enc[1:]
+    if tag == b"s":
+        return bytes(payload).decode("utf-8", "surrogatepass")
+    if tag == b"i":
+        return int.from_bytes(payload, "big", signed=True)
+    raise CorruptStoreError(f"a docs record holds an id with unknown type tag {bytes(tag)!r}")
+
+
+def _id_key(enc: bytes) -> bytes:
+    """The ``ids`` key of an encoded id: itself, or a digest when over the key limit."""
+    if len(enc) <= _MAX_KEY_BYTES:
+        return enc
+    return b"h" + hashlib.blake2b(enc, digest_size=32).digest()
+
+
+def _record(fp: int, enc: bytes) -> bytes:
+    return bytes((RECORD_VERSION,)) + fp.to_bytes(8, "big") + enc
+
+
+def _parse_record(rec: bytes) -> tuple[int, bytes]:
+    """(fingerprint, encoded id) of a docs record of any known format version."""
+    if not rec or rec[0] != RECORD_VERSION:
+        raise CorruptStoreError(
+            f"a docs record has format {rec[:1]!r}; this simstore reads format {RECORD_VERSION}"
+        )
+    return int.from_bytes(rec[1:9], "big"), bytes(rec[9:])
+
+
+def _doc_ids_arg(doc_ids: Any) -> list[Any]:
+    if isinstance(doc_ids, (str, bytes)) or not isinstance(doc_ids, Iterable):
+        raise SimstoreTypeError(
+            f"'doc_ids' must be an iterable of str or int ids (got {type(doc_ids).__name__})"
+        )
+    return doc_ids.tolist() if isinstance(doc_ids, np.ndarray) else list(doc_ids)
+
+
+# --- the store -------------------------------------------------------------
+
+
+class SimStore:
+    """A persistent index of (doc id, 64-bit fingerprint) answering Hamming queries.
+
+    ``SimStore(path)`` opens the store at ``path`` or creates it there (the
+    directory must be missing or empty). On creation ``k`` (default 3, at most
+    16) fixes the largest distance the tables answer by index lookups and
+    ``expected_size`` (default 1M) tunes their headers; ``config`` records the
+    fingerprint scheme. On reopen these come from the store: passing a
+    different k or config raises :class:`LayoutMismatchError` /
+    :class:`ConfigMismatchError` and changes nothing; ``expected_size`` is
+    then ignored.
+
+    ``durable=True`` (default): a returned write is on disk. ``durable=False``
+    skips the fsyncs (LMDB ``sync=False, metasync=False``): an OS crash or power
+    loss may lose the last commits, but never corrupts the store; process
+    crashes lose nothing. ``readonly=True`` never writes and refuses writes
+    with :class:`ReadOnlyError`.
+
+    Many processes may open one store; writes are serialized by LMDB. A
+    handle is usable from several threads (calls are serialized). After
+    ``os.fork()`` the child reopens the environment on first use; pickling
+    reopens by path, so a store can be passed to multiprocessing workers.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        k: int | None = None,
+        expected_size: int | None = None,
+        config: FingerprintConfig | None = None,
+        readonly: bool = False,
+        durable: bool = True,
+        map_size: int | None = None,
+        max_readers: int = 512,
+    ) -> None:
+        self._path = os.fspath(path)
+        if k is not None:
+            k = check_k(k, "k", PLAN_MAX_K)
+        if expected_size is not None and (
+            isinstance(expected_size, bool)
+            or not isinstance(expected_size, (int, np.integer))
+            or expected_size < 0
+        ):
+            raise InvalidConfigError(f"'expected_size' must be an int >= 0 (got {expected_size!r})")
+        if config is not None and not isinstance(config, FingerprintConfig):
+            raise SimstoreTypeError(
+                f"'config' must be a FingerprintConfig (got {type(config).__name__})"
+            )
+        if map_size is not None and (not isinstance(map_size, int) or map_size < _PAGE):
+            raise InvalidConfigError(f"'map_size' must be an int >= {_PAGE} (got {map_size!r})")
+        self._want_k = k
+        self._expected_size = DEFAULT_EXPECTED_SIZE if expected_size is None else int(expected_size)
+        self._want_config = config
+        self._readonly = bool(readonly)
+        self._durable = bool(durable)
+        self._map_size = map_size
+        self._max_readers = int(max_readers)
+        self._lock = threading.RLock()
+        self._env: Any = None
+        self._wtxn: Any = None
+        self._log: list[tuple[Any, tuple[Any, ...]]] | None = None
+        self._scan_cache: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._closed = False
+        self._open()
+
+    # --- opening ---------------------------------------------------------
+
+    def _open(self) -> None:
+        creating = self._check_path()
+        if creating and self._readonly:
+            raise NotAStoreError(
+                f"no simstore store at {self._path!r}; a readonly open never creates one"
+            )
+        plan_k = DEFAULT_K if self._want_k is None else self._want_k
+        initial = self._map_size or _initial_map_size(plan_k, self._expected_size)
+        try:
+            env = self._open_env(initial, creating)
+        except lmdb.Error as exc:
+            raise _translate(exc, self._path) from exc
+        self._env = env
+        self._pid = os.getpid()
+        try:
+            if creating and self._create(env):
+                return
+            self._load(env)
+        except BaseException:
+            self._env = None
+            env.close()
+            raise
+
+    def _open_env(self, initial: int, creating: bool) -> Any:
+        """lmdb.open, closing a stale handle inherited through fork if one holds the files."""
+        for attempt in range(2):
+            try:
+                return self._lmdb_open(initial, creating)
+            except lmdb.Error as exc:
+                if attempt or "already open in this process" not in str(exc):
+                    raise
+                if not _close_inherited(self._path):
+                    raise
+        raise AssertionError("unreachable")
+
+    def _lmdb_open(self, initial: int, creating: bool) -> Any:
+        return lmdb.open(
+            self._path,
+            map_size=initial,
+            subdir=True,
+            readonly=self._readonly,
+            sync=self._durable,
+            metasync=self._durable,
+            max_dbs=_MAX_DBS,
+            max_readers=self._max_readers,
+            lock=True,
+            create=creating,
+        )
+
+    def _check_path(self) -> bool:
+        """Whether the store must be created; NotAStoreError for foreign paths."""
+        p = self._path
+        if not os.path.exists(p):
+            return True
+        if not os.path.isdir(p):
+            raise NotAStoreError(
+                f"{p!r} is a file; a simstore store is a directory (give a new or empty one)"
+            )
+        entries = os.listdir(p)
+        if "data.mdb" in entries:
+            return False
+        if entries:
+            raise NotAStoreError(
+                f"{p!r} is a non-empty directory holding no simstore store (no data.mdb); "
+                "give a new or empty directory"
+            )
+        return True
+
+    def _create(self, env: Any) -> bool:
+        """Write a new store's databases and metadata; False if another process won."""
+        k = DEFAULT_K if self._want_k is None else self._want_k
+        layout = plan(k, self._expected_size).layout
+        config = self._want_config or DEFAULT_CONFIG
+        txn = env.begin(write=True)
+        try:
+            if txn.get(b"meta") is not None:
+                txn.abort()
+                return False
+            meta = env.open_db(b"meta", txn=txn)
+            txn.put(b"format", _json({"format": "simstore", "version": FORMAT_VERSION}), db=meta)
+            txn.put(b"layout", _json(layout.to_dict()), db=meta)
+            txn.put(b"fingerprint", _json(config.to_dict()), db=meta)
+            self._bind(env, txn, layout, config, create=True)
+            txn.commit()
+        except lmdb.Error as exc:
+            txn.abort()
+            raise _translate(exc, self._path) from exc
+        return True
+
+    def _load(self, env: Any) -> None:
+        txn = env.begin(write=False)
+        try:
+            if txn.get(b"meta") is None:
+                raise NotAStoreError(
+                    f"{self._path!r} holds an LMDB environment that is not a simstore store "
+                    "(no 'meta' database)"
+                )
+            meta = env.open_db(b"meta", txn=txn, create=False)
+            fmt = _unjson(txn.get(b"format", db=meta), "format")
+            if fmt.get("format") != "simstore" or fmt.get("version") != FORMAT_VERSION:
+                raise FormatVersionError(
+                    f"store {self._path!r} has format {fmt!r}; this simstore reads "
+                    f"simstore format version {FORMAT_VERSION} (upgrade simstore or rebuild)"
+                )
+            layout = Layout.from_dict(_unjson(txn.get(b"layout", db=meta), "layout"))
+            config = FingerprintConfig.from_dict(
+                _unjson(txn.get(b"fingerprint", db=meta), "fingerprint")
+            )
+            if self._want_k is not None and self._want_k != layout.max_k:
+                raise LayoutMismatchError(
+                    f"store {self._path!r} was built for k <= {layout.max_k}, not "
+                    f"k={self._want_k}; open it without k (or with k={layout.max_k}), or build "
+                    "a new store for the other k"
+                )
+            if self._want_config is not None and self._want_config != config:
+                raise ConfigMismatchError(
+                    f"store {self._path!r} holds fingerprints of {config.scheme}, not "
+                    f"{self._want_config.scheme}; open it without config or with the same one"
+                )
+        except lmdb.Error as exc:
+            raise _translate(exc, self._path) from exc
+        finally:
+            txn.abort()
+        try:
+            # Handles opened inside a read transaction die with it: open them on their own.
+            self._bind(env, None, layout, config, create=False)
+        except lmdb.Error as exc:
+            raise _translate(exc, self._path) from exc
+
+    def _bind(self, env: Any, txn: Any, layout: Layout, config: FingerprintConfig, *, create: bool) -> None:
+        """Open the named databases and precompute the query plan of a layout."""
+        self._layout = layout
+        self._config = config
+        self._meta = env.open_db(b"meta", txn=txn, create=create)
+        self._docs = env.open_db(b"docs", txn=txn, create=create)
+        self._ids = env.open_db(b"ids", txn=txn, create=create)
+        self._tables = [
+            env.open_db(b"t%02d" % t, txn=txn, create=create, dupsort=True, dupfixed=True)
+            for t in range(len(layout.tables))
+        ]
+        specs = [layout.shifts(t) for t in range(len(layout.tables))]
+        self._specs = tuple(b"".join(s[i] for s in specs) for i in range(3))
+        self._inverse = [
+            [(d, (1 << w) - 1, s) for s, w, d in zip(*spec)] for spec in specs
+        ]
+        self._tails = [64 - layout.header_bits(t) for t in range(len(layout.tables))]
+        self._probes = [
+            _probe_masks(64 - tail, layout.radius, tail) for tail in self._tails
+        ]
+
+    # --- handles, transactions, errors ------------------------------------
+
+    def _live_env(self) -> Any:
+        if self._closed:
+            raise StoreClosedError(f"store {self._path!r} is closed; open a new SimStore")
+        if os.getpid() != self._pid:
+            # An LMDB environment must not be used across fork: reopen in the child.
+            old, self._env = self._env, None
+            self._wtxn = None
+            self._log = None
+            self._scan_cache = None
+            old.close()
+            self._open()
+        return self._env
+
+    def _begin(self, write: bool) -> Any:
+        env = self._env
+        for _ in range(_MAX_GROWTHS):
+            try:
+                return env.begin(write=write)
+            except lmdb.MapResizedError:
+                env.set_mapsize(0)  # another process grew the map: adopt its size
+        raise StoreError(f"store {self._path!r}: the map kept being resized; try again")
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        """A short read transaction (or the open batch's write transaction)."""
+        with self._lock:
+            self._live_env()
+            if self._wtxn is not None:
+                yield self._wtxn
+                return
+            try:
+                txn = self._begin(False)
+            except lmdb.Error as exc:
+                raise _translate(exc, self._path) from exc
+            try:
+                yield txn
+            except lmdb.Error as exc:
+                raise _translate(exc, self._path) from exc
+            finally:
+                txn.abort()
+
+    def _check_writable(self) -> None:
+        if self._readonly:
+            raise ReadOnlyError(
+                f"store {self._path!r} was opened with readonly=True; open it without to write"
+            )
+
+    def _write(self, op: Any, *args: Any) -> Any:
+        """Run op(txn, *args) in a write transaction, growing the map as needed."""
+        with self._lock:
+            self._live_env()
+            self._check_writable()
+            if self._wtxn is not None:
+                assert self._log is not None
+                try:
+                    result = op(self._wtxn, *args)
+                except lmdb.MapFullError:
+                    self._log.append((op, args))
+                    return self._replay()
+                except lmdb.Error as exc:
+                    raise _translate(exc, self._path) from exc
+                self._log.append((op, args))
+                return result
+            for _ in range(_MAX_GROWTHS):
+                self._maybe_grow()
+                try:
+                    txn = self._begin(True)
+                except lmdb.Error as exc:
+                    raise _translate(exc, self._path) from exc
+                try:
+                    result = op(txn, *args)
+                    txn.commit()
+                    return result
+                except lmdb.MapFullError:
+                    _abort(txn)
+                    self._grow()
+                except lmdb.Error as exc:
+                    _abort(txn)
+                    raise _translate(exc, self._path) from exc
+                except BaseException:
+                    _abort(txn)
+                    raise
+            raise StoreError(f"store {self._path!r}: could not grow the map enough")
+
+    def _replay(self) -> Any:
+        """After MapFullError inside batch(): grow, restart the transaction, redo its ops."""
+        assert self._log is not None
+        result = None
+        for _ in range(_MAX_GROWTHS):
+            _abort(self._wtxn)
+            self._wtxn = None
+            self._grow()
+            self._wtxn = self._begin(True)
+            try:
+                for op, args in self._log:
+                    result = op(self._wtxn, *args)
+                return result
+            except lmdb.MapFullError:
+                continue
+        raise StoreError(f"store {self._path!r}: could not grow the map enough")
+
+    def _maybe_grow(self, need: int = 0) -> None:
+        """Double the map ahead of time when it is over half used (or lacks `need` bytes)."""
+        info = self._env.info()
+        used = (info["last_pgno"] + 1) * _PAGE
+        size = info["map_size"]
+        if used * 2 > size or used + need * 2 > size:
+            self._grow(max(size * 2, used + need * 3))
+
+    def _grow(self, target: int = 0) -> None:
+        size = self._env.info()["map_size"]
+        new = max(size * 2, target)
+        new = -(-new // _PAGE) * _PAGE
+        self._scan_cache = None
+        try:
+            self._env.set_mapsize(new)
+        except lmdb.Error as exc:
+            raise _translate(exc, self._path) from exc
+
+    @contextmanager
+    def batch(self) -> Iterator[SimStore]:
+        """Group writes into one transaction: one commit (one fsync) at the end.
+
+        Reads inside the block see its writes; an exception aborts them all.
+        The handle is held by this thread for the block (other threads wait);
+        other processes see nothing until the commit. Nested blocks join the
+        outer one.
+        """
+        with self._lock:
+            self._live_env()
+            self._check_writable()
+            if self._wtxn is not None:
+                yield self
+                return
+            self._maybe_grow()
+            try:
+                self._wtxn = self._begin(True)
+            except lmdb.Error as exc:
+                raise _translate(exc, self._path) from exc
+            self._log = []
+            try:
+                yield self
+                for _ in range(_MAX_GROWTHS):
+                    try:
+                        self._wtxn.commit()
+                        break
+                    except lmdb.MapFullError:
+                        self._replay()
+            except lmdb.Error as exc:
+                _abort(self._wtxn)
+                raise _translate(exc, self._path) from exc
+            except BaseException:
+                _abort(self._wtxn)
+                raise
+            finally:
+                self._wtxn = None
+                self._log = None
+
+    transaction = batch
+
+    # --- writes ------------------------------------------------------------
+
+    def add(self, doc_id: DocId, fp: int) -> None:
+        """Store doc_id with fingerprint fp; an existing doc_id gets the new fingerprint."""
+        enc = _encode_id(doc_id)
+        self._write(self._op_add, _id_key(enc), enc, check_fingerprint(fp))
+
+    def add_many(self, doc_ids: Iterable[DocId], fps: Any) -> None:
+        """Store many docs in one transaction; a doc_id given twice keeps its last fp.
+
+        The fast path for bulk loads: each table gets its permuted keys sorted
+        (appended in key order when the table is empty).
+        """
+        ids = _doc_ids_arg(doc_ids)
+        arr = as_fingerprint_array(fps)
+        if len(ids) != len(arr):
+            raise InvalidConfigError(
+                f"'doc_ids' and 'fps' must have the same length (got {len(ids)} and {len(arr)})"
+            )
+        encs = [_encode_id(d) for d in ids]
+        last: dict[bytes, int] = {}
+        for i, enc in enumerate(encs):
+            last[_id_key(enc)] = i
+        keep = sorted(last.values())
+        if len(keep) != len(encs):
+            encs = [encs[i] for i in keep]
+            arr = arr[np.asarray(keep, dtype=np.int64)]
+        if not encs:
+            return
+        with self._lock:
+            self._live_env()
+            self._check_writable()
+            if self._wtxn is None:
+                self._maybe_grow(len(encs) * (len(self._tables) * 40 + 64))
+            self._write(self._op_add_many, encs, arr)
+
+    def remove(self, doc_id: DocId) -> bool:
+        """Delete doc_id; True if it was stored, False if not (never raises KeyError)."""
+        enc = _encode_id(doc_id)
+        return bool(self._write(self._op_remove, _id_key(enc), enc))
+
+    def remove_many(self, doc_ids: Iterable[DocId]) -> int:
+        """Delete many docs in one transaction; returns how many were stored."""
+        encs = [_encode_id(d) for d in _doc_ids_arg(doc_ids)]
+        return int(self._write(self._op_remove_many, encs))
+
+    def add_if_new(self, doc_id: DocId, fp: int, k: int | None = None) -> list[Match]:
+        """The crawler's call: near-duplicates already stored, storing the doc only if none.
+
+        In ONE write transaction (so atomic across processes): find every
+        stored doc within k (default: the store's k) of fp; if there is none,
+        store (doc_id, fp) and return []; otherwise store nothing and return
+        the matches. A doc_id already stored counts like any other doc: an
+        unchanged recrawl returns its own old entry and keeps it; a recrawl
+        that moved more than k away from everything replaces its fingerprint.
+        """
+        enc = _encode_id(doc_id)
+        q = check_fingerprint(fp)
+        kk = self._k_arg(k)
+        return self._write(self._op_add_if_new, _id_key(enc), enc, q, kk)  # type: ignore[no-any-return]
+
+    def _op_add(self, txn: Any, idkey: bytes, enc: bytes, fp: int) -> None:
+        old = txn.get(idkey, db=self._ids)
+        if old is not None:
+            old_fp, old_enc = _parse_record(txn.get(old, db=self._docs))
+            if old_enc != enc:
+                raise CorruptStoreError(_collision(self._path))
+            if old_fp == fp:
+                return
+            self._unindex(txn, old, old_fp)
+            iid = bytes(old)
+        else:
+            iid = self._next_iid(txn)
+            txn.put(idkey, iid, db=self._ids)
+        txn.put(iid, _record(fp, enc), db=self._docs)
+        keys = _core.permute_tables(fp, len(self._tables), *self._specs)
+        for db, key in zip(self._tables, keys):
+            txn.put(key.to_bytes(8, "big"), iid, db=db, dupdata=True)
+
+    def _unindex(self, txn: Any, iid: bytes, fp: int) -> None:
+        keys = _core.permute_tables(fp, len(self._tables), *self._specs)
+        for db, key in zip(self._tables, keys):
+            txn.delete(key.to_bytes(8, "big"), iid, db=db)
+
+    def _next_iid(self, txn: Any) -> bytes:
+        cur = txn.cursor(self._docs)
+        n = int.from_bytes(cur.key(), "big") + 1 if cur.last() else 0
+        return n.to_bytes(8, "big")
+
+    def _op_remove(self, txn: Any, idkey: bytes, enc: bytes) -> bool:
+        iid = txn.get(idkey, db=self._ids)
+        if iid is None:
+            return False
+        fp, old_enc = _parse_record(txn.get(iid, db=self._docs))
+        if old_enc != enc:
+            return False  # a digest collision: the stored doc is another id
+        iid = bytes(iid)
+        self._unindex(txn, iid, fp)
+        txn.delete(iid, db=self._docs)
+        txn.delete(idkey, db=self._ids)
+        return True
+
+    def _op_remove_many(self, txn: Any, encs: list[bytes]) -> int:
+        return sum(self._op_remove(txn, _id_key(e), e) for e in encs)
+
+    def _op_add_if_new(self, txn: Any, idkey: bytes, enc: bytes, fp: int, k: int) -> list[Match]:
+        found = self._search(txn, fp, k)
+        if not found:
+            self._op_add(txn, idkey, enc, fp)
+        return found
+
+    def _op_add_many(self, txn: Any, encs: list[bytes], fps: np.ndarray) -> None:
+        empty = txn.stat(self._docs)["entries"] == 0
+        new_pos: list[int] = []
+        if empty:
+            new_pos = list(range(len(encs)))
+        else:
+            for i, enc in enumerate(encs):
+                fp = int(fps[i])
+                idkey = _id_key(enc)
+                old = txn.get(idkey, db=self._ids)
+                if old is None:
+                    new_pos.append(i)
+                else:
+                    self._op_add(txn, idkey, enc, fp)
+        if not new_pos:
+            return
+        first = int.from_bytes(self._next_iid(txn), "big")
+        n = len(new_pos)
+        iids = np.arange(first, first + n, dtype=np.uint64)
+        sub = fps if n == len(encs) else fps[np.asarray(new_pos, dtype=np.int64)]
+        iid_be = iids.astype(">u8").tobytes()
+        iid_keys = [iid_be[j : j + 8] for j in range(0, 8 * n, 8)]
+        fp_be = sub.astype(">u8").tobytes()
+        records = [
+            (iid_keys[j], bytes((RECORD_VERSION,)) + fp_be[8 * j : 8 * j + 8] + encs[p])
+            for j, p in enumerate(new_pos)
+        ]
+        txn.cursor(self._docs).putmulti(records, append=True)
+        del records
+        id_items = sorted((_id_key(encs[p]), iid_keys[j]) for j, p in enumerate(new_pos))
+        txn.cursor(self._ids).putmulti(id_items, append=empty)
+        del id_items
+        for t, db in enumerate(self._tables):
+            src, width, dst = self._layout.shifts(t)
+            perm = _core.permute_blocks(sub, src, width, dst)
+            order = np.lexsort((iids, perm))
+            kb = perm[order].astype(">u8").tobytes()
+            vb = iids[order].astype(">u8").tobytes()
+            cur = txn.cursor(db)
+            if txn.stat(db)["entries"] == 0:
+                sp = perm[order]
+                head = np.ones(n, dtype=bool)
+                head[1:] = sp[1:] != sp[:-1]
+                firsts = np.flatnonzero(head).tolist()
+                cur.putmulti([(kb[8 * j : 8 * j + 8], vb[8 * j : 8 * j + 8]) for j in firsts], append=True)
+                rest = np.flatnonzero(~head).tolist()
+                if rest:
+                    cur.putmulti([(kb[8 * j : 8 * j + 8], vb[8 * j : 8 * j + 8]) for j in rest])
+            else:
+                cur.putmulti([(kb[j : j + 8], vb[j : j + 8]) for j in range(0, 8 * n, 8)])
+
+    # --- reads ---------------------------------------------------------------
+
+    def _k_arg(self, k: int | None) -> int:
+        return self._layout.max_k if k is None else check_k(k)
+
+    def query(self, fp: int, k: int | None = None) -> list[Match]:
+        """Every stored doc within Hamming distance k of fp, exactly.
+
+        Sorted by distance, then insertion order. k defaults to the store's k;
+        any k <= the store's k uses the tables; a larger k (up to 64) is
+        answered exactly too, by a C scan of all stored fingerprints (O(n)).
+        """
+        q = check_fingerprint(fp)
+        kk = self._k_arg(k)
+        with self._reading() as txn:
+            return self._search(txn, q, kk)
+
+    def query_many(self, fps: Any, k: int | None = None) -> list[list[Match]]:
+        """:meth:`query` for each fingerprint (a uint64 array or an iterable of ints)."""
+        arr = as_fingerprint_array(fps)
+        kk = self._k_arg(k)
+        out: list[list[Match]] = []
+        qs = arr.tolist()
+        for start in range(0, len(qs), _QUERY_CHUNK):
+            with self._reading() as txn:
+                out.extend(self._search(txn, q, kk) for q in qs[start : start + _QUERY_CHUNK])
+        return out
+
+    def _search(self, txn: Any, q: int, k: int) -> list[Match]:
+        if k > self._layout.max_k:
+            return self._scan(txn, q, k)
+        perm = _core.permute_tables(q, len(self._tables), *self._specs)
+        found: dict[int, tuple[int, bytes, int]] = {}
+        cursors = []
+        for t, db in enumerate(self._tables):
+            cur = txn.cursor(db)
+            cursors.append(cur)
+            qp = perm[t]
+            tail = self._tails[t]
+            base = (qp >> tail) << tail
+            span = 1 << tail
+            keys = []
+            for m in self._probes[t]:
+                lo = base ^ m
+                if not cur.set_range(lo.to_bytes(8, "big")):
+                    continue
+                hi = lo + span
+                hib = hi.to_bytes(8, "big") if hi < 1 << 64 else b"\xff" * 9
+                key = cur.key()
+                while key < hib:
+                    keys.append(key)
+                    if not cur.next_nodup():
+                        break
+                    key = cur.key()
+            if not keys:
+                continue
+            if len(keys) <= _PY_VERIFY_MAX:
+                hits = []
+                for key in keys:
+                    d = (int.from_bytes(key, "big") ^ qp).bit_count()
+                    if d <= k:
+                        hits.append((key, d))
+            else:
+                idx, dist = _core.verify_be_keys(b"".join(keys), qp, k)
+                hits = [(keys[i], d) for i, d in zip(idx.tolist(), dist.tolist())]
+            inv = self._inverse[t]
+            for key, d in hits:
+                x = int.from_bytes(key, "big")
+                fp = 0
+                for src, mask, dst in inv:
+                    fp |= ((x >> src) & mask) << dst
+                if fp not in found:
+                    found[fp] = (t, bytes(key), d)
+        if not found:
+            return []
+        rows = []
+        for fp, (t, key, d) in found.items():
+            cur = cursors[t]
+            if not cur.set_key(key):
+                continue
+            for iid in cur.iternext_dup(keys=False, values=True):
+                rows.append((d, bytes(iid), fp))
+        return self._matches(txn, rows)
+
+    def _matches(self, txn: Any, rows: list[tuple[int, bytes, int]]) -> list[Match]:
+        rows.sort()
+        out = []
+        for d, iid, fp in rows:
+            rec = txn.get(iid, db=self._docs)
+            if rec is None:
+                raise CorruptStoreError(
+                    f"store {self._path!r}: a table names a doc the docs database lacks"
+                )
+            out.append(Match(_decode_id(_parse_record(rec)[1]), fp, d))
+        return out
+
+    def _scan(self, txn: Any, q: int, k: int) -> list[Match]:
+        """Exact answer for k above the layout's k: popcount over every stored fingerprint."""
+        iids, fps = self._all_fps(txn)
+        idx, dist = _core.hamming_within(q, fps, k)
+        rows = [
+            (d, int(iids[i]).to_bytes(8, "big"), int(fps[i]))
+            for i, d in zip(idx.tolist(), dist.tolist())
+        ]
+        return self._matches(txn, rows)
+
+    def _all_fps(self, txn: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(internal ids, fingerprints) of every doc in internal order, cached per snapshot."""
+        cacheable = txn is not self._wtxn
+        tid = txn.id()
+        if cacheable and self._scan_cache is not None and self._scan_cache[0] == tid:
+            return self._scan_cache[1], self._scan_cache[2]
+        keys = []
+        fpb = []
+        for key, val in txn.cursor(self._docs).iternext():
+            keys.append(key)
+            fpb.append(val[1:9])
+        iids = np.frombuffer(b"".join(keys), dtype=">u8").astype(np.uint64)
+        fps = np.frombuffer(b"".join(fpb), dtype=">u8").astype(np.uint64)
+        if cacheable:
+            self._scan_cache = (tid, iids, fps)
+        return iids, fps
+
+    def get(self, doc_id: DocId, default: Any = None) -> int | None:
+        """The fingerprint stored for doc_id, or default (None)."""
+        enc = _encode_id(doc_id)
+        with self._reading() as txn:
+            found = self._lookup(txn, enc)
+        return default if found is None else found[1]
+
+    def _lookup(self, txn: Any, enc: bytes) -> tuple[bytes, int] | None:
+        iid = txn.get(_id_key(enc), db=self._ids)
+        if iid is None:
+            return None
+        fp, stored = _parse_record(txn.get(iid, db=self._docs))
+        if stored != enc:
+            return None
+        return bytes(iid), fp
+
+    def __getitem__(self, doc_id: DocId) -> int:
+        """The fingerprint of doc_id; KeyError if it is not stored."""
+        fp = self.get(doc_id)
+        if fp is None:
+            raise KeyError(doc_id)
+        return fp
+
+    def __delitem__(self, doc_id: DocId) -> None:
+        """Delete doc_id; KeyError if it is not stored."""
+        if not self.remove(doc_id):
+            raise KeyError(doc_id)
+
+    def __contains__(self, doc_id: object) -> bool:
+        """Whether doc_id is stored (False for values that cannot be doc ids)."""
+        try:
+            enc = _encode_id(doc_id)
+        except (TypeError, ValueError):
+            return False
+        with self._reading() as txn:
+            return self._lookup(txn, enc) is not None
+
+    def __len__(self) -> int:
+        """Number of stored docs."""
+        with self._reading() as txn:
+            return int(txn.stat(self._docs)["entries"])
+
+    def items(self) -> Iterator[tuple[DocId, int]]:
+        """(doc_id, fingerprint) in insertion order, read in short transactions.
+
+        Writes made while iterating may or may not be seen.
+        """
+        after: bytes | None = None
+        while True:
+            with self._reading() as txn:
+                cur = txn.cursor(self._docs)
+                ok = cur.set_range(after) if after is not None else cur.first()
+                if ok and after is not None and cur.key() == after:
+                    ok = cur.next()
+                chunk = []
+                while ok and len(chunk) < _READ_CHUNK:
+                    key, val = cur.item()
+                    fp, enc = _parse_record(val)
+                    chunk.append((_decode_id(enc), fp))
+                    after = bytes(key)
+                    ok = cur.next()
+            yield from chunk
+            if not ok:
+                return
+
+    def __iter__(self) -> Iterator[DocId]:
+        """Doc ids in insertion order (see :meth:`items`)."""
+        return (doc_id for doc_id, _ in self.items())
+
+    def snapshot(self) -> tuple[list[DocId], np.ndarray]:
+        """All doc ids and their fingerprints (uint64) from one consistent read."""
+        with self._reading() as txn:
+            ids = []
+            fpb = []
+            for val in txn.cursor(self._docs).iternext(keys=False, values=True):
+                ids.append(_decode_id(val[9:]))
+                fpb.append(val[1:9])
+        return ids, np.frombuffer(b"".join(fpb), dtype=">u8").astype(np.uint64)
+
+    def fingerprints(self) -> np.ndarray:
+        """Every stored fingerprint (uint64) in insertion order, for batch searches."""
+        with self._reading() as txn:
+            return self._all_fps(txn)[1].copy()
+
+    def doc_ids(self) -> list[DocId]:
+        """Every stored doc id in insertion order (matches :meth:`fingerprints` if no write came between)."""
+        return self.snapshot()[0]
+
+    # --- properties and lifecycle --------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """The store's directory."""
+        return self._path
+
+    @property
+    def k(self) -> int:
+        """The largest distance the tables answer (larger k falls back to a scan)."""
+        return self._layout.max_k
+
+    @property
+    def layout(self) -> Layout:
+        """The table layout recorded in the store."""
+        return self._layout
+
+    @property
+    def config(self) -> FingerprintConfig:
+        """The fingerprint scheme recorded in the store."""
+        return self._config
+
+    @property
+    def readonly(self) -> bool:
+        """Whether this handle refuses writes."""
+        return self._readonly
+
+    def sync(self) -> None:
+        """Flush to disk now (useful with durable=False)."""
+        with self._lock:
+            try:
+                self._live_env().sync(True)
+            except lmdb.Error as exc:
+                raise _translate(exc, self._path) from exc
+
+    def close(self) -> None:
+        """Close the handle (idempotent); later calls raise StoreClosedError."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._wtxn is not None:
+                _abort(self._wtxn)
+                self._wtxn = None
+            self._closed = True
+            env, self._env = self._env, None
+            self._scan_cache = None
+            if env is not None:
+                env.close()
+
+    def __enter__(self) -> SimStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle by path and options: the receiver opens the store itself."""
+        return (
+            _reopen,
+            (self._path, self._layout.max_k, self._config, self._readonly, self._durable,
+             self._map_size, self._max_readers),
+        )
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("readonly" if self._readonly else "open")
+        return f"SimStore({self._path!r}, k={self.k}, {state})"
+
+
+def _reopen(
+    path: str, k: int, config: FingerprintConfig, readonly: bool, durable: bool,
+    map_size: int | None, max_readers: int,
+) -> SimStore:
+    return SimStore(
+        path, k=k, config=config, readonly=readonly, durable=durable,
+        map_size=map_size, max_readers=max_readers,
+    )
+
+
+# --- helpers ---------------------------------------------------------------
+
+
+def _close_inherited(path: str) -> bool:
+    """Close handles on path that a forked child inherited from its parent.
+
+    LMDB refuses a second open of the same files in one process, and a child
+    unpickling a store (multiprocessing) still holds the parent's unused
+    handle. Such handles are found through the garbage collector rather than
+    a module-level registry; this runs only on that error path.
+    """
+    import gc
+
+    real = os.path.realpath(path)
+    closed = False
+    for obj in gc.get_objects():
+        if (
+            isinstance(obj, SimStore)
+            and obj._env is not None
+            and obj._pid != os.getpid()
+            and os.path.realpath(obj._path) == real
+        ):
+            env, obj._env = obj._env, None
+            obj._closed = True
+            env.close()
+            closed = True
+    return closed
+
+
+def _probe_masks(header_bits: int, radius: int, tail: int) -> list[int]:
+    """XOR masks (already shifted to the header's position) of weight <= radius."""
+    out = []
+    for r in range(min(radius, header_bits) + 1):
+        for bits in combinations(range(header_bits), r):
+            m = 0
+            for b in bits:
+                m |= 1 << b
+            out.append(m << tail)
+    return out
+
+
+def _initial_map_size(k: int, expected_size: int) -> int:
+    est = plan(k, expected_size).bytes_per_fingerprint * max(expected_size, 1) // 4
+    size = max(_MIN_MAP_SIZE, est)
+    return -(-size // _PAGE) * _PAGE
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def _unjson(raw: bytes | None, name: str) -> dict[str, Any]:
+    if raw is None:
+        raise CorruptStoreError(f"the store's metadata lacks {name!r}")
+    try:
+        value = json.loads(bytes(raw).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CorruptStoreError(f"the store's metadata {name!r} is not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise CorruptStoreError(f"the store's metadata {name!r} is not a JSON object")
+    return value
+
+
+def _abort(txn: Any) -> None:
+    try:
+        txn.abort()
+    except lmdb.Error:
+        pass
+
+
+def _collision(path: str) -> str:
+    return (
+        f"store {path!r}: two doc ids longer than {_MAX_KEY_BYTES} bytes share a blake2b "
+        "digest; please report this"
+    )
+
+
+def _translate(exc: lmdb.Error, path: str) -> StoreError:
+    """A simstore error, with a hint, for a raw LMDB error."""
+    text = str(exc)
+    if "already open in this process" in text:
+        return StoreInUseError(
+            f"store {path!r} is already open in this process; LMDB allows one handle "
+            "per process, so reuse the open SimStore (or close it first)"
+        )
+    if isinstance(exc, lmdb.ReadonlyError):
+        return ReadOnlyError(f"store {path!r} is read-only here: {text}")
+    if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError,
+                        lmdb.VersionMismatchError, lmdb.BadDbiError)):
+        return CorruptStoreError(
+            f"store {path!r} looks damaged or was written by an incompatible LMDB: {text}"
+        )
+    if isinstance(exc, lmdb.ReadersFullError):
+        return StoreError(
+            f"store {path!r}: too many concurrent readers ({text}); open it with a larger "
+            "max_readers (first process to open sets it) or end stale processes"
+        )
+    if isinstance(exc, (lmdb.DiskError, lmdb.TlsFullError)):
+        return StoreError(f"store {path!r}: LMDB failed ({text}); check free disk space")
+    return StoreError(f"store {path!r}: LMDB error: {text}")
