@@ -183,13 +183,14 @@ class Report:
         self.rows: list[dict[str, Any]] = []
         self.targets: list[dict[str, Any]] = []
         self.notes: list[str] = []
+        self.meta: dict[str, Any] = {}
         self.load_before = os.getloadavg()
         self.started = time.time()
         print(f"== {command} ==  {json.dumps(params)}", flush=True)
 
     def row(self, impl: str, case: str, stats: Stats | None, unit: str, **extra: Any) -> None:
         """Record and print one measured line."""
-        r: dict[str, Any] = {"impl": impl, "case": case, "unit": unit}
+        r: dict[str, Any] = {"impl": impl, "case": case, "unit": unit, "meta": dict(self.meta)}
         if stats is not None:
             r["stats"] = asdict(stats)
         r.update(extra)
@@ -200,6 +201,10 @@ class Report:
             head = " ".join(_fmt(v) for v in (stats.median, stats.p90, stats.p99, stats.max))
         more = "  ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}" for k, v in extra.items())
         print(f"  {impl:<40} {case:<22} {head} {unit:<6} {more}", flush=True)
+
+    def set_meta(self, **meta: Any) -> None:
+        """Structured fields (e.g. n, k) attached to the following rows, for tables and plots."""
+        self.meta = meta
 
     def header(self) -> None:
         """Print the column names."""
@@ -596,6 +601,7 @@ def cmd_query(args: argparse.Namespace) -> dict[str, Any]:
         queries = random_fps(rng, args.queries)
         qlist = [int(q) for q in queries]
         for k in args.ks:
+            rep.set_meta(n=n, k=k)
             planted = flip_bits(rng, queries, 1, k)
             fps = np.concatenate([base, planted])
             case = f"N={n:,} k={k}"
@@ -633,6 +639,7 @@ def simhash_index_row(rep: Report, sh: ModuleType, base: np.ndarray, planted: np
     """simhash.SimhashIndex(k=3) over the first fps (capped) plus the planted ones."""
     m = min(n, args.simhash_index_max)
     fps = np.concatenate([base[:m], planted])
+    rep.set_meta(n=n, k=3, index_size=len(fps))
     t0 = time.perf_counter()
     index = sh.SimhashIndex(
         [(str(i), sh.Simhash(int(f))) for i, f in enumerate(fps)], f=64, k=3
@@ -664,6 +671,7 @@ def cmd_load(args: argparse.Namespace) -> dict[str, Any]:
     for n in sizes:
         rng = np.random.default_rng([args.seed, n, 1])
         fps = random_fps(rng, n)
+        rep.set_meta(n=n, k=args.k)
 
         def load(m: int, n: int = n, fps: np.ndarray = fps) -> tuple[float, int, int]:
             with scratch_dir(args.workdir, f"load-{n}") as d:
@@ -699,6 +707,7 @@ def add_rate(rep: Report, args: argparse.Namespace) -> None:
     n, b = args.add_store_size, args.add_batch
     total = b * (args.add_batches * args.reps + 1)
     rng = np.random.default_rng([args.seed, n, 2])
+    rep.set_meta(n=n, k=args.k)
     fps = random_fps(rng, n + total)
     with scratch_dir(args.workdir, "add") as d:
         store, _ = build_store(d / "store", args.k, fps[:n])
@@ -828,6 +837,7 @@ def cmd_find_all(args: argparse.Namespace) -> dict[str, Any]:
                       clustered_fps(rng, args.clustered, args.shared_bits)))
     k = args.k
     for case, fps in cases:
+        rep.set_meta(n=len(fps), k=k, random=case.startswith("random"))
         warm = fps[: max(2, len(fps) // 10)]
         counts: dict[str, int] = {}
         for workers in (1, 2):
@@ -869,6 +879,173 @@ def cmd_find_all(args: argparse.Namespace) -> dict[str, Any]:
     return rep.to_dict()
 
 
+# --------------------------------------------------------------------------- all
+
+
+SECTIONS = ("fingerprint", "query", "load", "find-all")
+
+
+def cmd_all(args: argparse.Namespace) -> dict[str, Any]:
+    """Every benchmark at default sizes; then the JSON, the Markdown tables and the plot."""
+    parser = build_parser()
+    sections: dict[str, Any] = {}
+    for name in SECTIONS:
+        argv = [name, "--seed", str(args.seed), "--reps", str(args.reps)]
+        if args.large and name != "fingerprint":
+            argv.append("--large")
+        sub = parser.parse_args(argv)
+        reset_peak_rss()
+        result = sub.func(sub)
+        result["argv"] = argv
+        print(f"peak RSS of {name}: {peak_rss() / 2**20:.0f} MiB\n", flush=True)
+        sections[name] = result
+    payload = {
+        "command": "all",
+        "argv": ["tools/bench.py", *args.argv],
+        "machine": machine_info(),
+        "sections": sections,
+    }
+    write_json(args.out or DOCS_BENCH / "all.json", payload)
+    if not args.no_docs:
+        plot = write_plot(payload, DOCS_BENCH / "scaling.png")
+        write_markdown(payload, args.markdown, plot)
+    return payload
+
+
+def _cell(v: float) -> str:
+    if v >= 100:
+        return f"{v:,.0f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def _extras(row: dict[str, Any]) -> str:
+    skip = {"impl", "case", "unit", "stats", "meta"}
+    parts = []
+    for k, v in row.items():
+        if k in skip:
+            continue
+        parts.append(f"{k}={_cell(v) if isinstance(v, float) else v}")
+    return ", ".join(parts)
+
+
+def markdown_section(title: str, result: dict[str, Any]) -> list[str]:
+    """One sub-command's rows, targets and notes as Markdown."""
+    load_a, load_b = result["loadavg_before"][0], result["loadavg_after"][0]
+    lines = [
+        f"### {title}",
+        "",
+        f"`python tools/bench.py {' '.join(result['argv'])}` — {result['seconds']:.0f} s, "
+        f"peak RSS {result['peak_rss_process_bytes'] / 2**20:.0f} MiB, "
+        f"1-min load average {load_a:.2f} before / {load_b:.2f} after.",
+        "",
+        "| implementation | case | median | p90 | p99 | max | unit | more |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in result["rows"]:
+        st = r.get("stats")
+        cells = (["", "", "", ""] if st is None
+                 else [_cell(st[c]) for c in ("median", "p90", "p99", "max")])
+        lines.append(f"| {r['impl']} | {r['case']} | {' | '.join(cells)} | {r['unit']} | "
+                     f"{_extras(r)} |")
+    if result["targets"]:
+        lines += ["", "| target | measured | verdict |", "| --- | ---: | --- |"]
+        for t in result["targets"]:
+            v = "not measured" if t["value"] is None else _cell(t["value"])
+            verdict = "**MISSED**" if t["verdict"] == "MISSED" else t["verdict"]
+            lines.append(f"| {t['target']} | {v} | {verdict} |")
+    if result["notes"]:
+        lines.append("")
+        lines += [f"- {n}" for n in result["notes"]]
+    return lines + [""]
+
+
+def write_markdown(payload: dict[str, Any], path: Path, plot: Path | None) -> None:
+    """Replace the generated block of the benchmarks page (keeping the prose around it)."""
+    m = payload["machine"]
+    mem = m["mem_total_bytes"]
+    fp = payload["sections"]["fingerprint"]
+    started = fp["started"]
+    body = [
+        GEN_BEGIN,
+        "",
+        f"Run {started}: `python {' '.join(payload['argv'])}` at commit "
+        f"`{(m['git_commit'] or 'unknown')[:12]}`"
+        + (" (package files modified in the working tree)" if m["git_dirty_package"] else "")
+        + ".",
+        "",
+        f"Machine: {m['cpu']}, {m['logical_cpus']} logical CPUs ({m['usable_cpus']} usable), "
+        f"{'?' if mem is None else f'{mem / 2**30:.1f} GiB'} RAM (MemTotal), "
+        f"Python {m['python']}, {m['platform']}. Versions: "
+        + ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v) + ".",
+        "",
+    ]
+    if plot is not None:
+        rel = os.path.relpath(plot, path.parent)
+        body += [f"![query latency and find_all time against size]({rel})", ""]
+    for name in SECTIONS:
+        body += markdown_section(f"`{name}`", payload["sections"][name])
+    body.append(GEN_END)
+    text = path.read_text() if path.exists() else f"# Benchmarks\n\n{GEN_BEGIN}\n{GEN_END}\n"
+    if GEN_BEGIN not in text or GEN_END not in text:
+        text = text.rstrip("\n") + f"\n\n{GEN_BEGIN}\n{GEN_END}\n"
+    head, rest = text.split(GEN_BEGIN, 1)
+    tail = rest.split(GEN_END, 1)[1]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(head + "\n".join(body) + tail)
+    print(f"wrote {path}", flush=True)
+
+
+def _series(rows: list[dict[str, Any]], impl: str, pick: Callable[[dict[str, Any]], bool],
+            x: str = "n") -> tuple[list[int], list[float]]:
+    pts = sorted((r["meta"][x], r["stats"]["median"]) for r in rows
+                 if r["impl"] == impl and "stats" in r and pick(r["meta"]))
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def write_plot(payload: dict[str, Any], path: Path) -> Path | None:
+    """Query p50 and find_all median against size, log-log, one line per implementation."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as exc:  # noqa: BLE001 - no matplotlib means "no plot"
+        warnings.warn(f"no plot: matplotlib does not import ({exc})", stacklevel=2)
+        return None
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    qrows = payload["sections"]["query"]["rows"]
+    for impl, label in (
+        ("simstore SimStore.query", "simstore query"),
+        ("simhash.SimhashIndex.get_near_dups", "simhash.SimhashIndex (x = index size)"),
+        ("simstore._core.hamming_within (C scan)", "C scan (simstore._core)"),
+        ("numpy brute-force scan", "numpy scan"),
+    ):
+        xkey = "index_size" if "SimhashIndex" in impl else "n"
+        xs, ys = _series(qrows, impl, lambda m: m.get("k") == 3, xkey)
+        if xs:
+            ax1.plot(xs, ys, marker="o", label=label)
+    ax1.set(xscale="log", yscale="log", xlabel="fingerprints", ylabel="median latency (µs)",
+            title="single query, k = 3")
+    ax1.legend(fontsize=8)
+    frows = payload["sections"]["find-all"]["rows"]
+    impls = sorted({r["impl"] for r in frows}, key=lambda i: (not i.startswith("simstore"), i))
+    for impl in impls:
+        xs, ys = _series(frows, impl, lambda m: bool(m.get("random")))
+        if xs:
+            ax2.plot(xs, ys, marker="o", label=impl)
+    ax2.set(xscale="log", yscale="log", xlabel="random fingerprints",
+            ylabel="median time (s)", title="find_all, k = 3")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}", flush=True)
+    return path
+
+
 # --------------------------------------------------------------------------- CLI
 
 
@@ -888,6 +1065,16 @@ def _reps(text: str) -> int:
 
 def _sizes(text: str) -> list[int]:
     return [_positive(s) for s in text.split(",") if s]
+
+
+def sized(sp: argparse.ArgumentParser, default: list[int], what: str) -> None:
+    """The --sizes / --large / --workdir options shared by the size-driven sub-commands."""
+    shown = ",".join(str(v) for v in default)
+    sp.add_argument("--sizes", type=_sizes, default=default,
+                    help=f"{what}, comma-separated (default {shown})")
+    sp.add_argument("--large", action="store_true", help="also N = 10,000,000")
+    sp.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
+                    help="where scratch stores go (default %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -921,9 +1108,7 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("query", help="single-query latency (us) vs SimhashIndex and scans",
                        description=cmd_query.__doc__)
     common(q)
-    q.add_argument("--sizes", type=_sizes, default=[100_000, 1_000_000],
-                   help="store sizes N, comma-separated (default 100000,1000000)")
-    q.add_argument("--large", action="store_true", help="also N = 10,000,000")
+    sized(q, [100_000, 1_000_000], "store sizes N")
     q.add_argument("--ks", type=_sizes, default=[3, 6, 8],
                    help="k values, one store planned per k (default 3,6,8)")
     q.add_argument("--queries", type=_positive, default=2000,
@@ -932,16 +1117,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="queries per repetition for the brute-force scans (default %(default)s)")
     q.add_argument("--simhash-index-max", type=_positive, default=100_000,
                    help="cap on the random fps put in simhash.SimhashIndex (default %(default)s)")
-    q.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
-                   help="where scratch stores go (default %(default)s)")
     q.set_defaults(func=cmd_query)
 
     ld = sub.add_parser("load", help="bulk load seconds + peak RSS; durable adds/s",
                         description=cmd_load.__doc__)
     common(ld)
-    ld.add_argument("--sizes", type=_sizes, default=[1_000_000],
-                    help="bulk load sizes, comma-separated (default 1000000)")
-    ld.add_argument("--large", action="store_true", help="also N = 10,000,000")
+    sized(ld, [1_000_000], "bulk load sizes N")
     ld.add_argument("--k", type=_positive, default=3, help="store k (default %(default)s)")
     ld.add_argument("--add-store-size", type=_positive, default=1_000_000,
                     help="fps in the store the adds go into (default %(default)s)")
@@ -949,16 +1130,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="adds per commit (default %(default)s)")
     ld.add_argument("--add-batches", type=_positive, default=10,
                     help="commits per repetition (default %(default)s)")
-    ld.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
-                    help="where scratch stores go (default %(default)s)")
     ld.set_defaults(func=cmd_load)
 
     fa = sub.add_parser("find-all", help="all pairs within k: simstore vs simhash-pybind, numpy",
                         description=cmd_find_all.__doc__)
     common(fa)
-    fa.add_argument("--sizes", type=_sizes, default=[100_000, 1_000_000],
-                    help="random-fp sizes, comma-separated (default 100000,1000000)")
-    fa.add_argument("--large", action="store_true", help="also N = 10,000,000")
+    sized(fa, [100_000, 1_000_000], "random-fp sizes N")
     fa.add_argument("--k", type=_positive, default=3, help="distance (default %(default)s)")
     fa.add_argument("--clustered", type=int, default=40_000,
                     help="size of the clustered case, 0 = none (default %(default)s)")
@@ -974,16 +1151,32 @@ def build_parser() -> argparse.ArgumentParser:
     fa.add_argument("--brute-max", type=_positive, default=50_000,
                     help="largest n for numpy brute force (default %(default)s)")
     fa.set_defaults(func=cmd_find_all)
+
+    al = sub.add_parser("all", help="everything at default sizes; JSON, Markdown tables, plot",
+                        description=cmd_all.__doc__)
+    common(al)
+    al.add_argument("--large", action="store_true", help="add the 10M sizes everywhere")
+    al.add_argument("--markdown", type=Path, default=DOCS_MD,
+                    help="page whose generated block is rewritten (default %(default)s)")
+    al.add_argument("--no-docs", action="store_true",
+                    help="write only the JSON, not the Markdown tables and the plot")
+    al.set_defaults(func=cmd_all, out=None)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one benchmark sub-command; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     warnings.simplefilter("always")
+    if args.command != "all":
+        reset_peak_rss()
     result = args.func(args)
     if args.command != "all":
+        result["argv"] = argv
         result["machine"] = machine_info()
+        print(f"peak RSS: {peak_rss() / 2**20:.0f} MiB", flush=True)
         write_json(args.out, result)
     return 0
 
