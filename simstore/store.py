@@ -708,8 +708,18 @@ class SimStore:
         """
         q = check_fingerprint(fp)
         kk = self._k_arg(k)
-        with self._reading() as txn:
-            return self._search(txn, q, kk)
+        with self._lock:
+            if self._wtxn is not None or self._closed or os.getpid() != self._pid:
+                with self._reading() as txn:
+                    return self._search(txn, q, kk)
+            try:
+                txn = self._begin(False)
+                try:
+                    return self._search(txn, q, kk)
+                finally:
+                    txn.abort()
+            except lmdb.Error as exc:
+                raise _translate(exc, self._path) from exc
 
     def query_many(self, fps: Any, k: int | None = None) -> list[list[Match]]:
         """:meth:`query` for each fingerprint (a uint64 array or an iterable of ints)."""
@@ -895,6 +905,28 @@ class SimStore:
                 ids.append(_decode_id(val[9:]))
                 fpb.append(val[1:9])
         return ids, np.frombuffer(b"".join(fpb), dtype=">u8").astype(np.uint64)
+
+    items_arrays = snapshot
+
+    def stats(self) -> dict[str, Any]:
+        """Size, layout and scheme of the store, as plain JSON-able values."""
+        with self._reading() as txn:
+            count = int(txn.stat(self._docs)["entries"])
+            info = self._env.info()
+        lay = self._layout
+        return {
+            "path": self._path,
+            "count": count,
+            "k": lay.max_k,
+            "tables": len(lay.tables),
+            "blocks": len(lay.blocks),
+            "header_bits": [lay.header_bits(t) for t in range(len(lay.tables))],
+            "radius": lay.radius,
+            "fingerprint": self._config.to_dict(),
+            "map_size": int(info["map_size"]),
+            "used_bytes": (int(info["last_pgno"]) + 1) * _PAGE,
+            "format_version": FORMAT_VERSION,
+        }
 
     def fingerprints(self) -> np.ndarray:
         """Every stored fingerprint (uint64) in insertion order, for batch searches."""
