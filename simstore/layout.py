@@ -141,6 +141,24 @@ class Plan:
     bytes_per_fingerprint: int
     cost_us: float
 
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-JSON form (for reports and the CLI)."""
+        return {
+            "k": self.k,
+            "expected_size": self.expected_size,
+            "blocks": len(self.layout.blocks),
+            "header_blocks": len(self.layout.tables[0]),
+            "tables": self.tables,
+            "header_bits": list(self.header_bits),
+            "radius": self.radius,
+            "probes_per_query": self.probes_per_query,
+            "candidates_per_probe": self.candidates_per_probe,
+            "candidates_per_query": self.candidates_per_query,
+            "bytes_per_fingerprint": self.bytes_per_fingerprint,
+            "cost_us": self.cost_us,
+            "layout": self.layout.to_dict(),
+        }
+
 
 def even_blocks(nblocks: int) -> tuple[tuple[int, int], ...]:
     """nblocks contiguous blocks over 64 bits, the first 64 % nblocks one bit wider."""
