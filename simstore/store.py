@@ -676,23 +676,34 @@ class SimStore:
         txn.cursor(self._ids).putmulti(id_items, append=empty)
         del id_items
         for t, db in enumerate(self._tables):
-            src, width, dst = self._layout.shifts(t)
-            perm = _core.permute_blocks(sub, src, width, dst)
-            order = np.lexsort((iids, perm))
-            kb = perm[order].astype(">u8").tobytes()
-            vb = iids[order].astype(">u8").tobytes()
-            cur = txn.cursor(db)
-            if txn.stat(db)["entries"] == 0:
-                sp = perm[order]
-                head = np.ones(n, dtype=bool)
-                head[1:] = sp[1:] != sp[:-1]
-                firsts = np.flatnonzero(head).tolist()
-                cur.putmulti([(kb[8 * j : 8 * j + 8], vb[8 * j : 8 * j + 8]) for j in firsts], append=True)
-                rest = np.flatnonzero(~head).tolist()
-                if rest:
-                    cur.putmulti([(kb[8 * j : 8 * j + 8], vb[8 * j : 8 * j + 8]) for j in rest])
-            else:
-                cur.putmulti([(kb[j : j + 8], vb[j : j + 8]) for j in range(0, 8 * n, 8)])
+            self._fill_table(txn, t, db, sub, iids)
+
+    def _fill_table(self, txn: Any, t: int, db: Any, fps: np.ndarray, iids: np.ndarray) -> None:
+        """Insert (permuted fp, internal id) for every doc into table t, in key order.
+
+        An empty table is filled by appends (pages fill ~100%); shared by
+        add_many and rebuild.
+        """
+        n = len(fps)
+        src, width, dst = self._layout.shifts(t)
+        perm = _core.permute_blocks(fps, src, width, dst)
+        order = np.lexsort((iids, perm))
+        kb = perm[order].astype(">u8").tobytes()
+        vb = iids[order].astype(">u8").tobytes()
+        cur = txn.cursor(db)
+        if txn.stat(db)["entries"] == 0:
+            sp = perm[order]
+            head = np.ones(n, dtype=bool)
+            head[1:] = sp[1:] != sp[:-1]
+            firsts = np.flatnonzero(head).tolist()
+            cur.putmulti(
+                [(kb[8 * j : 8 * j + 8], vb[8 * j : 8 * j + 8]) for j in firsts], append=True
+            )
+            rest = np.flatnonzero(~head).tolist()
+            if rest:
+                cur.putmulti([(kb[8 * j : 8 * j + 8], vb[8 * j : 8 * j + 8]) for j in rest])
+        else:
+            cur.putmulti([(kb[j : j + 8], vb[j : j + 8]) for j in range(0, 8 * n, 8)])
 
     # --- reads ---------------------------------------------------------------
 
