@@ -26,6 +26,7 @@ so no old snapshot pins pages while a crawler runs for days.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -38,7 +39,7 @@ from typing import Any, NamedTuple, Union
 import lmdb
 import numpy as np
 
-from . import _core
+from . import _core, _maintenance
 from ._validate import as_fingerprint_array, check_fingerprint, check_k
 from .exceptions import (
     ConfigMismatchError,
@@ -72,6 +73,7 @@ _PY_VERIFY_MAX = 16
 _READ_CHUNK = 10_000
 _QUERY_CHUNK = 256
 _MAX_GROWTHS = 40
+_LOCK_FILE = "simstore.lock"
 
 
 class Match(NamedTuple):
@@ -216,6 +218,7 @@ class SimStore:
         self._log: list[tuple[Any, tuple[Any, ...]]] | None = None
         self._scan_cache: tuple[int, np.ndarray, np.ndarray] | None = None
         self._closed = False
+        self._lockfd: int | None = None
         self._open()
 
     # --- opening ---------------------------------------------------------
@@ -235,13 +238,67 @@ class SimStore:
         self._env = env
         self._pid = os.getpid()
         try:
+            self._take_shared_lock()
             if creating and self._create(env):
                 return
             self._load(env)
         except BaseException:
             self._env = None
+            self._release_lock()
             env.close()
             raise
+
+    def _take_shared_lock(self) -> None:
+        """Hold a shared flock on <store>/simstore.lock while open (see _exclusive)."""
+        path = os.path.join(self._path, _LOCK_FILE)
+        try:
+            if self._readonly:
+                fd = os.open(path, os.O_RDONLY)
+            else:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except FileNotFoundError:
+            return  # a read-only open of a store whose lock file is gone: nothing to share
+        except OSError as exc:
+            if self._readonly:
+                return
+            raise StoreError(f"store {self._path!r}: cannot open its lock file: {exc}") from exc
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        self._lockfd = fd
+
+    def _release_lock(self) -> None:
+        fd, self._lockfd = self._lockfd, None
+        if fd is not None:
+            os.close(fd)
+
+    @contextmanager
+    def _exclusive(self, what: str) -> Iterator[None]:
+        """Run a block only if no other handle (any process) has the store open."""
+        fd = self._lockfd
+        if fd is None:
+            raise StoreError(f"store {self._path!r}: {what} needs a writable store lock file")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            raise StoreInUseError(
+                f"store {self._path!r} is open in another process; {what} needs it alone: "
+                "stop the other readers and writers and try again"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+
+    def _reload(self) -> None:
+        """Close and reopen the environment, re-reading layout and handles from disk."""
+        env, self._env = self._env, None
+        self._wtxn = None
+        self._log = None
+        self._scan_cache = None
+        self._release_lock()
+        if env is not None:
+            env.close()
+        self._open()
 
     def _open_env(self, initial: int, creating: bool) -> Any:
         """lmdb.open, closing a stale handle inherited through fork if one holds the files."""
@@ -381,6 +438,7 @@ class SimStore:
             self._wtxn = None
             self._log = None
             self._scan_cache = None
+            self._release_lock()  # our copy only: the parent keeps its lock
             old.close()
             self._open()
         return self._env
@@ -994,8 +1052,42 @@ class SimStore:
             self._closed = True
             env, self._env = self._env, None
             self._scan_cache = None
+            self._release_lock()
             if env is not None:
                 env.close()
+
+    # --- whole-store operations (simstore._maintenance) ----------------------
+
+    def verify(self) -> list[str]:
+        """Every broken invariant, as sentences; [] when the store is sound.
+
+        Checks each doc is in every permutation table exactly once, no table
+        or ids entry is an orphan, and records and metadata parse.
+        """
+        return _maintenance.verify(self)
+
+    def rebuild(self, k: int | None = None, expected_size: int | None = None) -> dict[str, Any]:
+        """Re-lay every table from the docs table (for a new k, or after damage).
+
+        One atomic transaction: a crash leaves the old layout or the new one,
+        complete. Refused with StoreInUseError while another handle (in any
+        process) has the store open. Returns :meth:`stats`.
+        """
+        if self._wtxn is not None:
+            raise StoreError("rebuild() cannot run inside batch(); call it outside")
+        return _maintenance.rebuild(self, k, expected_size)
+
+    def compact(self, dest: str | os.PathLike[str]) -> None:
+        """Write a compacted copy to a new directory (complete or absent, never half)."""
+        _maintenance.compact(self, dest)
+
+    def pairs(self, k: int | None = None) -> Iterator[tuple[DocId, DocId, int]]:
+        """Every pair of stored docs within k (default: the store's k), with the distance."""
+        return _maintenance.pairs(self, k)
+
+    def clusters(self, k: int | None = None) -> list[list[DocId]]:
+        """Connected groups (size >= 2) of docs within k of each other."""
+        return _maintenance.clusters(self, k)
 
     def __enter__(self) -> SimStore:
         return self
