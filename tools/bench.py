@@ -818,7 +818,8 @@ def cmd_find_all(args: argparse.Namespace) -> dict[str, Any]:
     from simstore.batch import find_all
 
     sizes = args.sizes + ([10_000_000] if args.large else [])
-    rep = Report("find-all", {"sizes": sizes, "k": args.k, "clustered": args.clustered,
+    rep = Report("find-all", {"sizes": sizes, "k": args.k, "planted": args.planted,
+                              "clustered": args.clustered,
                               "shared_bits": args.shared_bits,
                               "pybind_blocks": args.pybind_blocks,
                               "numpy_max_candidates": args.numpy_max_candidates,
@@ -832,7 +833,14 @@ def cmd_find_all(args: argparse.Namespace) -> dict[str, Any]:
         rep.note("peer 'simhash-pybind' not importable: skipped")
     cases: list[tuple[str, np.ndarray]] = []
     for n in sizes:
-        cases.append((f"random N={n:,}", random_fps(np.random.default_rng([args.seed, n, 3]), n)))
+        rng = np.random.default_rng([args.seed, n, 3])
+        planted = min(args.planted, n // 2)
+        fps = random_fps(rng, n - planted)
+        near = flip_bits(rng, fps[:planted], 1, args.k)
+        cases.append((f"random N={n:,}", rng.permutation(np.concatenate([fps, near]))))
+    if args.planted:
+        rep.note(f"each random case holds {args.planted:,} planted near copies (distance "
+                 f"1..{args.k} from another fp), so the pair counts can be cross-checked")
     if args.clustered:
         rng = np.random.default_rng([args.seed, args.clustered, 4])
         cases.append((f"top {args.shared_bits} bits shared N={args.clustered:,}",
@@ -907,6 +915,7 @@ def cmd_all(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine_info(),
         "sections": sections,
     }
+    payload["extra"] = [json.loads(p.read_text()) for p in args.extra]
     write_json(args.out or DOCS_BENCH / "all.json", payload)
     if not args.no_docs:
         plot = write_plot(payload, DOCS_BENCH / "scaling.png")
@@ -980,8 +989,13 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
     """Every target in one table, and simstore against each peer at the largest sizes."""
     lines = ["### Targets", "", "| sub-command | target | measured | verdict |",
              "| --- | --- | ---: | --- |"]
-    for name in SECTIONS:
-        for t in payload["sections"][name]["targets"]:
+    runs = [(name, payload["sections"][name]) for name in SECTIONS]
+    runs += [(f"{x['command']} (separate run)", x) for x in payload.get("extra", [])]
+    measured = {t["target"] for _, x in runs for t in x["targets"] if t["value"] is not None}
+    for name, result in runs:
+        for t in result["targets"]:
+            if t["value"] is None and t["target"] in measured:
+                continue
             v = "not measured" if t["value"] is None else _cell(t["value"])
             verdict = "**MISSED**" if t["verdict"] == "MISSED" else t["verdict"]
             lines.append(f"| {name} | {t['target']} | {v} | {verdict} |")
@@ -991,7 +1005,7 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
     mbs = {r["impl"]: r["mb_s"] for r in fp["rows"] if "mb_s" in r}
     own = mbs.get("simstore.fingerprints")
     for impl, v in mbs.items():
-        if own and not impl.startswith("simstore.fingerprints"):
+        if own and not impl.startswith("simstore.fingerprint"):
             lines.append(f"| fingerprint MB/s: {impl} | {_cell(own)} | {_cell(v)} | "
                          f"{_ratio(own, v)} |")
     q = payload["sections"]["query"]["rows"]
@@ -1054,6 +1068,9 @@ def write_markdown(payload: dict[str, Any], path: Path, plot: Path | None) -> No
     body += summary_lines(payload)
     for name in SECTIONS:
         body += markdown_section(f"`{name}`", payload["sections"][name])
+    for extra in payload.get("extra", []):
+        started = extra["started"]
+        body += markdown_section(f"`{extra['command']}`, separate run of {started}", extra)
     body.append(GEN_END)
     text = path.read_text() if path.exists() else f"# Benchmarks\n\n{GEN_BEGIN}\n{GEN_END}\n"
     if GEN_BEGIN not in text or GEN_END not in text:
@@ -1183,7 +1200,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="queries per repetition (default %(default)s)")
     q.add_argument("--scan-queries", type=_positive, default=100,
                    help="queries per repetition for the brute-force scans (default %(default)s)")
-    q.add_argument("--simhash-index-max", type=_positive, default=100_000,
+    q.add_argument("--simhash-index-max", type=_positive, default=1_000_000,
                    help="cap on the random fps put in simhash.SimhashIndex (default %(default)s)")
     q.set_defaults(func=cmd_query)
 
@@ -1205,6 +1222,8 @@ def build_parser() -> argparse.ArgumentParser:
     common(fa)
     sized(fa, [100_000, 1_000_000], "random-fp sizes N")
     fa.add_argument("--k", type=_positive, default=3, help="distance (default %(default)s)")
+    fa.add_argument("--planted", type=int, default=1000,
+                    help="near copies planted in each random case (default %(default)s)")
     fa.add_argument("--clustered", type=int, default=40_000,
                     help="size of the clustered case, 0 = none (default %(default)s)")
     fa.add_argument("--shared-bits", type=_positive, default=40,
@@ -1226,6 +1245,9 @@ def build_parser() -> argparse.ArgumentParser:
     al.add_argument("--large", action="store_true", help="add the 10M sizes everywhere")
     al.add_argument("--markdown", type=Path, default=DOCS_MD,
                     help="page whose generated block is rewritten (default %(default)s)")
+    al.add_argument("--extra", type=Path, nargs="*", default=[],
+                    help="result files of separate single sub-command runs (e.g. with --large) "
+                         "to render after the tables of this run")
     al.add_argument("--no-docs", action="store_true",
                     help="write only the JSON, not the Markdown tables and the plot")
     al.set_defaults(func=cmd_all, out=None)
