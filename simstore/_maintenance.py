@@ -130,12 +130,14 @@ def _extra_tables(store: SimStore, txn: Any) -> list[str]:
 def rebuild(
     store: SimStore, k: int | None = None, expected_size: int | None = None
 ) -> dict[str, Any]:
-    """Re-lay every permutation table from the docs table, in one atomic transaction.
+    """Re-derive every permutation table and the ids table from docs, atomically.
 
     A kill at any moment leaves the old layout or the new one, complete
     (LMDB commits atomically). Refused (StoreInUseError) while any other
     handle has the store open: their cached layout would go stale.
     """
+    from .store import _id_key
+
     store._check_writable()
     new_k = store.k if k is None else check_k(k, "k", PLAN_MAX_K)
     if expected_size is not None and (
@@ -147,10 +149,15 @@ def rebuild(
         for _ in range(40):
             txn = store._begin(True)
             try:
-                _, iids, fps, _ = _read_docs(store, txn)
+                keys, iids, fps, encs = _read_docs(store, txn)
                 layout = plan(new_k, expected_size or max(len(fps), 1)).layout
                 for db in store._tables:
                     txn.drop(db, delete=True)
+                # the ids table is derived from docs too: re-derive it
+                txn.drop(store._ids, delete=False)
+                id_items = sorted(zip(map(_id_key, encs), keys, strict=True))
+                txn.cursor(store._ids).putmulti(id_items, append=True)
+                del id_items
                 txn.put(b"layout", _json(layout.to_dict()), db=store._meta)
                 store._bind(env, txn, layout, store._config, create=True)
                 for t, db in enumerate(store._tables):

@@ -1067,7 +1067,7 @@ class SimStore:
         return _maintenance.verify(self)
 
     def rebuild(self, k: int | None = None, expected_size: int | None = None) -> dict[str, Any]:
-        """Re-lay every table from the docs table (for a new k, or after damage).
+        """Re-derive every table (and the ids map) from the docs table: new k, or repair.
 
         One atomic transaction: a crash leaves the old layout or the new one,
         complete. Refused with StoreInUseError while another handle (in any
