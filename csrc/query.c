@@ -3,6 +3,8 @@
  * Python. */
 #include "simstore.h"
 
+#include <stdlib.h>
+
 void ss_permute_tables(uint64_t q, int ntables, int nblocks,
                        const uint8_t *src_shift, const uint8_t *width,
                        const uint8_t *dst_shift, uint64_t *out) {
@@ -37,4 +39,48 @@ size_t ss_verify_be_keys(const uint8_t *keys, size_t n, uint64_t q, int k,
         }
     }
     return m;
+}
+
+static void store_be64(uint8_t *p, uint64_t x) {
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)x;
+        x >>= 8;
+    }
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int ss_query_ranges(uint64_t q, int ntables, int nblocks,
+                    const uint8_t *src_shift, const uint8_t *width,
+                    const uint8_t *dst_shift, const uint8_t *tails,
+                    const uint64_t *masks, const int32_t *nmasks,
+                    uint8_t *out) {
+    uint64_t qp[64];
+    uint64_t local[1024];
+    size_t pos = 0;
+    if (ntables < 1 || ntables > 64) return -2;
+    ss_permute_tables(q, ntables, nblocks, src_shift, width, dst_shift, qp);
+    for (int t = 0; t < ntables; t++) store_be64(out + 8 * (size_t)t, qp[t]);
+    out += 8 * (size_t)ntables;
+    for (int t = 0; t < ntables; t++) {
+        int32_t n = nmasks[t];
+        if (tails[t] > 63 || n < 0) return -2;
+        uint64_t *los = local;
+        if (n > 1024 && !(los = malloc((size_t)n * sizeof *los))) return -1;
+        uint64_t tailmask = (1ULL << tails[t]) - 1;
+        uint64_t base = qp[t] & ~tailmask;
+        for (int32_t i = 0; i < n; i++) los[i] = base ^ masks[i];
+        if (n > 1) qsort(los, (size_t)n, sizeof los[0], cmp_u64);
+        for (int32_t i = 0; i < n; i++) {
+            store_be64(out + 16 * pos, los[i]);
+            store_be64(out + 16 * pos + 8, los[i] | tailmask);
+            pos++;
+        }
+        if (los != local) free(los);
+        masks += n;
+    }
+    return 0;
 }

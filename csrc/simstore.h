@@ -115,6 +115,19 @@ void ss_permute_tables(uint64_t q, int ntables, int nblocks,
  * be NULL); returns how many. out_idx must hold n entries. */
 size_t ss_verify_be_keys(const uint8_t *keys, size_t n, uint64_t q, int k,
                          int64_t *out_idx, uint8_t *out_dist);
+/* The key ranges a query probes. For each table t: qp = q permuted for t,
+ * then for each of its nmasks[t] masks (masks concatenated table after table,
+ * each an XOR of header bits already shifted left by tails[t]) the range
+ * [lo, lo | (2**tails[t] - 1)] with lo = (qp with tail bits cleared) ^ mask.
+ * out receives the ntables qp (8-byte big-endian each), then per table its
+ * ranges sorted by lo, each as lo then hi (8-byte big-endian): it must hold
+ * 8 * ntables + 16 * sum(nmasks) bytes. ntables <= 64, tails[t] <= 63.
+ * Returns 0, -1 out of memory, -2 bad arguments. */
+int ss_query_ranges(uint64_t q, int ntables, int nblocks,
+                    const uint8_t *src_shift, const uint8_t *width,
+                    const uint8_t *dst_shift, const uint8_t *tails,
+                    const uint64_t *masks, const int32_t *nmasks,
+                    uint8_t *out);
 /* QUERY-END */
 
 /* CDEF-END */

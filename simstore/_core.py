@@ -6,6 +6,10 @@ inputs first (see ``_validate``), this module only marshals buffers.
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .exceptions import NativeModuleError
@@ -210,3 +214,35 @@ def components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if rc != 0:
         raise ValueError("ss_components: an edge names a node out of range")
     return label
+
+
+def query_ranges_fn(
+    src_shift: bytes, width: bytes, dst_shift: bytes, tails: bytes, masks: list[list[int]]
+) -> Callable[[int], tuple[Any, ...]]:
+    """A function q -> the key ranges a store query probes, for one layout.
+
+    Its result is one flat tuple: each table's permuted q (int), then for each
+    table its ranges in ascending order as (lo, hi) pairs of 8-byte big-endian
+    keys, hi inclusive. ``masks[t]`` are table t's header XOR masks, shifted
+    into place.
+    """
+    ntables = len(tails)
+    nblocks = len(width) // ntables
+    flat = [m for ms in masks for m in ms]
+    c_masks = ffi.new("uint64_t[]", flat or [0])
+    c_nmasks = ffi.new("int32_t[]", [len(ms) for ms in masks])
+    size = 8 * ntables + 16 * len(flat)
+    unpack = struct.Struct(">%dQ" % ntables + "8s" * (2 * len(flat))).unpack
+    new, buffer, run = ffi.new, ffi.buffer, lib.ss_query_ranges
+    ctype = "uint8_t[%d]" % size
+
+    def ranges(q: int) -> tuple[Any, ...]:
+        out = new(ctype)
+        rc = run(q, ntables, nblocks, src_shift, width, dst_shift, tails, c_masks, c_nmasks, out)
+        if rc:
+            if rc == -1:
+                raise MemoryError("simstore: out of memory while planning a query")
+            raise ValueError(f"ss_query_ranges refused the layout (rc={rc})")
+        return unpack(buffer(out))
+
+    return ranges

@@ -69,10 +69,16 @@ _MAX_KEY_BYTES = 511
 _MAX_DBS = 64
 _MIN_MAP_SIZE = 1 << 26
 _PAGE = 4096
-_PY_VERIFY_MAX = 16
 _READ_CHUNK = 10_000
 _QUERY_CHUNK = 256
 _MAX_GROWTHS = 40
+_MAX_FP = (1 << 64) - 1
+_RECORD_TAG = bytes((RECORD_VERSION,))
+_PAST_END = b"\xff" * 9  # sorts after every 8-byte key
+# os.getpid() is a system call: a fork hook keeps the current pid here instead.
+_PID = [os.getpid()]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 _LOCK_FILE = "simstore.lock"
 
 
@@ -419,13 +425,17 @@ class SimStore:
         ]
         specs = [layout.shifts(t) for t in range(len(layout.tables))]
         self._specs = tuple(b"".join(s[i] for s in specs) for i in range(3))
-        self._inverse = [
-            [(d, (1 << w) - 1, s) for s, w, d in zip(*spec)] for spec in specs
-        ]
-        self._tails = [64 - layout.header_bits(t) for t in range(len(layout.tables))]
-        self._probes = [
-            _probe_masks(64 - tail, layout.radius, tail) for tail in self._tails
-        ]
+        tails = [64 - layout.header_bits(t) for t in range(len(layout.tables))]
+        masks = [_probe_masks(64 - tail, layout.radius, tail) for tail in tails]
+        self._ranges = _core.query_ranges_fn(*self._specs, bytes(tails), masks)
+        # Per table: (index of its permuted query, db, first and past-last index
+        # of its (lo, hi) range keys) in the tuple self._ranges returns.
+        plan_rows = []
+        pos = len(tails)
+        for t, db in enumerate(self._tables):
+            plan_rows.append((t, db, pos, pos + 2 * len(masks[t])))
+            pos += 2 * len(masks[t])
+        self._probe_plan = tuple(plan_rows)
 
     # --- handles, transactions, errors ------------------------------------
 
@@ -775,20 +785,30 @@ class SimStore:
         any k <= the store's k uses the tables; a larger k (up to 64) is
         answered exactly too, by a C scan of all stored fingerprints (O(n)).
         """
-        q = check_fingerprint(fp)
-        kk = self._k_arg(k)
-        with self._lock:
-            if self._wtxn is not None or self._closed or os.getpid() != self._pid:
+        q = fp if type(fp) is int and 0 <= fp <= _MAX_FP else check_fingerprint(fp)
+        if k is None:
+            kk = self._layout.max_k
+        else:
+            kk = k if type(k) is int and 0 <= k <= 64 else check_k(k)
+        lock = self._lock
+        lock.acquire()
+        try:
+            if self._wtxn is not None or self._closed or _PID[0] != self._pid:
                 with self._reading() as txn:
                     return self._search(txn, q, kk)
             try:
-                txn = self._begin(False)
+                try:
+                    txn = self._env.begin()
+                except lmdb.MapResizedError:
+                    txn = self._begin(False)
                 try:
                     return self._search(txn, q, kk)
                 finally:
                     txn.abort()
             except lmdb.Error as exc:
                 raise _translate(exc, self._path) from exc
+        finally:
+            lock.release()
 
     def query_many(self, fps: Any, k: int | None = None) -> list[list[Match]]:
         """:meth:`query` for each fingerprint (a uint64 array or an iterable of ints)."""
@@ -802,71 +822,60 @@ class SimStore:
         return out
 
     def _search(self, txn: Any, q: int, k: int) -> list[Match]:
+        """Every doc within k of q (k <= the layout's k uses the tables)."""
         if k > self._layout.max_k:
             return self._scan(txn, q, k)
-        perm = _core.permute_tables(q, len(self._tables), *self._specs)
-        found: dict[int, tuple[int, bytes, int]] = {}
-        cursors = []
-        for t, db in enumerate(self._tables):
-            cur = txn.cursor(db)
-            cursors.append(cur)
-            qp = perm[t]
-            tail = self._tails[t]
-            base = (qp >> tail) << tail
-            span = 1 << tail
-            keys = []
-            for m in self._probes[t]:
-                lo = base ^ m
-                if not cur.set_range(lo.to_bytes(8, "big")):
+        ranges = self._ranges(q)
+        cursor = txn.cursor
+        # The first (smallest) internal id under a key names its fingerprint:
+        # docs with one fingerprint share one id list in every table.
+        seen: set[bytes] = set()
+        rows: list[tuple[int, bytes]] = []
+        for t, db, start, stop in self._probe_plan:
+            cur = cursor(db)
+            if stop - start == 2:  # one range (radius 0): the common case, kept lean
+                if not cur.set_range(ranges[start]):
                     continue
-                hi = lo + span
-                hib = hi.to_bytes(8, "big") if hi < 1 << 64 else b"\xff" * 9
-                key = cur.key()
-                while key < hib:
-                    keys.append(key)
-                    if not cur.next_nodup():
+                at = cur.key()
+                if at > ranges[start + 1]:
+                    continue
+            at = None  # the key the cursor is on; _PAST_END once it ran off the table
+            for j in range(start, stop, 2):
+                if at is None or at < ranges[j]:
+                    if not cur.set_range(ranges[j]):
                         break
-                    key = cur.key()
-            if not keys:
-                continue
-            if len(keys) <= _PY_VERIFY_MAX:
-                hits = []
-                for key in keys:
-                    d = (int.from_bytes(key, "big") ^ qp).bit_count()
-                    if d <= k:
-                        hits.append((key, d))
-            else:
-                idx, dist = _core.verify_be_keys(b"".join(keys), qp, k)
-                hits = [(keys[i], d) for i, d in zip(idx.tolist(), dist.tolist())]
-            inv = self._inverse[t]
-            for key, d in hits:
-                x = int.from_bytes(key, "big")
-                fp = 0
-                for src, mask, dst in inv:
-                    fp |= ((x >> src) & mask) << dst
-                if fp not in found:
-                    found[fp] = (t, bytes(key), d)
-        if not found:
+                    at = cur.key()
+                hi = ranges[j + 1]
+                while at <= hi:
+                    first = cur.value()
+                    if first not in seen:
+                        seen.add(first)
+                        d = (int.from_bytes(at, "big") ^ ranges[t]).bit_count()
+                        if d <= k:
+                            rows.append((d, first))
+                            for _ in range(cur.count() - 1):
+                                cur.next_dup()
+                                rows.append((d, cur.value()))
+                    at = cur.key() if cur.next_nodup() else _PAST_END
+        if not rows:
             return []
-        rows = []
-        for fp, (t, key, d) in found.items():
-            cur = cursors[t]
-            if not cur.set_key(key):
-                continue
-            for iid in cur.iternext_dup(keys=False, values=True):
-                rows.append((d, bytes(iid), fp))
         return self._matches(txn, rows)
 
-    def _matches(self, txn: Any, rows: list[tuple[int, bytes, int]]) -> list[Match]:
+    def _matches(self, txn: Any, rows: list[Any]) -> list[Match]:
+        """Matches of (distance, internal id, ...) rows, by distance then insertion order."""
         rows.sort()
+        get = txn.get
+        docs = self._docs
         out = []
-        for d, iid, fp in rows:
-            rec = txn.get(iid, db=self._docs)
+        for row in rows:
+            rec = get(row[1], db=docs)
             if rec is None:
                 raise CorruptStoreError(
                     f"store {self._path!r}: a table names a doc the docs database lacks"
                 )
-            out.append(Match(_decode_id(_parse_record(rec)[1]), fp, d))
+            if rec[:1] != _RECORD_TAG:
+                _parse_record(rec)  # raises with the reason
+            out.append(Match(_decode_id(rec[9:]), int.from_bytes(rec[1:9], "big"), row[0]))
         return out
 
     def _scan(self, txn: Any, q: int, k: int) -> list[Match]:

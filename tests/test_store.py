@@ -315,3 +315,27 @@ def test_snapshot_fingerprints_and_doc_ids_agree(tmp_path) -> None:
         assert ids == ["a", 2, "c"] == s.doc_ids()
         assert fps.dtype == np.uint64 and fps.tolist() == [5, 6, MAX_FP]
         assert s.fingerprints().tolist() == [5, 6, MAX_FP]
+
+
+@FAST
+@given(
+    st.sampled_from([0, 1, 3, 6, 8]),
+    fingerprint_sets(max_size=80, max_distance=10),
+    st.lists(st.sampled_from([0, 1, 1 << 63, MAX_FP, MAX_FP ^ 1, MAX_FP >> 1]), max_size=12),
+    st.data(),
+)
+def test_probing_is_exact_at_table_edges_and_radius(
+    k_store: int, fps: list[int], edges: list[int], data: st.DataObject
+) -> None:
+    """Every k <= store k (radius 0 and sorted multi-range probes) equals brute force near 0 and 2**64-1, with many copies."""
+    fps = fps + edges + edges  # copies of extreme values: many docs under one key
+    with tempfile.TemporaryDirectory() as d, SimStore(d, k=k_store, durable=False) as s:
+        stored = dict(enumerate(fps))
+        s.add_many(list(stored), np.array(fps, dtype=np.uint64))
+        queries = [0, MAX_FP, 1 << 63, (1 << 63) - 1] + [
+            data.draw(packed_neighbour(data.draw(st.sampled_from(fps)), data.draw(st.integers(0, 10))))
+            for _ in range(4)
+        ]
+        for q in queries:
+            for k in range(k_store + 1):
+                assert s.query(q, k) == brute(stored, q, k)
