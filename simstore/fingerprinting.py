@@ -46,6 +46,10 @@ _CHUNK_BYTES = 1 << 24
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
 _TOKEN_RE = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
+# For the C path: non-ASCII characters that are not letters/digits become a
+# space; Han/Kana characters get spaces around them (each is a token).
+_NON_ASCII_SEP_RE = re.compile(f"[^\\w\\x00-\\x7f{_CJK}]+")
+_CJK_RE = re.compile(f"[{_CJK}]")
 
 
 @dataclass(frozen=True)
@@ -182,16 +186,25 @@ def features(text: str, config: FingerprintConfig | None = None, **options: Any)
 
 def _prepared(text: str) -> bytes:
     # ASCII text is NFKC-stable; the C tokenizer lower-cases and splits it
-    # exactly as the regex would. Other text is tokenized here and handed over
-    # as space-joined tokens, which C splits back unchanged.
+    # exactly as the token regex would. In other text, the non-ASCII
+    # characters that separate tokens become spaces and every Han/Kana
+    # character is spaced out; the C tokenizer, which takes every byte >= 0x80
+    # as part of a word and splits on ASCII non-alphanumerics, then sees the
+    # same tokens as the regex (tests check this against the reference).
     if text.isascii():
         return text.encode("ascii")
-    return " ".join(_TOKEN_RE.findall(unicodedata.normalize("NFKC", text).lower())).encode()
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    text = _NON_ASCII_SEP_RE.sub(" ", text.lower())
+    if _CJK_RE.search(text):
+        text = _CJK_RE.sub(r" \g<0> ", text)
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _no_feature_fingerprint(text: str, seed: int) -> int:
     flat = " ".join(unicodedata.normalize("NFKC", text).lower().split())
-    return _core.murmur3_x64_128(_NO_FEATURE_PREFIX + flat.encode("utf-8"), seed)[0]
+    raw = flat.encode("utf-8", "surrogatepass")  # lone surrogates are kept, not refused
+    return _core.murmur3_x64_128(_NO_FEATURE_PREFIX + raw, seed)[0]
 
 
 EMPTY_FINGERPRINT = _core.murmur3_x64_128(_NO_FEATURE_PREFIX, 0)[0]

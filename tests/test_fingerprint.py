@@ -126,6 +126,34 @@ def test_featureless_texts_do_not_collide():
     assert simstore.fingerprint("a!!!") == simstore.fingerprint("a???")
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\u3040",
+        "e\u0301te",
+        "a <\u0338 b",
+        "ΟΔΟΣ ΟΔΟΣ x",
+        "İstanbul ßtraße",
+        "ﬁle ＡＢＣ",
+        "x\u200by",
+        "٣ ١٢ arabic digits",
+        "mixed中文and english",
+        "tab\u00a0nbsp\u3000ideographic",
+    ],
+)
+def test_unicode_edge_cases_match_reference(text):
+    """Composition, final sigma, special lower-casing, odd spaces: C path equals reference."""
+    for n in (1, 2, 3):
+        cfg = FingerprintConfig(ngram=n)
+        assert simstore.fingerprint(text, cfg) == reference_fingerprint(text, cfg)
+
+
+def test_lone_surrogates_do_not_raise():
+    """Texts holding lone surrogates (e.g. from bad decoding) still get fingerprints."""
+    assert simstore.fingerprint("\ud800") == simstore.fingerprint("\ud800")
+    assert simstore.fingerprint("abc \udfff def") == simstore.fingerprint("abc def")
+
+
 def test_cjk_characters_are_tokens():
     """Han and Kana characters split into one token each; other scripts keep words."""
     assert simstore.tokens("東京タワー") == ["東", "京", "タ", "ワ", "ー"] or simstore.tokens(
