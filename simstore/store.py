@@ -244,6 +244,7 @@ class SimStore:
         self._env = env
         self._pid = os.getpid()
         try:
+            self._check_env(env)
             self._take_shared_lock()
             if creating and self._create(env):
                 return
@@ -253,6 +254,24 @@ class SimStore:
             self._release_lock()
             env.close()
             raise
+
+    def _check_env(self, env: Any) -> None:
+        """Free reader slots of dead processes; refuse a data file shorter than its pages.
+
+        LMDB maps data.mdb and trusts it: a truncated file would kill the
+        process with SIGBUS on the first read past its end.
+        """
+        try:
+            env.reader_check()
+            need = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+        except lmdb.Error as exc:
+            raise _translate(exc, self._path) from exc
+        size = os.path.getsize(os.path.join(self._path, "data.mdb"))
+        if 0 < size < need:
+            raise CorruptStoreError(
+                f"store {self._path!r} looks damaged: data.mdb has {size} bytes but its pages "
+                f"reach {need} bytes (truncated); restore it from a copy"
+            )
 
     def _take_shared_lock(self) -> None:
         """Hold a shared flock on <store>/simstore.lock while open (see _exclusive)."""
