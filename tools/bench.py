@@ -1259,10 +1259,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
-    warnings.simplefilter("always")
     if args.command != "all":
         reset_peak_rss()
-    result = args.func(args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        result = args.func(args)
     if args.command != "all":
         result["argv"] = argv
         result["machine"] = machine_info()
