@@ -71,5 +71,10 @@ class StoreInUseError(StoreError):
     """The store is already open in this process (LMDB allows one handle per process)."""
 
 
+class StoreAccessError(StoreError):
+    """The store's directory or files cannot be created, read or written here (permissions,
+    read-only file system); the message says which path and what to do."""
+
+
 class CorruptStoreError(StoreError):
     """The store's files or records are damaged or were not written by simstore."""

@@ -51,6 +51,7 @@ from .exceptions import (
     NotAStoreError,
     ReadOnlyError,
     SimstoreTypeError,
+    StoreAccessError,
     StoreClosedError,
     StoreError,
     StoreInUseError,
@@ -196,7 +197,14 @@ class SimStore:
         map_size: int | None = None,
         max_readers: int = 512,
     ) -> None:
-        self._path = os.fspath(path)
+        try:
+            self._path = os.fspath(path)
+        except TypeError:
+            raise SimstoreTypeError(
+                f"'path' must be a str or os.PathLike (got {type(path).__name__})"
+            ) from None
+        if isinstance(max_readers, bool) or not isinstance(max_readers, int) or max_readers < 1:
+            raise InvalidConfigError(f"'max_readers' must be an int >= 1 (got {max_readers!r})")
         if k is not None:
             k = check_k(k, "k", PLAN_MAX_K)
         if expected_size is not None and (
@@ -241,6 +249,12 @@ class SimStore:
             env = self._open_env(initial, creating)
         except lmdb.Error as exc:
             raise _translate(exc, self._path) from exc
+        except OSError as exc:
+            raise StoreAccessError(
+                f"cannot {'create' if creating else 'open'} store {self._path!r}: "
+                f"{exc.strerror or exc}; give a path this process may write, or open an "
+                "existing store with readonly=True"
+            ) from exc
         self._env = env
         self._pid = os.getpid()
         try:
@@ -1230,6 +1244,11 @@ def _translate(exc: lmdb.Error, path: str) -> StoreError:
         return StoreInUseError(
             f"store {path!r} is already open in this process; LMDB allows one handle "
             "per process, so reuse the open SimStore (or close it first)"
+        )
+    if "Read-only file system" in text or "Permission denied" in text:
+        return StoreAccessError(
+            f"store {path!r} cannot be written here ({text}); give a path this process may "
+            "write, or open the store with readonly=True"
         )
     if isinstance(exc, lmdb.ReadonlyError):
         return ReadOnlyError(f"store {path!r} is read-only here: {text}")
