@@ -84,3 +84,54 @@ int ss_query_ranges(uint64_t q, int ntables, int nblocks,
     }
     return 0;
 }
+
+/* Table fill (store bulk loads and rebuilds) ---------------------------- */
+
+int ss_sort_table(const uint64_t *fps, const uint64_t *iids, size_t n,
+                  int nblocks, const uint8_t *src_shift, const uint8_t *width,
+                  const uint8_t *dst_shift, uint8_t *out_keys,
+                  uint8_t *out_vals) {
+    enum { BITS = 11, BUCKETS = 1 << BITS };
+    if (nblocks < 1 || nblocks > 64) return -2;
+    uint64_t *k0 = malloc(n ? n * sizeof *k0 : 1), *k1 = malloc(n ? n * sizeof *k1 : 1);
+    uint64_t *v0 = malloc(n ? n * sizeof *v0 : 1), *v1 = malloc(n ? n * sizeof *v1 : 1);
+    size_t *count = malloc(BUCKETS * sizeof *count);
+    int rc = 0;
+    if (!k0 || !k1 || !v0 || !v1 || !count) {
+        rc = -1;
+        goto done;
+    }
+    ss_permute_blocks(fps, n, nblocks, src_shift, width, dst_shift, k0);
+    for (size_t i = 0; i < n; i++) v0[i] = iids[i];
+    /* Stable LSD radix sort by key, 11 bits a pass: equal keys keep their
+     * input order, so ids given ascending stay ascending under each key. */
+    for (int shift = 0; shift < 64; shift += BITS) {
+        size_t sum = 0;
+        for (size_t b = 0; b < BUCKETS; b++) count[b] = 0;
+        for (size_t i = 0; i < n; i++) count[(k0[i] >> shift) & (BUCKETS - 1)]++;
+        if (count[(n ? k0[0] >> shift : 0) & (BUCKETS - 1)] == n) continue;
+        for (size_t b = 0; b < BUCKETS; b++) {
+            size_t c = count[b];
+            count[b] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) {
+            size_t at = count[(k0[i] >> shift) & (BUCKETS - 1)]++;
+            k1[at] = k0[i];
+            v1[at] = v0[i];
+        }
+        uint64_t *t = k0; k0 = k1; k1 = t;
+        t = v0; v0 = v1; v1 = t;
+    }
+    for (size_t i = 0; i < n; i++) {
+        store_be64(out_keys + 8 * i, k0[i]);
+        store_be64(out_vals + 8 * i, v0[i]);
+    }
+done:
+    free(k0);
+    free(k1);
+    free(v0);
+    free(v1);
+    free(count);
+    return rc;
+}

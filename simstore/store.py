@@ -73,6 +73,7 @@ _PAGE = 4096
 _READ_CHUNK = 10_000
 _QUERY_CHUNK = 256
 _MAX_GROWTHS = 40
+_PUT_CHUNK = 1 << 19  # rows turned into bytes objects at a time (bounds memory)
 _MAX_FP = (1 << 64) - 1
 _RECORD_TAG = bytes((RECORD_VERSION,))
 _PAST_END = b"\xff" * 9  # sorts after every 8-byte key
@@ -156,6 +157,87 @@ def _doc_ids_arg(doc_ids: Any) -> list[Any]:
             f"'doc_ids' must be an iterable of str or int ids (got {type(doc_ids).__name__})"
         )
     return doc_ids.tolist() if isinstance(doc_ids, np.ndarray) else list(doc_ids)
+
+
+_INT64_MIN = -(1 << 63)
+
+
+def _int_id_array(doc_ids: Any) -> np.ndarray | None:
+    """int64 array of doc ids that are all ints (a range, an int array, a list of ints), else None."""
+    if isinstance(doc_ids, range):
+        if not doc_ids:
+            return np.empty(0, dtype=np.int64)
+        lo, hi = min(doc_ids[0], doc_ids[-1]), max(doc_ids[0], doc_ids[-1])
+        if lo <= _INT64_MIN or hi >= 1 << 63:
+            return None
+        return np.arange(doc_ids.start, doc_ids.stop, doc_ids.step, dtype=np.int64)
+    if isinstance(doc_ids, np.ndarray):
+        if doc_ids.ndim != 1 or doc_ids.dtype.kind not in "iu":
+            return None
+        if doc_ids.dtype.kind == "u" and len(doc_ids) and doc_ids.max() >= 1 << 63:
+            return None
+        arr = doc_ids.astype(np.int64)
+    elif isinstance(doc_ids, (list, tuple)) and all(type(x) is int for x in doc_ids):
+        try:
+            arr = np.array(doc_ids, dtype=np.int64)
+        except OverflowError:
+            return None
+    else:
+        return None
+    if len(arr) and arr.min() == _INT64_MIN:
+        return None
+    return arr
+
+
+def _int_id_lengths(xs: np.ndarray) -> np.ndarray:
+    """Payload bytes of each int id's encoding: (bit_length(|x|) + 8) // 8, as _encode_id."""
+    mag = np.abs(xs).view(np.uint64)
+    nbytes = np.ones(len(xs), dtype=np.int64)
+    for size in range(1, 8):
+        nbytes += mag >= np.uint64(1 << (8 * size - 1))
+    return nbytes
+
+
+def _int_encodings(xs: np.ndarray, prefix: np.ndarray | None = None) -> list[bytes]:
+    """_encode_id of each int64 id, each after its row of prefix bytes if given."""
+    nbytes = _int_id_lengths(xs)
+    be = xs.astype(">i8").view(np.uint8).reshape(len(xs), 8)
+    width = 0 if prefix is None else prefix.shape[1]
+    sizes = np.unique(nbytes).tolist()
+    out = None if len(sizes) == 1 else np.empty(len(xs), dtype=object)
+    for size in sizes:
+        sel = np.flatnonzero(nbytes == size) if out is not None else slice(None)
+        rows = np.empty((len(be[sel]), width + 1 + size), dtype=np.uint8)
+        if prefix is not None:
+            rows[:, :width] = prefix[sel]
+        rows[:, width] = ord("i")
+        rows[:, width + 1 :] = be[sel, 8 - size :]
+        encoded = rows.view(f"V{width + 1 + size}").ravel().tolist()
+        if out is None:
+            return encoded
+        out[sel] = encoded
+    return [] if out is None else out.tolist()
+
+
+def _int_id_order(xs: np.ndarray) -> np.ndarray:
+    """Positions of int ids sorted as LMDB sorts their encodings (bytes, shorter first)."""
+    nbytes = _int_id_lengths(xs)
+    left = xs.view(np.uint64) << ((8 - nbytes) * 8).astype(np.uint64)
+    return np.lexsort((nbytes, left))
+
+
+def _put_rows(cur: Any, keys: list[bytes], values: list[bytes], *, append: bool) -> bool:
+    """putmulti of rows in key order; whether appending still works for the next rows.
+
+    An append that LMDB refuses (a row not after the database's end) is
+    redone as ordinary puts, which skip rows already written.
+    """
+    if append:
+        consumed, added = cur.putmulti(zip(keys, values), append=True)
+        if added == len(keys):
+            return True
+    cur.putmulti(zip(keys, values))
+    return False
 
 
 # --- the store -------------------------------------------------------------
@@ -644,30 +726,40 @@ class SimStore:
         """Store many docs in one transaction; a doc_id given twice keeps its last fp.
 
         The fast path for bulk loads: each table gets its permuted keys sorted
-        (appended in key order when the table is empty).
+        (appended in key order when the table is empty). Int ids (a range, an
+        int array or a list of ints) are encoded with numpy, not one by one.
         """
-        ids = _doc_ids_arg(doc_ids)
         arr = as_fingerprint_array(fps)
+        ints = _int_id_array(doc_ids)
+        ids: Any = ints if ints is not None else _doc_ids_arg(doc_ids)
         if len(ids) != len(arr):
             raise InvalidConfigError(
                 f"'doc_ids' and 'fps' must have the same length (got {len(ids)} and {len(arr)})"
             )
-        encs = [_encode_id(d) for d in ids]
-        last: dict[bytes, int] = {}
-        for i, enc in enumerate(encs):
-            last[_id_key(enc)] = i
-        keep = sorted(last.values())
-        if len(keep) != len(encs):
-            encs = [encs[i] for i in keep]
-            arr = arr[np.asarray(keep, dtype=np.int64)]
-        if not encs:
+        if ints is not None:
+            _, last_rev = np.unique(ints[::-1], return_index=True)
+            if len(last_rev) != len(ints):
+                keep = np.sort(len(ints) - 1 - last_rev)
+                ints, arr = ints[keep], arr[keep]
+            ids = ints
+        else:
+            encs = [_encode_id(d) for d in ids]
+            last: dict[bytes, int] = {}
+            for i, enc in enumerate(encs):
+                last[_id_key(enc)] = i
+            keep = sorted(last.values())
+            if len(keep) != len(encs):
+                encs = [encs[i] for i in keep]
+                arr = arr[np.asarray(keep, dtype=np.int64)]
+            ids = encs
+        if not len(ids):
             return
         with self._lock:
             self._live_env()
             self._check_writable()
             if self._wtxn is None:
-                self._maybe_grow(len(encs) * (len(self._tables) * 40 + 64))
-            self._write(self._op_add_many, encs, arr)
+                self._maybe_grow(len(ids) * (len(self._tables) * 40 + 64))
+            self._write(self._op_add_many, ids, arr)
 
     def remove(self, doc_id: DocId) -> bool:
         """Delete doc_id; True if it was stored, False if not (never raises KeyError)."""
@@ -744,40 +836,64 @@ class SimStore:
             self._op_add(txn, idkey, enc, fp)
         return found
 
-    def _op_add_many(self, txn: Any, encs: list[bytes], fps: np.ndarray) -> None:
-        empty = txn.stat(self._docs)["entries"] == 0
-        new_pos: list[int] = []
-        if empty:
-            new_pos = list(range(len(encs)))
+    def _op_add_many(self, txn: Any, ids: Any, fps: np.ndarray) -> None:
+        """Add distinct ids (encoded bytes, or an int64 array of int ids) with their fps."""
+        n = len(ids)
+        ints = isinstance(ids, np.ndarray)
+        if ints:
+            id_order = _int_id_order(ids)
         else:
-            for i, enc in enumerate(encs):
-                fp = int(fps[i])
-                idkey = _id_key(enc)
-                old = txn.get(idkey, db=self._ids)
-                if old is None:
-                    new_pos.append(i)
-                else:
-                    self._op_add(txn, idkey, enc, fp)
-        if not new_pos:
-            return
+            idkeys = [_id_key(e) for e in ids]
+            id_order = np.asarray(sorted(range(n), key=idkeys.__getitem__), dtype=np.int64)
+
+        def id_keys(pos: np.ndarray) -> list[bytes]:
+            return _int_encodings(ids[pos]) if ints else [idkeys[i] for i in pos.tolist()]
+
+        is_new = np.ones(n, dtype=bool)
+        if txn.stat(self._ids)["entries"]:
+            # Which ids are stored already: lookups in key order, one cursor.
+            cur = txn.cursor(self._ids)
+            for a in range(0, n, _PUT_CHUNK):
+                pos = id_order[a : a + _PUT_CHUNK]
+                for i, key in zip(pos.tolist(), id_keys(pos)):
+                    if cur.set_key(key):
+                        is_new[i] = False
+            old = np.flatnonzero(~is_new)
+            for i in old.tolist():
+                enc = _encode_id(int(ids[i])) if ints else ids[i]
+                self._op_add(txn, _id_key(enc), enc, int(fps[i]))
+            if len(old) == n:
+                return
+        new = np.flatnonzero(is_new)
         first = int.from_bytes(self._next_iid(txn), "big")
-        n = len(new_pos)
-        iids = np.arange(first, first + n, dtype=np.uint64)
-        sub = fps if n == len(encs) else fps[np.asarray(new_pos, dtype=np.int64)]
-        iid_be = iids.astype(">u8").tobytes()
-        iid_keys = [iid_be[j : j + 8] for j in range(0, 8 * n, 8)]
-        fp_be = sub.astype(">u8").tobytes()
-        records = [
-            (iid_keys[j], bytes((RECORD_VERSION,)) + fp_be[8 * j : 8 * j + 8] + encs[p])
-            for j, p in enumerate(new_pos)
-        ]
-        txn.cursor(self._docs).putmulti(records, append=True)
-        del records
-        id_items = sorted((_id_key(encs[p]), iid_keys[j]) for j, p in enumerate(new_pos))
-        txn.cursor(self._ids).putmulti(id_items, append=empty)
-        del id_items
+        iids = np.zeros(n, dtype=np.uint64)
+        iids[new] = np.arange(first, first + len(new), dtype=np.uint64)
+        iid_rows = iids.astype(">u8").view("V8")
+        # docs: records in internal-id (= input) order, appended
+        prefix = np.empty((n, 9), dtype=np.uint8)
+        prefix[:, 0] = RECORD_VERSION
+        prefix[:, 1:] = fps.astype(">u8").view(np.uint8).reshape(n, 8)
+        cur = txn.cursor(self._docs)
+        for a in range(0, len(new), _PUT_CHUNK):
+            pos = new[a : a + _PUT_CHUNK]
+            if ints:
+                recs = _int_encodings(ids[pos], prefix[pos])
+            else:
+                pre = prefix[pos].view("V9").ravel().tolist()
+                recs = [p + ids[i] for p, i in zip(pre, pos.tolist())]
+            _put_rows(cur, iid_rows[pos].tolist(), recs, append=True)
+        del prefix
+        # ids: encoded id -> internal id, in key order
+        new_order = id_order[is_new[id_order]]
+        cur = txn.cursor(self._ids)
+        append = txn.stat(self._ids)["entries"] == 0
+        for a in range(0, len(new_order), _PUT_CHUNK):
+            pos = new_order[a : a + _PUT_CHUNK]
+            _put_rows(cur, id_keys(pos), iid_rows[pos].tolist(), append=append)
+        sub = fps[new] if len(new) != n else fps
+        sub_iids = iids[new] if len(new) != n else iids
         for t, db in enumerate(self._tables):
-            self._fill_table(txn, t, db, sub, iids)
+            self._fill_table(txn, t, db, sub, sub_iids)
 
     def _fill_table(self, txn: Any, t: int, db: Any, fps: np.ndarray, iids: np.ndarray) -> None:
         """Insert (permuted fp, internal id) for every doc into table t, in key order.
@@ -785,26 +901,19 @@ class SimStore:
         An empty table is filled by appends (pages fill ~100%); shared by
         add_many and rebuild.
         """
-        n = len(fps)
-        src, width, dst = self._layout.shifts(t)
-        perm = _core.permute_blocks(fps, src, width, dst)
-        order = np.lexsort((iids, perm))
-        kb = perm[order].astype(">u8").tobytes()
-        vb = iids[order].astype(">u8").tobytes()
+        fps = np.ascontiguousarray(fps, dtype=np.uint64)
+        iids = np.ascontiguousarray(iids, dtype=np.uint64)
+        if len(iids) > 1 and not bool((iids[1:] > iids[:-1]).all()):
+            order = np.argsort(iids, kind="stable")  # the sort below keeps id order per key
+            fps, iids = fps[order], iids[order]
+        keys, vals = _core.sort_table(fps, iids, *self._layout.shifts(t))
+        keys, vals = keys.view("V8"), vals.view("V8")
+        del fps, iids
         cur = txn.cursor(db)
-        if txn.stat(db)["entries"] == 0:
-            sp = perm[order]
-            head = np.ones(n, dtype=bool)
-            head[1:] = sp[1:] != sp[:-1]
-            firsts = np.flatnonzero(head).tolist()
-            cur.putmulti(
-                [(kb[8 * j : 8 * j + 8], vb[8 * j : 8 * j + 8]) for j in firsts], append=True
-            )
-            rest = np.flatnonzero(~head).tolist()
-            if rest:
-                cur.putmulti([(kb[8 * j : 8 * j + 8], vb[8 * j : 8 * j + 8]) for j in rest])
-        else:
-            cur.putmulti([(kb[j : j + 8], vb[j : j + 8]) for j in range(0, 8 * n, 8)])
+        append = txn.stat(db)["entries"] == 0
+        for a in range(0, len(keys), _PUT_CHUNK):
+            b = a + _PUT_CHUNK
+            append = _put_rows(cur, keys[a:b].tolist(), vals[a:b].tolist(), append=append)
 
     # --- reads ---------------------------------------------------------------
 

@@ -339,3 +339,31 @@ def test_probing_is_exact_at_table_edges_and_radius(
         for q in queries:
             for k in range(k_store + 1):
                 assert s.query(q, k) == brute(stored, q, k)
+
+
+@FAST
+@given(st.lists(st.one_of(st.integers(-(2**63) + 1, 2**63 - 1), st.integers(-300, 300)), max_size=50))
+def test_vectorized_int_ids_encode_and_sort_like_one_by_one(xs: list[int]) -> None:
+    """add_many's numpy encoding of int ids equals _encode_id, and its order is LMDB's byte order."""
+    from simstore.store import _encode_id, _int_encodings, _int_id_order
+
+    arr = np.array(xs, dtype=np.int64)
+    assert _int_encodings(arr) == [_encode_id(x) for x in xs]
+    order = _int_id_order(arr).tolist()
+    assert [_encode_id(xs[i]) for i in order] == sorted(_encode_id(x) for x in xs)
+
+
+def test_add_many_of_int_ids_into_a_full_store_replaces_and_appends(tmp_path) -> None:
+    """Int ids given as range, array and list: new ones appended, stored ones re-pointed, all queryable."""
+    with SimStore(tmp_path / "s", durable=False) as s:
+        s.add_many(range(-500, 500), np.arange(1000, dtype=np.uint64) << np.uint64(20))
+        s.add_many(np.array([499, 10_000, -500, 2**40], dtype=np.int64), [7, 8, 9, 10])
+        s.add_many([2**40, "x", 3], [11, 12, 13])
+        s.add_many([5, 5, 6], [1 << 60, 2 << 60, 3 << 60])
+        stored = {i: (i + 500) << 20 for i in range(-500, 500)}
+        stored.update({499: 7, 10_000: 8, -500: 9, 2**40: 11, "x": 12, 3: 13, 5: 2 << 60, 6: 3 << 60})
+        assert len(s) == len(stored)
+        assert dict(s.items()) == stored
+        assert s.verify() == []
+        for q in (7, 13, 2 << 60, 500 << 20):
+            assert {m.doc_id for m in s.query(q, 3)} == {d for d, fp in stored.items() if bin(fp ^ q).count("1") <= 3}
