@@ -32,6 +32,7 @@ import platform
 import random
 import re
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -947,9 +948,13 @@ def markdown_section(title: str, result: dict[str, Any]) -> list[str]:
     lines = [
         f"### {title}",
         "",
-        f"`python tools/bench.py {' '.join(result['argv'])}` — {result['seconds']:.0f} s, "
+        f"`python tools/bench.py {shlex.join(result['argv'])}` — {result['seconds']:.0f} s, "
         f"peak RSS {result['peak_rss_process_bytes'] / 2**20:.0f} MiB, "
-        f"1-min load average {load_a:.2f} before / {load_b:.2f} after.",
+        f"1-min load average {load_a:.2f} before / {load_b:.2f} after"
+        + (f", commit `{(result['machine']['git_commit'] or '?')[:12]}`"
+           + (" + uncommitted package changes" if result["machine"]["git_dirty_package"] else "")
+           if "machine" in result else "")
+        + ".",
         "",
         "| implementation | case | median | p90 | p99 | max | unit | more |",
         "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
@@ -1040,7 +1045,7 @@ def write_markdown(payload: dict[str, Any], path: Path, plot: Path | None) -> No
     body = [
         GEN_BEGIN,
         "",
-        f"Run {started}: `python {' '.join(payload['argv'])}` at commit "
+        f"Run {started}: `python {shlex.join(payload['argv'])}` at commit "
         f"`{(m['git_commit'] or 'unknown')[:12]}`"
         + (" (package files modified in the working tree)" if m["git_dirty_package"] else "")
         + ".",
