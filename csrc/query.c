@@ -4,6 +4,7 @@
 #include "simstore.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 void ss_permute_tables(uint64_t q, int ntables, int nblocks,
                        const uint8_t *src_shift, const uint8_t *width,
@@ -89,15 +90,15 @@ int ss_query_ranges(uint64_t q, int ntables, int nblocks,
 
 int ss_sort_table(const uint64_t *fps, const uint64_t *iids, size_t n,
                   int nblocks, const uint8_t *src_shift, const uint8_t *width,
-                  const uint8_t *dst_shift, uint8_t *out_keys,
-                  uint8_t *out_vals) {
+                  const uint8_t *dst_shift, uint64_t *out_keys,
+                  uint64_t *out_vals) {
     enum { BITS = 11, BUCKETS = 1 << BITS };
     if (nblocks < 1 || nblocks > 64) return -2;
-    uint64_t *k0 = malloc(n ? n * sizeof *k0 : 1), *k1 = malloc(n ? n * sizeof *k1 : 1);
-    uint64_t *v0 = malloc(n ? n * sizeof *v0 : 1), *v1 = malloc(n ? n * sizeof *v1 : 1);
+    uint64_t *k0 = out_keys, *v0 = out_vals;
+    uint64_t *k1 = malloc(n ? n * sizeof *k1 : 1), *v1 = malloc(n ? n * sizeof *v1 : 1);
     size_t *count = malloc(BUCKETS * sizeof *count);
     int rc = 0;
-    if (!k0 || !k1 || !v0 || !v1 || !count) {
+    if (!k1 || !v1 || !count) {
         rc = -1;
         goto done;
     }
@@ -123,14 +124,14 @@ int ss_sort_table(const uint64_t *fps, const uint64_t *iids, size_t n,
         uint64_t *t = k0; k0 = k1; k1 = t;
         t = v0; v0 = v1; v1 = t;
     }
-    for (size_t i = 0; i < n; i++) {
-        store_be64(out_keys + 8 * i, k0[i]);
-        store_be64(out_vals + 8 * i, v0[i]);
+    if (k0 != out_keys) {
+        memcpy(out_keys, k0, n * sizeof *k0);
+        memcpy(out_vals, v0, n * sizeof *v0);
+        k1 = k0;  /* the scratch buffers, to free */
+        v1 = v0;
     }
 done:
-    free(k0);
     free(k1);
-    free(v0);
     free(v1);
     free(count);
     return rc;

@@ -130,13 +130,13 @@ int ss_query_ranges(uint64_t q, int ntables, int nblocks,
                     uint8_t *out);
 /* Rows of one permutation table, in key order: the fingerprints permuted
  * (see ss_permute_blocks) paired with their internal ids, stable-sorted by
- * permuted key (ids given ascending stay ascending under a key), written as
- * 8-byte big-endian keys to out_keys and ids to out_vals (8 * n bytes each).
- * Returns 0, -1 out of memory, -2 bad arguments. */
+ * permuted key (ids given ascending stay ascending under a key), into
+ * out_keys and out_vals (n entries each, native byte order). Uses 16 * n
+ * bytes of scratch. Returns 0, -1 out of memory, -2 bad arguments. */
 int ss_sort_table(const uint64_t *fps, const uint64_t *iids, size_t n,
                   int nblocks, const uint8_t *src_shift, const uint8_t *width,
-                  const uint8_t *dst_shift, uint8_t *out_keys,
-                  uint8_t *out_vals);
+                  const uint8_t *dst_shift, uint64_t *out_keys,
+                  uint64_t *out_vals);
 /* QUERY-END */
 
 /* CDEF-END */

@@ -251,17 +251,16 @@ def query_ranges_fn(
 def sort_table(
     fps: np.ndarray, iids: np.ndarray, src_shift: bytes, width: bytes, dst_shift: bytes
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A table's rows in key order: permuted keys and ids, as 8-byte big-endian rows.
+    """A table's rows in key order: permuted keys and their ids (uint64 arrays).
 
-    Both results are uint8 arrays of 8 * n bytes; equal keys keep the ids'
-    input order (stable).
+    Equal keys keep the ids' input order (stable).
     """
     n = len(fps)
-    keys = np.empty(8 * n, dtype=np.uint8)
-    vals = np.empty(8 * n, dtype=np.uint8)
+    keys = np.empty(n, dtype=np.uint64)
+    vals = np.empty(n, dtype=np.uint64)
     rc = lib.ss_sort_table(
         _u64_ptr(fps), _u64_ptr(iids), n, len(width), src_shift, width, dst_shift,
-        ffi.from_buffer("uint8_t[]", keys), ffi.from_buffer("uint8_t[]", vals),
+        _u64_ptr(keys), _u64_ptr(vals),
     )
     if rc == -1:
         raise MemoryError("simstore: out of memory while sorting a table")

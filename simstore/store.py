@@ -32,6 +32,7 @@ import json
 import os
 import threading
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import combinations
 from typing import Any, NamedTuple, Union
@@ -74,6 +75,7 @@ _READ_CHUNK = 10_000
 _QUERY_CHUNK = 256
 _MAX_GROWTHS = 40
 _PUT_CHUNK = 1 << 19  # rows turned into bytes objects at a time (bounds memory)
+_PIPELINE_MIN = 100_000  # docs from which add_many sorts tables in a thread
 _MAX_FP = (1 << 64) - 1
 _RECORD_TAG = bytes((RECORD_VERSION,))
 _PAST_END = b"\xff" * 9  # sorts after every 8-byte key
@@ -892,8 +894,20 @@ class SimStore:
             _put_rows(cur, id_keys(pos), iid_rows[pos].tolist(), append=append)
         sub = fps[new] if len(new) != n else fps
         sub_iids = iids[new] if len(new) != n else iids
-        for t, db in enumerate(self._tables):
-            self._fill_table(txn, t, db, sub, sub_iids)
+        del iids, iid_rows
+        if len(new) < _PIPELINE_MIN:
+            for t, db in enumerate(self._tables):
+                self._fill_table(txn, t, db, sub, sub_iids)
+            return
+        # Sort table t + 1 in a thread (C, without the GIL) while table t is written.
+        with ThreadPoolExecutor(1) as sorter, ThreadPoolExecutor(1) as chunker:
+            ahead = sorter.submit(self._sorted_table, 0, sub, sub_iids)
+            for t, db in enumerate(self._tables):
+                rows = ahead.result()
+                if t + 1 < len(self._tables):
+                    ahead = sorter.submit(self._sorted_table, t + 1, sub, sub_iids)
+                self._put_table(txn, db, *rows, pool=chunker)
+                del rows
 
     def _fill_table(self, txn: Any, t: int, db: Any, fps: np.ndarray, iids: np.ndarray) -> None:
         """Insert (permuted fp, internal id) for every doc into table t, in key order.
@@ -901,19 +915,45 @@ class SimStore:
         An empty table is filled by appends (pages fill ~100%); shared by
         add_many and rebuild.
         """
+        self._put_table(txn, db, *self._sorted_table(t, fps, iids))
+
+    def _sorted_table(self, t: int, fps: np.ndarray, iids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Table t's rows (permuted keys, ids; uint64) in key order, ids ascending under a key."""
         fps = np.ascontiguousarray(fps, dtype=np.uint64)
         iids = np.ascontiguousarray(iids, dtype=np.uint64)
         if len(iids) > 1 and not bool((iids[1:] > iids[:-1]).all()):
-            order = np.argsort(iids, kind="stable")  # the sort below keeps id order per key
+            order = np.argsort(iids, kind="stable")  # the C sort keeps id order per key
             fps, iids = fps[order], iids[order]
-        keys, vals = _core.sort_table(fps, iids, *self._layout.shifts(t))
-        keys, vals = keys.view("V8"), vals.view("V8")
-        del fps, iids
+        return _core.sort_table(fps, iids, *self._layout.shifts(t))
+
+    def _put_table(
+        self, txn: Any, db: Any, keys: np.ndarray, vals: np.ndarray, pool: Any = None
+    ) -> None:
+        """Write sorted table rows in chunks, appending while the table allows it.
+
+        With a thread pool, the next chunk's bytes objects are made while
+        LMDB writes this one (py-lmdb releases the GIL as it writes).
+        """
+        def rows(a: int) -> tuple[list[bytes], list[bytes]]:
+            b = a + _PUT_CHUNK
+            return (
+                keys[a:b].astype(">u8").view("V8").tolist(),
+                vals[a:b].astype(">u8").view("V8").tolist(),
+            )
+
         cur = txn.cursor(db)
         append = txn.stat(db)["entries"] == 0
-        for a in range(0, len(keys), _PUT_CHUNK):
-            b = a + _PUT_CHUNK
-            append = _put_rows(cur, keys[a:b].tolist(), vals[a:b].tolist(), append=append)
+        starts = range(0, len(keys), _PUT_CHUNK)
+        ahead = pool.submit(rows, 0) if pool is not None and starts else None
+        for a in starts:
+            if ahead is None:
+                kl, vl = rows(a)
+            else:
+                kl, vl = ahead.result()
+                if a + _PUT_CHUNK < len(keys):
+                    ahead = pool.submit(rows, a + _PUT_CHUNK)
+            append = _put_rows(cur, kl, vl, append=append)
+            del kl, vl
 
     # --- reads ---------------------------------------------------------------
 
@@ -1032,8 +1072,10 @@ class SimStore:
 
     def _all_fps(self, txn: Any) -> tuple[np.ndarray, np.ndarray]:
         """(internal ids, fingerprints) of every doc in internal order, cached per snapshot."""
-        cacheable = txn is not self._wtxn
         tid = txn.id()
+        # Only committed snapshots may be cached: a write transaction's id is the
+        # next commit's, so its (pre-write or aborted) view would pass for that snapshot.
+        cacheable = txn is not self._wtxn and tid <= self._env.info()["last_txnid"]
         if cacheable and self._scan_cache is not None and self._scan_cache[0] == tid:
             return self._scan_cache[1], self._scan_cache[2]
         keys = []

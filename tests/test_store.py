@@ -367,3 +367,23 @@ def test_add_many_of_int_ids_into_a_full_store_replaces_and_appends(tmp_path) ->
         assert s.verify() == []
         for q in (7, 13, 2 << 60, 500 << 20):
             assert {m.doc_id for m in s.query(q, 3)} == {d for d, fp in stored.items() if bin(fp ^ q).count("1") <= 3}
+
+
+def test_large_add_many_pipelined_fill_is_exact(tmp_path) -> None:
+    """add_many over the threaded fill threshold (chunked appends, copies, re-adds) stays exact and consistent."""
+    rng = np.random.default_rng(7)
+    n = 150_000
+    fps = rng.integers(0, 2**64, size=n, dtype=np.uint64)
+    fps[1000:1300] = fps[5]  # many docs under one key in every table
+    fps[2000] = fps[3000] ^ np.uint64(0b1011)
+    with SimStore(tmp_path / "s", durable=False) as s:
+        s.add_many(range(n), fps)
+        s.add_many(np.arange(n - 10, n + 140_000), rng.integers(0, 2**64, size=140_010, dtype=np.uint64))
+        assert len(s) == n + 140_000
+        assert s.verify() == []
+        all_fps = s.fingerprints()
+        ids = s.doc_ids()
+        for q in (int(fps[5]), int(fps[3000]), int(fps[77]) ^ 0b111, int(all_fps[-1])):
+            dist = np.array([bin(int(f) ^ q).count("1") for f in all_fps])
+            want = sorted((int(dist[i]), i) for i in np.flatnonzero(dist <= 3).tolist())
+            assert [(m.distance, m.doc_id) for m in s.query(q, 3)] == [(d, ids[i]) for d, i in want]
