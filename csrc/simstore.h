@@ -82,13 +82,20 @@ typedef struct {
     size_t n;
     size_t cap;
 } ss_pairs;
-/* Pass `pass` (0..k) of the all-pairs search within k (0..16) over n
- * distinct fingerprints (n < 2**32): appends every pair whose first
- * agreeing top-level block is block `pass`; together the k+1 passes give
- * each pair within k exactly once. Returns 0, -1 out of memory, -2 bad
+/* Passes of the all-pairs search within k (0..16) over n distinct
+ * fingerprints (n < 2**32). The 64 bits are split into nblocks (> k) near-
+ * equal contiguous blocks; each combo has one bit per header block
+ * (nblocks - k of them). Appends every pair within k whose lowest
+ * nblocks - k agreeing blocks are exactly one of the combos: over all
+ * C(nblocks, k) combos each pair comes out once. Returns 0, -1 out of
+ * memory, -2 bad arguments. */
+int ss_batch_pass(const uint64_t *fps, size_t n, int k, int nblocks,
+                  const uint64_t *combos, int ncombos, ss_pairs *out);
+/* All pairs within k (0..64) by comparing every pair; part p of nparts
+ * takes rows p, p + nparts, ... Returns 0, -1 out of memory, -2 bad
  * arguments. */
-int ss_batch_pass(const uint64_t *fps, size_t n, int k, int pass,
-                  ss_pairs *out);
+int ss_batch_brute(const uint64_t *fps, size_t n, int k, int part, int nparts,
+                   ss_pairs *out);
 void ss_pairs_free(ss_pairs *p);
 /* Stable sort of fps by value: out_order[r] = index of the r-th smallest;
  * the distinct values go to out_uniq[0..*out_nuniq), the rank of each one's

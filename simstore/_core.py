@@ -157,23 +157,43 @@ def verify_be_keys(keys: bytes, q: int, k: int) -> tuple[np.ndarray, np.ndarray]
     return idx[:m], dist[:m]
 
 
-def batch_pass(fps: np.ndarray, k: int, pass_: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One pass (0..k) of the all-pairs search over distinct fingerprints: i, j, distance."""
+def _take_pairs(rc: int, out, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # noqa: ANN001
+    """Copy a C ss_pairs result into numpy arrays (the caller frees it)."""
+    if rc == -1:
+        raise MemoryError("simstore: out of memory in the batch search")
+    if rc != 0:
+        raise ValueError(f"simstore: the C core refused {what}")
+    m = out.n
+    if m == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.uint8)
+    return (
+        np.frombuffer(ffi.buffer(out.i, m * 8), dtype=np.int64).copy(),
+        np.frombuffer(ffi.buffer(out.j, m * 8), dtype=np.int64).copy(),
+        np.frombuffer(ffi.buffer(out.d, m), dtype=np.uint8).copy(),
+    )
+
+
+def batch_pass(
+    fps: np.ndarray, k: int, nblocks: int, combos: list[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Passes (header block sets `combos` of nblocks) of the search: i, j, distance."""
+    out = ffi.new("ss_pairs *")
+    arr = np.array(combos, dtype=np.uint64)
+    try:
+        rc = lib.ss_batch_pass(_u64_ptr(fps), len(fps), k, nblocks, _u64_ptr(arr), len(arr), out)
+        return _take_pairs(rc, out, f"passes n={len(fps)} k={k} blocks={nblocks} {combos}")
+    finally:
+        lib.ss_pairs_free(out)
+
+
+def batch_brute(
+    fps: np.ndarray, k: int, part: int, nparts: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs within k among rows part, part + nparts, ... and all later rows."""
     out = ffi.new("ss_pairs *")
     try:
-        rc = lib.ss_batch_pass(_u64_ptr(fps), len(fps), k, pass_, out)
-        if rc == -1:
-            raise MemoryError("simstore: out of memory in the batch search")
-        if rc != 0:
-            raise ValueError(f"ss_batch_pass refused n={len(fps)}, k={k}, pass={pass_}")
-        m = out.n
-        if m == 0:
-            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.uint8)
-        return (
-            np.frombuffer(ffi.buffer(out.i, m * 8), dtype=np.int64).copy(),
-            np.frombuffer(ffi.buffer(out.j, m * 8), dtype=np.int64).copy(),
-            np.frombuffer(ffi.buffer(out.d, m), dtype=np.uint8).copy(),
-        )
+        rc = lib.ss_batch_brute(_u64_ptr(fps), len(fps), k, part, nparts, out)
+        return _take_pairs(rc, out, f"brute n={len(fps)} k={k} part={part}/{nparts}")
     finally:
         lib.ss_pairs_free(out)
 
