@@ -913,7 +913,7 @@ def cmd_all(args: argparse.Namespace) -> dict[str, Any]:
     payload = {
         "command": "all",
         "argv": ["tools/bench.py", *args.argv],
-        "machine": machine_info(),
+        "machine": args.machine,
         "sections": sections,
     }
     payload["extra"] = [json.loads(p.read_text()) for p in args.extra]
@@ -1264,6 +1264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
+    args.machine = machine_info()  # before the run: the commit whose code gets imported
     if args.command != "all":
         reset_peak_rss()
     with warnings.catch_warnings():
@@ -1271,7 +1272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = args.func(args)
     if args.command != "all":
         result["argv"] = argv
-        result["machine"] = machine_info()
+        result["machine"] = args.machine
         print(f"peak RSS: {peak_rss() / 2**20:.0f} MiB", flush=True)
         write_json(args.out, result)
     return 0
