@@ -871,37 +871,39 @@ class SimStore:
         iids = np.zeros(n, dtype=np.uint64)
         iids[new] = np.arange(first, first + len(new), dtype=np.uint64)
         iid_rows = iids.astype(">u8").view("V8")
-        # docs: records in internal-id (= input) order, appended
-        prefix = np.empty((n, 9), dtype=np.uint8)
-        prefix[:, 0] = RECORD_VERSION
-        prefix[:, 1:] = fps.astype(">u8").view(np.uint8).reshape(n, 8)
-        cur = txn.cursor(self._docs)
-        for a in range(0, len(new), _PUT_CHUNK):
-            pos = new[a : a + _PUT_CHUNK]
-            if ints:
-                recs = _int_encodings(ids[pos], prefix[pos])
-            else:
-                pre = prefix[pos].view("V9").ravel().tolist()
-                recs = [p + ids[i] for p, i in zip(pre, pos.tolist())]
-            _put_rows(cur, iid_rows[pos].tolist(), recs, append=True)
-        del prefix
-        # ids: encoded id -> internal id, in key order
-        new_order = id_order[is_new[id_order]]
-        cur = txn.cursor(self._ids)
-        append = txn.stat(self._ids)["entries"] == 0
-        for a in range(0, len(new_order), _PUT_CHUNK):
-            pos = new_order[a : a + _PUT_CHUNK]
-            _put_rows(cur, id_keys(pos), iid_rows[pos].tolist(), append=append)
         sub = fps[new] if len(new) != n else fps
         sub_iids = iids[new] if len(new) != n else iids
-        del iids, iid_rows
-        if len(new) < _PIPELINE_MIN:
-            for t, db in enumerate(self._tables):
-                self._fill_table(txn, t, db, sub, sub_iids)
-            return
-        # Sort table t + 1 in a thread (C, without the GIL) while table t is written.
+        pipelined = len(new) >= _PIPELINE_MIN
+        # Large loads sort table t + 1 in a thread (C, without the GIL) while
+        # the docs, the ids and table t are written.
         with ThreadPoolExecutor(1) as sorter, ThreadPoolExecutor(1) as chunker:
-            ahead = sorter.submit(self._sorted_table, 0, sub, sub_iids)
+            ahead = sorter.submit(self._sorted_table, 0, sub, sub_iids) if pipelined else None
+            # docs: records in internal-id (= input) order, appended
+            prefix = np.empty((n, 9), dtype=np.uint8)
+            prefix[:, 0] = RECORD_VERSION
+            prefix[:, 1:] = fps.astype(">u8").view(np.uint8).reshape(n, 8)
+            cur = txn.cursor(self._docs)
+            for a in range(0, len(new), _PUT_CHUNK):
+                pos = new[a : a + _PUT_CHUNK]
+                if ints:
+                    recs = _int_encodings(ids[pos], prefix[pos])
+                else:
+                    pre = prefix[pos].view("V9").ravel().tolist()
+                    recs = [p + ids[i] for p, i in zip(pre, pos.tolist())]
+                _put_rows(cur, iid_rows[pos].tolist(), recs, append=True)
+            del prefix
+            # ids: encoded id -> internal id, in key order
+            new_order = id_order[is_new[id_order]]
+            cur = txn.cursor(self._ids)
+            append = txn.stat(self._ids)["entries"] == 0
+            for a in range(0, len(new_order), _PUT_CHUNK):
+                pos = new_order[a : a + _PUT_CHUNK]
+                _put_rows(cur, id_keys(pos), iid_rows[pos].tolist(), append=append)
+            del iids, iid_rows, new_order
+            if ahead is None:
+                for t, db in enumerate(self._tables):
+                    self._fill_table(txn, t, db, sub, sub_iids)
+                return
             for t, db in enumerate(self._tables):
                 rows = ahead.result()
                 if t + 1 < len(self._tables):
