@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .batch import Pairs, clusters, duplicate_groups, find_all
 from .exceptions import (
     ConfigMismatchError,
     CorruptStoreError,
@@ -61,6 +62,10 @@ __all__ = [
     "StoreError",
     "StoreInUseError",
     "plan",
+    "Pairs",
+    "clusters",
+    "duplicate_groups",
+    "find_all",
     "DEFAULT_CONFIG",
     "EMPTY_FINGERPRINT",
     "FingerprintConfig",

@@ -72,3 +72,14 @@ def texts(draw, max_words: int = 40) -> str:
 
 ascii_texts = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=300)
 any_texts = st.one_of(texts(), ascii_texts, st.text(max_size=200))
+
+
+@st.composite
+def crowded_sets(draw, max_size: int = 80) -> list[int]:
+    """Fingerprints sharing a long common prefix (free low bits), some copied or near."""
+    free = draw(st.integers(1, 24))
+    prefix = draw(fingerprints) >> free << free
+    low = st.integers(0, (1 << free) - 1)
+    out = draw(st.lists(low.map(lambda x: prefix | x), min_size=1, max_size=max_size))
+    out += draw(st.lists(st.sampled_from(out), max_size=10))
+    return out
