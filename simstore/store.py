@@ -541,7 +541,11 @@ class SimStore:
             for t in range(len(layout.tables))
         ]
         specs = [layout.shifts(t) for t in range(len(layout.tables))]
-        self._specs = tuple(b"".join(s[i] for s in specs) for i in range(3))
+        self._specs: tuple[bytes, bytes, bytes] = (
+            b"".join(s[0] for s in specs),
+            b"".join(s[1] for s in specs),
+            b"".join(s[2] for s in specs),
+        )
         tails = [64 - layout.header_bits(t) for t in range(len(layout.tables))]
         masks = [_probe_masks(64 - tail, layout.radius, tail) for tail in tails]
         self._ranges = _core.query_ranges_fn(*self._specs, bytes(tails), masks)
@@ -749,10 +753,10 @@ class SimStore:
             last: dict[bytes, int] = {}
             for i, enc in enumerate(encs):
                 last[_id_key(enc)] = i
-            keep = sorted(last.values())
-            if len(keep) != len(encs):
-                encs = [encs[i] for i in keep]
-                arr = arr[np.asarray(keep, dtype=np.int64)]
+            kept = sorted(last.values())
+            if len(kept) != len(encs):
+                encs = [encs[i] for i in kept]
+                arr = arr[np.asarray(kept, dtype=np.int64)]
             ids = encs
         if not len(ids):
             return
@@ -1145,7 +1149,7 @@ class SimStore:
                 ok = cur.set_range(after) if after is not None else cur.first()
                 if ok and after is not None and cur.key() == after:
                     ok = cur.next()
-                chunk = []
+                chunk: list[tuple[DocId, int]] = []
                 while ok and len(chunk) < _READ_CHUNK:
                     key, val = cur.item()
                     fp, enc = _parse_record(val)
