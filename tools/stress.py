@@ -400,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--start-method", choices=("spawn", "fork", "forkserver"), default="spawn")
     p.add_argument("--dir", default=None)
-    p = sub.add_parser("worker", help=argparse.SUPPRESS)
+    p = sub.add_parser("worker", help="internal: the writer child that kills starts")
     p.add_argument("store")
     p.add_argument("op", choices=OPS)
     p.add_argument("ack")
