@@ -885,6 +885,8 @@ def cmd_find_all(args: argparse.Namespace) -> dict[str, Any]:
                                          warmup=partial(brute_find_all, warm, k))
             counts["numpy brute force"] = found
             rep.row("numpy brute force", case, Stats.of(walls), "s", pairs=found)
+        else:
+            rep.note(f"numpy brute force not run on {case}: n > --brute-max {args.brute_max:,}")
         if len(set(counts.values())) > 1:
             rep.note(f"pair counts DISAGREE on {case}: {counts}")
     return rep.to_dict()
