@@ -986,6 +986,12 @@ def _median(rows: list[dict[str, Any]], impl: str, case: str) -> float | None:
     return None
 
 
+def find_all_rows(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """find-all rows of the run and of any separate find-all runs rendered with it."""
+    extra = [x for x in payload.get("extra", []) if x["command"] == "find-all"]
+    return payload["sections"]["find-all"]["rows"] + [r for x in extra for r in x["rows"]]
+
+
 def _ratio(slow: float, fast: float) -> str:
     """'3.0x faster' when slow/fast >= 1, else '2.0x slower'."""
     r = slow / fast
@@ -1027,7 +1033,7 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
                 peer = float(r["stats"]["median"])
                 lines.append(f"| query p50 µs, {r['case']}: {r['impl']} | {_cell(own)} | "
                              f"{_cell(peer)} | {_ratio(peer, own)} |")
-    fa = payload["sections"]["find-all"]["rows"]
+    fa = find_all_rows(payload)
     for case in dict.fromkeys(r["case"] for r in fa):
         own = _median(fa, "simstore find_all (1 thread)", case)
         for r in fa:
@@ -1121,7 +1127,7 @@ def write_plot(payload: dict[str, Any], path: Path) -> Path | None:
     ax1.set(xscale="log", yscale="log", xlabel="fingerprints", ylabel="median latency (µs)",
             title="single query, k = 3")
     ax1.legend(fontsize=8)
-    frows = payload["sections"]["find-all"]["rows"]
+    frows = find_all_rows(payload)
     impls = sorted({r["impl"] for r in frows}, key=lambda i: (not i.startswith("simstore"), i))
     for impl in impls:
         xs, ys = _series(frows, impl, lambda m: bool(m.get("random")))
