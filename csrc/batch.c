@@ -11,7 +11,8 @@
  *
  * The top level of pass p buckets all fingerprints by (up to 16 bits of)
  * block p with one counting-sort scatter: 12 bytes per fingerprint of scratch.
- * Inputs are distinct (identical copies are grouped in Python by ss_dedupe).
+ * Inputs should be distinct: a search that meets two identical fingerprints
+ * stops and returns SS_DUPLICATES (copies are then grouped by ss_dedupe).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,9 @@
  * splitting on the header bits they must share (tuned on 1M..10M random). */
 #define SS_TINY 12
 #define SS_SMALL 192
+/* Returned as soon as two identical fingerprints are seen: the caller groups
+ * copies first (ss_dedupe) and searches again, so copies never cost pairs. */
+#define SS_DUPLICATES 1
 
 typedef struct {
     uint64_t head;                   /* a reported pair agrees on this block */
@@ -103,8 +107,9 @@ int ss_batch_brute_(ss_ctx *c, const uint64_t *fp, const uint32_t *ix,
         for (size_t b = a + 1; b < g; b++) {
             uint64_t x = fa ^ fp[b];
             int d = __builtin_popcountll(x);
-            if (d <= k && accepted(c, x) && emit(c->out, ix[a], ix[b], d))
-                return -1;
+            if (d > k) continue;
+            if (!x) return SS_DUPLICATES;
+            if (accepted(c, x) && emit(c->out, ix[a], ix[b], d)) return -1;
         }
     }
     return 0;
@@ -124,12 +129,13 @@ static void split_bits(uint64_t v, int nb, uint64_t *blk) {
 }
 
 /* One stable radix pass: move (a, ai) into (b, bi) by digit (a >> sh) & dm,
- * given the digit counts (overwritten). */
+ * given the counts of digits 0..dm (overwritten; dm is 2**bits - 1 or a
+ * sub-mask of it). */
 static void scatter(const uint64_t *a, const uint32_t *ai, uint64_t *b,
                     uint32_t *bi, size_t g, int sh, uint64_t dm,
                     size_t *count) {
     size_t s = 0;
-    for (int d = 0; d < 256; d++) {
+    for (uint64_t d = 0; d <= dm; d++) {
         size_t t = count[d];
         count[d] = s;
         s += t;
@@ -206,7 +212,8 @@ static int runs(ss_ctx *c, uint64_t *fp, uint32_t *ix, size_t g, uint64_t m) {
         uint64_t key = fp[s] & m;
         size_t e = s + 1;
         while (e < g && (fp[e] & m) == key) e++;
-        if (e - s > 1 && node(c, fp + s, ix + s, e - s)) return -1;
+        int rc = e - s > 1 ? node(c, fp + s, ix + s, e - s) : 0;
+        if (rc) return rc;
         s = e;
     }
     return 0;
@@ -218,6 +225,7 @@ static int node(ss_ctx *c, uint64_t *fp, uint32_t *ix, size_t g) {
         return ss_batch_brute_(c, fp, ix, g);
     uint64_t v = 0, heads = 0;
     for (size_t i = 1; i < g; i++) v |= fp[i] ^ fp[0];
+    if (!v) return SS_DUPLICATES;
     for (int L = 0; L < c->depth; L++) {
         heads |= c->lv[L].head;
         /* every pair agrees on an earlier block: reported elsewhere */
@@ -236,9 +244,10 @@ static int node(ss_ctx *c, uint64_t *fp, uint32_t *ix, size_t g) {
     l->nprev = 0;
     for (int j = 0; j <= c->k; j++) {
         l->head = blk[j];
-        if (runs(c, fp, ix, g, blk[j])) {
+        int rc = runs(c, fp, ix, g, blk[j]);
+        if (rc) {
             c->depth--;
-            return -1;
+            return rc;
         }
         l->prev[l->nprev++] = blk[j];
     }
@@ -254,8 +263,11 @@ int ss_batch_brute_rows_(ss_ctx *c, const uint64_t *fps, size_t n, int part,
     for (size_t a = (size_t)part; a + 1 < n; a += (size_t)nparts) {
         const uint64_t fa = fps[a];
         for (size_t b = a + 1; b < n; b++) {
-            int d = __builtin_popcountll(fa ^ fps[b]);
-            if (d <= k && emit(c->out, (uint32_t)a, (uint32_t)b, d)) return -1;
+            uint64_t x = fa ^ fps[b];
+            int d = __builtin_popcountll(x);
+            if (d > k) continue;
+            if (!x) return SS_DUPLICATES;
+            if (emit(c->out, (uint32_t)a, (uint32_t)b, d)) return -1;
         }
     }
     return 0;
@@ -316,8 +328,10 @@ static int one_pass(ss_ctx *c, const uint64_t *fps, size_t n, int nblocks,
         ix[r] = (uint32_t)i;
     }
     /* start[b] is now the end of bucket b */
-    for (size_t b = 0, s = 0; b < nb; s = start[b], b++)
-        if (node(c, fp + s, ix + s, start[b] - s)) return -1;
+    for (size_t b = 0, s = 0; b < nb; s = start[b], b++) {
+        int rc = node(c, fp + s, ix + s, start[b] - s);
+        if (rc) return rc;
+    }
     return 0;
 }
 
@@ -362,7 +376,8 @@ int ss_dedupe(const uint64_t *fps, size_t n, uint64_t *out_uniq,
     *out_nuniq = 0;
     out_starts[0] = 0;
     if (n == 0) return 0;
-    size_t(*count)[256] = calloc(8, sizeof *count);
+    /* 11-bit digits: 6 passes over the data */
+    size_t(*count)[2048] = calloc(6, sizeof *count);
     uint64_t *b = malloc(n * sizeof(uint64_t));
     uint32_t *bi = malloc(n * sizeof(uint32_t));
     if (!count || !b || !bi) {
@@ -377,12 +392,12 @@ int ss_dedupe(const uint64_t *fps, size_t n, uint64_t *out_uniq,
         uint64_t f = fps[i];
         a[i] = f;
         ai[i] = (uint32_t)i;
-        for (int d = 0; d < 8; d++) count[d][(f >> (8 * d)) & 0xff]++;
+        for (int d = 0; d < 6; d++) count[d][(f >> (11 * d)) & 0x7ff]++;
     }
-    for (int d = 0; d < 8; d++) {
-        int sh = 8 * d;
-        if (count[d][(a[0] >> sh) & 0xff] == n) continue;
-        scatter(a, ai, b, bi, n, sh, 0xff, count[d]);
+    for (int d = 0; d < 6; d++) {
+        int sh = 11 * d;
+        if (count[d][(a[0] >> sh) & 0x7ff] == n) continue;
+        scatter(a, ai, b, bi, n, sh, 0x7ff, count[d]);
         uint64_t *t = a; a = b; b = t;
         uint32_t *ti = ai; ai = bi; bi = ti;
     }

@@ -82,18 +82,20 @@ typedef struct {
     size_t n;
     size_t cap;
 } ss_pairs;
-/* Passes of the all-pairs search within k (0..16) over n distinct
- * fingerprints (n < 2**32). The 64 bits are split into nblocks (> k) near-
- * equal contiguous blocks; each combo has one bit per header block
- * (nblocks - k of them). Appends every pair within k whose lowest
- * nblocks - k agreeing blocks are exactly one of the combos: over all
- * C(nblocks, k) combos each pair comes out once. Returns 0, -1 out of
+/* Passes of the all-pairs search within k (0..16) over n fingerprints
+ * (n < 2**32). The 64 bits are split into nblocks (> k) near-equal
+ * contiguous blocks; each combo has one bit per header block (nblocks - k of
+ * them). Appends every pair within k whose lowest nblocks - k agreeing
+ * blocks are exactly one of the combos: over all C(nblocks, k) combos each
+ * pair comes out once. The fingerprints should be distinct: on meeting two
+ * identical ones the search stops and returns 1 (group the copies with
+ * ss_dedupe and search the distinct values). Returns 0, 1, -1 out of
  * memory, -2 bad arguments. */
 int ss_batch_pass(const uint64_t *fps, size_t n, int k, int nblocks,
                   const uint64_t *combos, int ncombos, ss_pairs *out);
 /* All pairs within k (0..64) by comparing every pair; part p of nparts
- * takes rows p, p + nparts, ... Returns 0, -1 out of memory, -2 bad
- * arguments. */
+ * takes rows p, p + nparts, ... Returns 0, 1 identical fingerprints met,
+ * -1 out of memory, -2 bad arguments. */
 int ss_batch_brute(const uint64_t *fps, size_t n, int k, int part, int nparts,
                    ss_pairs *out);
 void ss_pairs_free(ss_pairs *p);

@@ -157,8 +157,14 @@ def verify_be_keys(keys: bytes, q: int, k: int) -> tuple[np.ndarray, np.ndarray]
     return idx[:m], dist[:m]
 
 
+class DuplicatesFound(Exception):
+    """The batch search met identical fingerprints: group them first (see ``dedupe``)."""
+
+
 def _take_pairs(rc: int, out, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # noqa: ANN001
     """Copy a C ss_pairs result into numpy arrays (the caller frees it)."""
+    if rc == 1:
+        raise DuplicatesFound(what)
     if rc == -1:
         raise MemoryError("simstore: out of memory in the batch search")
     if rc != 0:
@@ -176,7 +182,10 @@ def _take_pairs(rc: int, out, what: str) -> tuple[np.ndarray, np.ndarray, np.nda
 def batch_pass(
     fps: np.ndarray, k: int, nblocks: int, combos: list[int]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Passes (header block sets `combos` of nblocks) of the search: i, j, distance."""
+    """Passes (header block sets `combos` of nblocks) of the search: i, j, distance.
+
+    Raises DuplicatesFound if fps holds identical fingerprints.
+    """
     out = ffi.new("ss_pairs *")
     arr = np.array(combos, dtype=np.uint64)
     try:
@@ -189,7 +198,10 @@ def batch_pass(
 def batch_brute(
     fps: np.ndarray, k: int, part: int, nparts: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pairs within k among rows part, part + nparts, ... and all later rows."""
+    """Pairs within k among rows part, part + nparts, ... and all later rows.
+
+    Raises DuplicatesFound if fps holds identical fingerprints.
+    """
     out = ffi.new("ss_pairs *")
     try:
         rc = lib.ss_batch_brute(_u64_ptr(fps), len(fps), k, part, nparts, out)

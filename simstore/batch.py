@@ -3,9 +3,10 @@
 Pure functions over numpy arrays (no store, no global state), so they run as
 well inside a Spark task as in a notebook.
 
-Method: identical fingerprints are first grouped (one C radix sort), so a
-page copied 10,000 times is one search item, not 50M pairs to verify. The
-distinct fingerprints are then searched by the pigeonhole principle: split
+Method: identical fingerprints are grouped (one C radix sort) so that a page
+copied 10,000 times is one search item, not 50M pairs to verify; the C search
+stops at the first copy it meets, so inputs without copies skip that sort.
+The distinct fingerprints are searched by the pigeonhole principle: split
 the 64 bits into k+1 blocks; two fingerprints within k agree exactly on at
 least one. Pass p (one of k+1, run on a thread pool: the C call releases the
 GIL) groups the fingerprints by block p and compares within groups, keeping
@@ -132,6 +133,22 @@ def _search(fps: np.ndarray, k: int, workers: int) -> tuple[np.ndarray, np.ndarr
     )
 
 
+def _distinct_search(
+    fps: np.ndarray, k: int, workers: int
+) -> tuple[_Groups | None, np.ndarray, np.ndarray, np.ndarray]:
+    """Search fps; if it holds copies (the C search stops at the first), group them
+    and search the distinct values. Returns the groups (None: all distinct) and pairs."""
+    if k > 0:
+        try:
+            return (None, *_search(fps, k, workers))
+        except _core.DuplicatesFound:
+            pass
+    g = _groups(fps)
+    if g is None:
+        return (None, *_search(fps, k, workers))
+    return (g, *_search(g.uniq, k, workers))
+
+
 def _sorted_pairs(i: np.ndarray, j: np.ndarray, d: np.ndarray, n: int) -> Pairs:
     """Pairs ordered by (i, j); i < j holds on input."""
     key = i.astype(np.uint64) * np.uint64(n) + j.astype(np.uint64)
@@ -181,10 +198,9 @@ def find_all(
         )
     arr, k, workers = _prepare(fps, k, workers)
     n = len(arr)
-    g = _groups(arr)
+    g, ui, uj, d = _distinct_search(arr, k, workers)
     if g is None:
-        return _sorted_pairs(*_search(arr, k, workers), n)
-    ui, uj, d = _search(g.uniq, k, workers)
+        return _sorted_pairs(ui, uj, d, n)
     if identical == "groups":
         a, b = g.rep[ui], g.rep[uj]
         return _sorted_pairs(np.minimum(a, b), np.maximum(a, b), d, n)
@@ -216,11 +232,9 @@ def clusters(fps: Any, k: int, *, workers: int | None = None) -> np.ndarray:
     smallest index in its component (int64). Identical copies are joined by a chain
     of n-1 links, never by their n*(n-1)/2 pairs."""
     arr, k, workers = _prepare(fps, k, workers)
-    g = _groups(arr)
+    g, ui, uj, _ = _distinct_search(arr, k, workers)
     if g is None:
-        i, j, _ = _search(arr, k, workers)
-        return _core.components(len(arr), i, j)
-    ui, uj, _ = _search(g.uniq, k, workers)
+        return _core.components(len(arr), ui, uj)
     # consecutive members of a group: order[r-1], order[r] for r not a group start
     chain = np.ones(len(arr), dtype=bool)
     chain[g.starts[:-1]] = False

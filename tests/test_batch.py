@@ -186,8 +186,8 @@ def test_clusters_are_components(fps, k):
 
 
 def test_clusters_never_pair_identical_copies():
-    """10,000 copies of a page reach the search as one fingerprint, so clusters joins
-    them by a chain of links, not by 50M pairs."""
+    """10,000 copies of a page never come out of the search as pairs: the search that
+    succeeds runs on the distinct values, and clusters joins copies by a chain of links."""
     rng = np.random.default_rng(11)
     other = rng.integers(0, MAX_FP, size=100, dtype=np.uint64, endpoint=True)
     near = np.array([0xABCDEF ^ 6], dtype=np.uint64)
@@ -196,12 +196,13 @@ def test_clusters_never_pair_identical_copies():
     real = batch._search
 
     def spy(f, k, workers):
-        seen.append(len(f))
-        return real(f, k, workers)
+        out = real(f, k, workers)
+        seen.append((len(f), len(out[0])))
+        return out
 
     with mock.patch.object(batch, "_search", spy):
         labels = batch.clusters(fps, 2)
-    assert seen == [len(np.unique(fps))]
+    assert seen == [(len(np.unique(fps)), 1)]
     assert (labels[:10_000] == 0).all() and labels[-1] == 0
     assert len(batch.find_all(fps, 2, identical="groups").i) == 1
 
