@@ -58,7 +58,9 @@ def _check_workers(workers: Any) -> int:
     if workers is None:
         return min(2, os.cpu_count() or 1)
     if isinstance(workers, bool) or not isinstance(workers, numbers.Integral):
-        raise SimstoreTypeError(f"'workers' must be an int >= 1 or None (got {type(workers).__name__})")
+        raise SimstoreTypeError(
+            f"'workers' must be an int >= 1 or None (got {type(workers).__name__})"
+        )
     if workers < 1:
         raise SimstoreValueError(f"'workers' must be an int >= 1 or None (got {workers})")
     return int(workers)

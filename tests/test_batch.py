@@ -49,7 +49,7 @@ def _components(n: int, i: list[int], j: list[int]) -> list[int]:
             x = parent[x]
         return x
 
-    for a, b in zip(i, j):
+    for a, b in zip(i, j, strict=True):
         ra, rb = root(a), root(b)
         parent[max(ra, rb)] = min(ra, rb)
     return [root(x) for x in range(n)]
@@ -132,7 +132,7 @@ def test_planted_neighbours_all_found():
         want.append((int(src[t]), n + t, len(bits)))
     allf = np.concatenate([fps, planted])
     got = batch.find_all(allf, k)
-    found = {(a, b): d for a, b, d in zip(*_as_lists(got))}
+    found = {(a, b): d for a, b, d in zip(*_as_lists(got), strict=True)}
     assert all(found.get((a, b)) == d for a, b, d in want)
     x = allf[got.i] ^ allf[got.j]
     assert (_POP8[x.view(np.uint8).reshape(-1, 8)].sum(axis=1) == got.distance).all()
@@ -145,7 +145,7 @@ def test_result_types_and_order():
     base = rng.integers(0, 1 << 20, size=300, dtype=np.uint64)
     got = batch.find_all(np.concatenate([base, base ^ np.uint64(1)]), 2)
     assert (got.i.dtype, got.j.dtype, got.distance.dtype) == (np.int64, np.int64, np.uint8)
-    key = list(zip(got.i.tolist(), got.j.tolist()))
+    key = list(zip(got.i.tolist(), got.j.tolist(), strict=True))
     assert key == sorted(set(key)) and all(a < b for a, b in key)
 
 
@@ -163,7 +163,7 @@ def test_identical_groups_mode(fps, k):
     bi, bj, bd = _brute(sub, k)
     assert _as_lists(reps) == ([rep_set[a] for a in bi], [rep_set[b] for b in bj], bd)
     rebuilt = set()
-    for a, b in zip(reps.i.tolist(), reps.j.tolist()):
+    for a, b in zip(reps.i.tolist(), reps.j.tolist(), strict=True):
         for x in np.flatnonzero(labels == a).tolist():
             for y in np.flatnonzero(labels == b).tolist():
                 rebuilt.add((min(x, y), max(x, y)))
@@ -171,7 +171,7 @@ def test_identical_groups_mode(fps, k):
         members = np.flatnonzero(labels == r).tolist()
         rebuilt.update(itertools.combinations(members, 2))
     bi, bj, _ = _brute(fps, k)
-    assert rebuilt == set(zip(bi, bj))
+    assert rebuilt == set(zip(bi, bj, strict=True))
 
 
 @settings(max_examples=80, deadline=None)
