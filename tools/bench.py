@@ -989,7 +989,9 @@ def _median(rows: list[dict[str, Any]], impl: str, case: str) -> float | None:
 def find_all_rows(payload: dict[str, Any]) -> list[dict[str, Any]]:
     """find-all rows of the run and of any separate find-all runs rendered with it."""
     extra = [x for x in payload.get("extra", []) if x["command"] == "find-all"]
-    return payload["sections"]["find-all"]["rows"] + [r for x in extra for r in x["rows"]]
+    return payload["sections"]["find-all"]["rows"] + [
+        {**r, "case": f"{r['case']} (separate run)"} for x in extra for r in x["rows"]
+    ]
 
 
 def _ratio(slow: float, fast: float) -> str:
