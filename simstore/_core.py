@@ -264,9 +264,9 @@ def query_ranges_fn(
     c_masks = ffi.new("uint64_t[]", flat or [0])
     c_nmasks = ffi.new("int32_t[]", [len(ms) for ms in masks])
     size = 8 * ntables + 16 * len(flat)
-    unpack = struct.Struct(">%dQ" % ntables + "8s" * (2 * len(flat))).unpack
+    unpack = struct.Struct(f">{ntables}Q" + "8s" * (2 * len(flat))).unpack
     new, buffer, run = ffi.new, ffi.buffer, lib.ss_query_ranges
-    ctype = "uint8_t[%d]" % size
+    ctype = f"uint8_t[{size}]"
 
     def ranges(q: int) -> tuple[Any, ...]:
         out = new(ctype)

@@ -60,7 +60,7 @@ from .exceptions import (
 from .fingerprinting import DEFAULT_CONFIG, FingerprintConfig
 from .layout import PLAN_MAX_K, Layout, plan
 
-DocId = Union[str, int]
+DocId = Union[str, int]  # noqa: UP007 - a runtime alias, kept valid on Python 3.10
 
 FORMAT_VERSION = 1
 RECORD_VERSION = 1
@@ -166,7 +166,7 @@ _INT64_MIN = -(1 << 63)
 
 
 def _int_id_array(doc_ids: Any) -> np.ndarray | None:
-    """int64 array of doc ids that are all ints (a range, an int array, a list of ints), else None."""
+    """int64 array of doc ids when all are ints (range, int array, list of ints), else None."""
     if isinstance(doc_ids, range):
         if not doc_ids:
             return np.empty(0, dtype=np.int64)
@@ -236,10 +236,10 @@ def _put_rows(cur: Any, keys: list[bytes], values: list[bytes], *, append: bool)
     redone as ordinary puts, which skip rows already written.
     """
     if append:
-        consumed, added = cur.putmulti(zip(keys, values), append=True)
+        consumed, added = cur.putmulti(zip(keys, values, strict=False), append=True)
         if added == len(keys):
             return True
-    cur.putmulti(zip(keys, values))
+    cur.putmulti(zip(keys, values, strict=False))
     return False
 
 
@@ -530,7 +530,9 @@ class SimStore:
         except lmdb.Error as exc:
             raise _translate(exc, self._path) from exc
 
-    def _bind(self, env: Any, txn: Any, layout: Layout, config: FingerprintConfig, *, create: bool) -> None:
+    def _bind(
+        self, env: Any, txn: Any, layout: Layout, config: FingerprintConfig, *, create: bool
+    ) -> None:
         """Open the named databases and precompute the query plan of a layout."""
         self._layout = layout
         self._config = config
@@ -808,12 +810,12 @@ class SimStore:
             txn.put(idkey, iid, db=self._ids)
         txn.put(iid, _record(fp, enc), db=self._docs)
         keys = _core.permute_tables(fp, len(self._tables), *self._specs)
-        for db, key in zip(self._tables, keys):
+        for db, key in zip(self._tables, keys, strict=False):
             txn.put(key.to_bytes(8, "big"), iid, db=db, dupdata=True)
 
     def _unindex(self, txn: Any, iid: bytes, fp: int) -> None:
         keys = _core.permute_tables(fp, len(self._tables), *self._specs)
-        for db, key in zip(self._tables, keys):
+        for db, key in zip(self._tables, keys, strict=False):
             txn.delete(key.to_bytes(8, "big"), iid, db=db)
 
     def _next_iid(self, txn: Any) -> bytes:
@@ -862,7 +864,7 @@ class SimStore:
             cur = txn.cursor(self._ids)
             for a in range(0, n, _PUT_CHUNK):
                 pos = id_order[a : a + _PUT_CHUNK]
-                for i, key in zip(pos.tolist(), id_keys(pos)):
+                for i, key in zip(pos.tolist(), id_keys(pos), strict=False):
                     if cur.set_key(key):
                         is_new[i] = False
             old = np.flatnonzero(~is_new)
@@ -894,7 +896,7 @@ class SimStore:
                     recs = _int_encodings(ids[pos], prefix[pos])
                 else:
                     pre = prefix[pos].view("V9").ravel().tolist()
-                    recs = [p + ids[i] for p, i in zip(pre, pos.tolist())]
+                    recs = [p + ids[i] for p, i in zip(pre, pos.tolist(), strict=False)]
                 _put_rows(cur, iid_rows[pos].tolist(), recs, append=True)
             del prefix
             # ids: encoded id -> internal id, in key order
@@ -924,7 +926,9 @@ class SimStore:
         """
         self._put_table(txn, db, *self._sorted_table(t, fps, iids))
 
-    def _sorted_table(self, t: int, fps: np.ndarray, iids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _sorted_table(
+        self, t: int, fps: np.ndarray, iids: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Table t's rows (permuted keys, ids; uint64) in key order, ids ascending under a key."""
         fps = np.ascontiguousarray(fps, dtype=np.uint64)
         iids = np.ascontiguousarray(iids, dtype=np.uint64)
@@ -1073,7 +1077,7 @@ class SimStore:
         idx, dist = _core.hamming_within(q, fps, k)
         rows = [
             (d, int(iids[i]).to_bytes(8, "big"), int(fps[i]))
-            for i, d in zip(idx.tolist(), dist.tolist())
+            for i, d in zip(idx.tolist(), dist.tolist(), strict=False)
         ]
         return self._matches(txn, rows)
 
@@ -1203,7 +1207,7 @@ class SimStore:
             return self._all_fps(txn)[1].copy()
 
     def doc_ids(self) -> list[DocId]:
-        """Every stored doc id in insertion order (matches :meth:`fingerprints` if no write came between)."""
+        """Every stored doc id in insertion order (the order of :meth:`fingerprints`)."""
         return self.snapshot()[0]
 
     # --- properties and lifecycle --------------------------------------------

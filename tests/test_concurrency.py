@@ -30,7 +30,7 @@ def _writer(path: str, w: int, n_ops: int, out) -> None:
                 ids = [f"w{w}.{rng.randrange(100)}" for _ in range(rng.randint(2, 60))]
                 fps = [rng.getrandbits(64) for _ in ids]
                 s.add_many(ids, fps)
-                model.update(zip(ids, fps))
+                model.update(zip(ids, fps, strict=False))
             else:
                 i = f"w{w}.{rng.randrange(100)}"
                 assert s.remove(i) == (i in model)
@@ -111,7 +111,7 @@ def test_add_if_new_racing_on_one_near_duplicate_stores_exactly_one(tmp_path, me
         assert sum(b in w for w in wins.values()) == 1, f"base {b}"
     with SimStore(path) as s:
         assert len(s) == len(bases) and s.verify() == []
-        for b, base in enumerate(bases):
+        for base in bases:
             assert len(s.query(base, 1)) == 1
 
 
