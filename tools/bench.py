@@ -1080,6 +1080,9 @@ def write_markdown(payload: dict[str, Any], path: Path, plot: Path | None) -> No
     if plot is not None:
         rel = os.path.relpath(plot, path.parent)
         body += [f"![query latency and find_all time against size]({rel})", ""]
+        if any(x["command"] == "find-all" for x in payload.get("extra", [])):
+            body += ["The find_all points beyond this run's sizes come from the separate "
+                     "find-all run at the end of this page.", ""]
     body += summary_lines(payload)
     for name in SECTIONS:
         body += markdown_section(f"`{name}`", payload["sections"][name])
