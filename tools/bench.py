@@ -956,7 +956,9 @@ def markdown_section(title: str, result: dict[str, Any]) -> list[str]:
         + (f", commit `{(result['machine']['git_commit'] or '?')[:12]}`"
            + (" + uncommitted package changes" if result["machine"]["git_dirty_package"] else "")
            if "machine" in result else "")
-        + ".",
+        + "."
+        + (" The machine was otherwise loaded during this run (1-min load average above 1.5)."
+           if max(load_a, load_b) > 1.5 else ""),
         "",
         "| implementation | case | median | p90 | p99 | max | unit | more |",
         "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
