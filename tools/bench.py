@@ -1215,7 +1215,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(q)
     sized(q, [100_000, 1_000_000], "store sizes N")
     q.add_argument("--ks", type=_sizes, default=[3, 5, 6, 8],
-                   help="k values, one store planned per k (default 3,5,6,8; 5 is the store default)")
+                   help="k values, one store planned per k (default 3,5,6,8; 5: store default)")
     q.add_argument("--queries", type=_positive, default=2000,
                    help="queries per repetition (default %(default)s)")
     q.add_argument("--scan-queries", type=_positive, default=100,

@@ -37,6 +37,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
 import numpy as np
 
 from simstore.store import SimStore
@@ -322,7 +323,7 @@ def random_ops(path: str, proc_no: int, n_ops: int, seed: int) -> dict[str, int]
                 ids = [f"{ns}{rng.randrange(200)}" for _ in range(rng.randint(1, 50))]
                 fps = [rng.getrandbits(64) for _ in ids]
                 s.add_many(ids, fps)
-                model.docs.update(zip(ids, fps))
+                model.docs.update(zip(ids, fps, strict=False))
             elif r < 0.55:
                 i = f"{ns}{rng.randrange(200)}"
                 assert s.remove(i) == (i in model.docs), f"remove({i!r}) disagrees"
