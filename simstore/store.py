@@ -568,12 +568,22 @@ class SimStore:
             raise StoreClosedError(f"store {self._path!r} is closed; open a new SimStore")
         if os.getpid() != self._pid:
             # An LMDB environment must not be used across fork: reopen in the child.
+            in_batch = self._wtxn is not None
             old, self._env = self._env, None
             self._wtxn = None
             self._log = None
             self._scan_cache = None
             self._release_lock()  # our copy only: the parent keeps its lock
             old.close()
+            if in_batch:
+                # The parent holds LMDB's write lock until its batch ends; a child
+                # writing through this handle could wait on it forever.
+                self._closed = True
+                raise StoreInUseError(
+                    f"store {self._path!r}: this handle came through fork() while the parent "
+                    "was inside batch(), which holds the write lock; open a new SimStore in "
+                    "the child (or fork outside batch())"
+                )
             self._open()
         return self._env
 

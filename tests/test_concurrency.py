@@ -6,9 +6,12 @@ import multiprocessing
 import os
 import pickle
 import random
+import select
+import signal
 
 import pytest
 
+import simstore
 from simstore.store import Match, SimStore
 from tools import stress
 
@@ -170,3 +173,32 @@ def test_random_operations_in_several_processes(tmp_path, method) -> None:
 def test_random_operations_long(tmp_path, method) -> None:
     """The heavy variant: 6 processes x 3000 random operations."""
     assert stress.run_ops(str(tmp_path / "s"), 6, 3000, seed=11, method=method) == []
+
+
+def test_fork_inside_batch_is_refused_in_the_child(tmp_path) -> None:
+    """A handle forked inside batch() refuses use in the child instead of deadlocking."""
+    path = tmp_path / "s"
+    store = SimStore(path, k=3)
+    r, w = os.pipe()
+    with store.batch():
+        store.add("a", 1)
+        pid = os.fork()
+        if pid == 0:  # child
+            code = 1
+            try:
+                store.query(1)
+            except simstore.StoreInUseError:
+                code = 0
+            except BaseException:  # noqa: BLE001 - any other outcome is a failure
+                code = 2
+            os.write(w, bytes([code]))
+            os._exit(0)
+        os.close(w)
+        ready, _, _ = select.select([r], [], [], 30)
+        if not ready:  # the child hangs on the parent's write lock: the bug
+            os.kill(pid, signal.SIGKILL)
+        got = os.read(r, 1) if ready else b"hang"
+    os.waitpid(pid, 0)
+    assert got == b"\x00"
+    assert [m.doc_id for m in store.query(1, 0)] == ["a"]
+    store.close()
