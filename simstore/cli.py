@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -56,6 +57,21 @@ class _Progress:
         if self.enabled:
             self.stream.write(f"\r{self.label}: {self.done} done\n")
             self.stream.flush()
+
+
+@contextmanager
+def _working(label: str, stream: TextIO | None = None) -> Iterator[None]:
+    """Say on a terminal's stderr that a long step runs, then how long it took."""
+    err = stream or sys.stderr
+    tty = bool(getattr(err, "isatty", lambda: False)())
+    start = time.monotonic()
+    if tty:
+        err.write(f"{label} ...")
+        err.flush()
+    yield
+    if tty:
+        err.write(f"\r{label}: done in {time.monotonic() - start:.1f} s\n")
+        err.flush()
 
 
 @dataclass
@@ -277,7 +293,8 @@ def cmd_index(args: argparse.Namespace, out: _Out) -> int:
                 progress.update()
         else:
             if docs:
-                store.add_many([d for d, _ in docs], fingerprints([t for _, t in docs]))
+                with _working(f"fingerprinting and storing {len(docs)} documents"):
+                    store.add_many([d for d, _ in docs], fingerprints([t for _, t in docs]))
             progress.update(len(docs))
             added = len(docs)
         total = len(store)
@@ -329,7 +346,8 @@ def _parse_fp_arg(text: str) -> int:
 def cmd_dedup(args: argparse.Namespace, out: _Out) -> int:
     with _open(args, readonly=True) as store:
         if args.clusters:
-            groups = store.clusters(args.k)
+            with _working("finding clusters"):
+                groups = store.clusters(args.k)
             for members in groups:
                 out.record(
                     {"cluster": members, "size": len(members)}, "\t".join(map(str, members))
@@ -337,20 +355,22 @@ def cmd_dedup(args: argparse.Namespace, out: _Out) -> int:
             if not out.as_json:
                 print(f"{len(groups)} clusters", file=sys.stderr)
             return 0
-        for a, b, d in store.pairs(args.k):
+        with _working("finding pairs"):
+            found = list(store.pairs(args.k))
+        for a, b, d in found:
             out.record({"a": a, "b": b, "distance": d}, f"{a}\t{b}\t{d}")
     return 0
 
 
 def cmd_rebuild(args: argparse.Namespace, out: _Out) -> int:
-    with _open(args) as store:
+    with _open(args) as store, _working(f"rebuilding {args.path}"):
         info = store.rebuild(k=args.k, expected_size=args.expected_size)
     out.record(info, f"rebuilt {args.path}: max k={info['k']}, {info['tables']} tables")
     return 0
 
 
 def cmd_verify(args: argparse.Namespace, out: _Out) -> int:
-    with _open(args, readonly=True) as store:
+    with _open(args, readonly=True) as store, _working(f"verifying {args.path}"):
         problems = store.verify()
         n = len(store)
     if problems:
@@ -386,7 +406,7 @@ def cmd_export(args: argparse.Namespace, out: _Out) -> int:
 def cmd_compact(args: argparse.Namespace, out: _Out) -> int:
     if os.path.exists(args.dest):
         raise CliError(f"destination {args.dest!r} exists; give a new path")
-    with _open(args, readonly=True) as store:
+    with _open(args, readonly=True) as store, _working(f"compacting to {args.dest}"):
         store.compact(args.dest)
     out.record({"dest": args.dest}, f"compacted copy written to {args.dest}")
     return 0

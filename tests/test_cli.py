@@ -193,3 +193,34 @@ def test_installed_entry_point_runs(tmp_path):
     res = subprocess.run([sys.executable, "-m", "simstore", "query", path, "1", "--k", "1"],
                          capture_output=True, text=True, check=True)
     assert sorted(line.split("\t")[0] for line in res.stdout.splitlines()) == ["a", "b"]
+
+
+class _FakeTty:
+    """A stderr stand-in that claims to be a terminal and records what it gets."""
+
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, s: str) -> None:
+        self.text += s
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_shows_only_on_a_terminal():
+    """Status lines and counters go to a terminal's stderr, never into a pipe."""
+    from simstore.cli import _Progress, _working
+
+    tty, pipe = _FakeTty(True), _FakeTty(False)
+    for stream in (tty, pipe):
+        with _working("rebuilding x", stream):
+            pass
+        p = _Progress("indexing", total=3, stream=stream)
+        p.update(3)
+        p.close()
+    assert "rebuilding x: done in" in tty.text and "indexing: 3 done" in tty.text
+    assert pipe.text == ""
