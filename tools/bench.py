@@ -524,6 +524,25 @@ def cmd_fingerprint(args: argparse.Namespace) -> dict[str, Any]:
             "simhash.Simhash(3-word shingles)", peer_docs, w, c, ns
         )[0]
 
+    try:
+        from datasketch import MinHash
+    except ImportError:
+        rep.note("peer 'datasketch' not importable: skipped")
+    else:
+        # A different method (MinHash sketches for Jaccard, usually with LSH), but the
+        # one users weigh against simhash: sketch the same 3-word shingles.
+        def minhash(text: str) -> Any:
+            toks = re.findall(r"\w+", text.lower())
+            m = MinHash(num_perm=128)
+            m.update_batch([" ".join(toks[i : i + 3]).encode() for i in range(len(toks) - 2)])
+            return m
+
+        mh_docs = docs[: args.peer_docs]
+        w, c, ns = single_calls(minhash, mh_docs)
+        ratios["datasketch.MinHash(128 perms, 3-word shingles)"] = batched / throughput(
+            "datasketch.MinHash(128 perms, 3-word shingles)", mh_docs, w, c, ns
+        )[0]
+
     from simstore._reference import reference_fingerprint
 
     ref_docs = docs[: args.reference_docs]
@@ -631,6 +650,8 @@ def cmd_query(args: argparse.Namespace) -> dict[str, Any]:
             latency_row(rep, "numpy brute-force scan", case, scan_numpy(fps, k), sq, args.reps)
             if k == 3 and sh is not None:
                 simhash_index_row(rep, sh, base, planted, qlist, n, args)
+            if k == args.ks[0] and n <= args.lsh_max:
+                minhash_lsh_row(rep, rng, n, args)
     if 1_000_000 not in sizes or 3 not in args.ks:
         rep.target("query p50 at N=1M k=3", None, 25, "<=", "us")
         rep.target("query p99 at N=1M k=3", None, 100, "<=", "us")
@@ -656,6 +677,38 @@ def simhash_index_row(rep: Report, sh: ModuleType, base: np.ndarray, planted: np
                 build_s=round(build_s, 2))
     if m < n:
         rep.note(f"SimhashIndex for N={n:,} holds {len(fps):,} fps (--simhash-index-max {m:,})")
+
+
+def minhash_lsh_row(rep: Report, rng: np.random.Generator, n: int,
+                    args: argparse.Namespace) -> None:
+    """datasketch MinHashLSH (threshold 0.9, 128 perms), in memory, over n random sketches.
+
+    A different method (Jaccard sketches, banded LSH, approximate) that users weigh
+    against simhash; each query has one planted near copy (3 of 128 slots changed).
+    """
+    try:
+        from datasketch import LeanMinHash, MinHash, MinHashLSH
+    except ImportError:
+        rep.note("peer 'datasketch' not importable: MinHashLSH skipped")
+        return
+    scheme = MinHash(num_perm=128).scheme
+    sigs = rng.integers(0, 2**32 - 1, (n, 128), dtype=np.uint64)
+    queries = rng.integers(0, 2**32 - 1, (args.queries, 128), dtype=np.uint64)
+    planted = queries.copy()
+    planted[:, :3] = rng.integers(0, 2**32 - 1, (args.queries, 3), dtype=np.uint64)
+    rep.set_meta(n=n)
+    t0 = time.perf_counter()
+    lsh = MinHashLSH(threshold=0.9, num_perm=128)
+    with lsh.insertion_session() as session:
+        for i in range(n):
+            session.insert(i, LeanMinHash(seed=1, hashvalues=sigs[i], scheme=scheme))
+        for i in range(args.queries):
+            session.insert(n + i, LeanMinHash(seed=1, hashvalues=planted[i], scheme=scheme))
+    build_s = time.perf_counter() - t0
+    objs = [LeanMinHash(seed=1, hashvalues=q, scheme=scheme) for q in queries]
+    found = sum(n + i in lsh.query(o) for i, o in enumerate(objs))
+    latency_row(rep, "datasketch.MinHashLSH.query (in memory)", f"N={n:,}", lsh.query, objs,
+                args.reps, recall=f"{found}/{len(objs)}", build_s=round(build_s, 2))
 
 
 # --------------------------------------------------------------------------- load
@@ -1216,6 +1269,8 @@ def build_parser() -> argparse.ArgumentParser:
     sized(q, [100_000, 1_000_000], "store sizes N")
     q.add_argument("--ks", type=_sizes, default=[3, 5, 6, 8],
                    help="k values, one store planned per k (default 3,5,6,8; 5: store default)")
+    q.add_argument("--lsh-max", type=int, default=100_000,
+                   help="largest N given to datasketch MinHashLSH (default %(default)s)")
     q.add_argument("--queries", type=_positive, default=2000,
                    help="queries per repetition (default %(default)s)")
     q.add_argument("--scan-queries", type=_positive, default=100,
