@@ -120,8 +120,12 @@ def load(
     max_docs: int = 6000,
     seed: int = 0,
     min_tokens: int = 20,
+    keep_duplicates: bool = False,
 ) -> Corpus:
     """Read, clean and deduplicate the corpus; man pages fill up to ``max_docs``.
+
+    ``keep_duplicates`` keeps exact duplicates (still counted in the stats), for
+    comparison with evaluations that do not drop them.
 
     Non-man sources are taken whole (then cut to ``max_docs`` in path order if
     they alone exceed it); man pages are visited in a seeded random order.
@@ -161,7 +165,8 @@ def load(
             key = tuple(toks)
             if key in seen:
                 st["duplicate"] += 1
-                continue
+                if not keep_duplicates:
+                    continue
             seen.add(key)
             st["kept"] += 1
             kept.append((source, path, text, toks))

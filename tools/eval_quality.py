@@ -438,6 +438,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="timed fingerprinting runs per simstore pipeline after one warm-up; "
         "the median is reported (default 3)",
     )
+    ap.add_argument(
+        "--keep-exact-duplicates",
+        action="store_true",
+        help="keep documents whose token sequence repeats an earlier one (dropped by default: "
+        "they sit at Hamming 0 and inflate every score); for comparison with evaluations "
+        "that keep them",
+    )
     ap.add_argument("--no-baseline", action="store_true", help="skip the PyPI simhash baseline")
     ap.add_argument("--no-idf", action="store_true", help="skip the held-out IDF experiment")
     ap.add_argument("--json", metavar="PATH", help="write every number to PATH")
@@ -459,7 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(f"[{time.perf_counter() - t_start:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
-    corpus = _corpus.load(args.sources, args.max_docs, args.seed, args.min_tokens)
+    corpus = _corpus.load(
+        args.sources, args.max_docs, args.seed, args.min_tokens, args.keep_exact_duplicates
+    )
     for note in corpus.notes:
         print(f"warning: {note}", file=sys.stderr)
     n = len(corpus.texts)
