@@ -7,6 +7,7 @@ public entry points are the SimStore methods of the same names.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -136,7 +137,7 @@ def rebuild(
     (LMDB commits atomically). Refused (StoreInUseError) while any other
     handle has the store open: their cached layout would go stale.
     """
-    from .store import _id_key
+    from .store import _id_key, _json
 
     store._check_writable()
     new_k = store.k if k is None else check_k(k, "k", PLAN_MAX_K)
@@ -184,12 +185,6 @@ def _abort_and_reload(store: SimStore, txn: Any) -> None:
     store._reload()
 
 
-def _json(value: Any) -> bytes:
-    from .store import _json as store_json
-
-    return store_json(value)
-
-
 def compact(store: SimStore, dest: str | os.PathLike[str]) -> None:
     """Write a compacted copy (free pages dropped) of the store to a new directory.
 
@@ -212,10 +207,7 @@ def compact(store: SimStore, dest: str | os.PathLike[str]) -> None:
                 raise _translate(exc, store.path) from exc
         os.rename(tmp, target)
     except BaseException:
-        for name in os.listdir(tmp) if os.path.isdir(tmp) else []:
-            os.unlink(os.path.join(tmp, name))
-        if os.path.isdir(tmp):
-            os.rmdir(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

@@ -1189,8 +1189,6 @@ class SimStore:
                 fpb.append(val[1:9])
         return ids, np.frombuffer(b"".join(fpb), dtype=">u8").astype(np.uint64)
 
-    items_arrays = snapshot
-
     def stats(self) -> dict[str, Any]:
         """Size, layout and scheme of the store, as plain JSON-able values."""
         with self._reading() as txn:
