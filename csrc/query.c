@@ -42,6 +42,26 @@ size_t ss_verify_be_keys(const uint8_t *keys, size_t n, uint64_t q, int k,
     return m;
 }
 
+size_t ss_verify_candidates(const uint8_t *keys, const uint8_t *tables,
+                            size_t n, const uint8_t *qs_be, int ntables,
+                            int k, int64_t *out_idx, uint8_t *out_dist) {
+    uint64_t qs[64];
+    size_t m = 0;
+    if (ntables < 1 || ntables > 64) return 0;
+    for (int t = 0; t < ntables; t++) qs[t] = load_be64(qs_be + 8 * (size_t)t);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t t = tables[i];
+        if (t >= ntables) continue;
+        int d = __builtin_popcountll(load_be64(keys + 8 * i) ^ qs[t]);
+        if (d <= k) {
+            out_idx[m] = (int64_t)i;
+            out_dist[m] = (uint8_t)d;
+            m++;
+        }
+    }
+    return m;
+}
+
 static void store_be64(uint8_t *p, uint64_t x) {
     for (int i = 7; i >= 0; i--) {
         p[i] = (uint8_t)x;

@@ -124,6 +124,15 @@ void ss_permute_tables(uint64_t q, int ntables, int nblocks,
  * be NULL); returns how many. out_idx must hold n entries. */
 size_t ss_verify_be_keys(const uint8_t *keys, size_t n, uint64_t q, int k,
                          int64_t *out_idx, uint8_t *out_dist);
+/* The tail check of a store query, one call for all its candidates: keys
+ * holds n 8-byte big-endian keys, key i read from table tables[i], whose
+ * permuted query is the 8-byte big-endian qs_be[tables[i]] (the first
+ * 8 * ntables bytes of ss_query_ranges' output). Indices i with
+ * popcount(key ^ q) <= k into out_idx, distances into out_dist (both hold n
+ * entries); returns how many. A table index >= ntables never matches. */
+size_t ss_verify_candidates(const uint8_t *keys, const uint8_t *tables,
+                            size_t n, const uint8_t *qs_be, int ntables,
+                            int k, int64_t *out_idx, uint8_t *out_dist);
 /* The key ranges a query probes. For each table t: qp = q permuted for t,
  * then for each of its nmasks[t] masks (masks concatenated table after table,
  * each an XOR of header bits already shifted left by tails[t]) the range
@@ -147,6 +156,7 @@ int ss_sort_table(const uint64_t *fps, const uint64_t *iids, size_t n,
                   const uint8_t *dst_shift, uint64_t *out_keys,
                   uint64_t *out_vals);
 /* QUERY-END */
+
 
 /* CDEF-END */
 

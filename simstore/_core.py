@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .exceptions import NativeModuleError
+from .exceptions import InvalidConfigError, NativeModuleError
 
 try:
     from . import _native  # type: ignore[attr-defined]
@@ -157,18 +157,25 @@ def verify_be_keys(keys: bytes, q: int, k: int) -> tuple[np.ndarray, np.ndarray]
     return idx[:m], dist[:m]
 
 
-class DuplicatesFound(Exception):
-    """The batch search met identical fingerprints: group them first (see ``dedupe``)."""
-
-
-def _take_pairs(rc: int, out, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # noqa: ANN001
-    """Copy a C ss_pairs result into numpy arrays (the caller frees it)."""
-    if rc == 1:
-        raise DuplicatesFound(what)
+def raise_for(rc: int, what: str) -> None:
+    """The package exception for a nonzero C return code (-1 memory, -2 arguments)."""
     if rc == -1:
-        raise MemoryError("simstore: out of memory in the batch search")
+        raise MemoryError(f"simstore: out of memory while {what}")
+    raise InvalidConfigError(f"simstore: the C core refused its arguments while {what} (rc={rc})")
+
+
+PairArrays = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _take_pairs(rc: int, out, what: str) -> PairArrays | None:  # noqa: ANN001
+    """Copy a C ss_pairs result into numpy arrays (the caller frees it).
+
+    None when the search met identical fingerprints (rc 1): group them first.
+    """
+    if rc == 1:
+        return None
     if rc != 0:
-        raise ValueError(f"simstore: the C core refused {what}")
+        raise_for(rc, f"searching ({what})")
     m = out.n
     if m == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.uint8)
@@ -179,12 +186,10 @@ def _take_pairs(rc: int, out, what: str) -> tuple[np.ndarray, np.ndarray, np.nda
     )
 
 
-def batch_pass(
-    fps: np.ndarray, k: int, nblocks: int, combos: list[int]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def batch_pass(fps: np.ndarray, k: int, nblocks: int, combos: list[int]) -> PairArrays | None:
     """Passes (header block sets `combos` of nblocks) of the search: i, j, distance.
 
-    Raises DuplicatesFound if fps holds identical fingerprints.
+    None if fps holds identical fingerprints (see ``dedupe``).
     """
     out = ffi.new("ss_pairs *")
     arr = np.array(combos, dtype=np.uint64)
@@ -195,12 +200,10 @@ def batch_pass(
         lib.ss_pairs_free(out)
 
 
-def batch_brute(
-    fps: np.ndarray, k: int, part: int, nparts: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def batch_brute(fps: np.ndarray, k: int, part: int, nparts: int) -> PairArrays | None:
     """Pairs within k among rows part, part + nparts, ... and all later rows.
 
-    Raises DuplicatesFound if fps holds identical fingerprints.
+    None if fps holds identical fingerprints (see ``dedupe``).
     """
     out = ffi.new("ss_pairs *")
     try:
@@ -225,10 +228,8 @@ def dedupe(fps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ffi.from_buffer("uint32_t[]", starts),
         nuniq,
     )
-    if rc == -1:
-        raise MemoryError("simstore: out of memory while grouping identical fingerprints")
     if rc != 0:
-        raise ValueError(f"ss_dedupe refused n={n}")
+        raise_for(rc, f"grouping {n} identical fingerprints")
     u = int(nuniq[0])
     return uniq[:u], order, starts[: u + 1]
 
@@ -244,7 +245,7 @@ def components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         ffi.from_buffer("int64_t[]", label),
     )
     if rc != 0:
-        raise ValueError("ss_components: an edge names a node out of range")
+        raise_for(rc, "labelling components (an edge names a node out of range)")
     return label
 
 
@@ -268,16 +269,45 @@ def query_ranges_fn(
     new, buffer, run = ffi.new, ffi.buffer, lib.ss_query_ranges
     ctype = f"uint8_t[{size}]"
 
-    def ranges(q: int) -> tuple[Any, ...]:
+    def ranges(q: int) -> tuple[tuple[Any, ...], Any]:
         out = new(ctype)
         rc = run(q, ntables, nblocks, src_shift, width, dst_shift, tails, c_masks, c_nmasks, out)
         if rc:
-            if rc == -1:
-                raise MemoryError("simstore: out of memory while planning a query")
-            raise ValueError(f"ss_query_ranges refused the layout (rc={rc})")
-        return unpack(buffer(out))
+            raise_for(rc, "planning a query")
+        return unpack(buffer(out)), out
 
     return ranges
+
+
+class CandidateVerifier:
+    """The tail check of store queries in C: one call over all candidates of a query.
+
+    Keeps its output buffers between calls (a handle's queries are serialized).
+    """
+
+    def __init__(self, ntables: int) -> None:
+        self._ntables = ntables
+        self._cap = 0
+        self._idx: Any = None
+        self._dist: Any = None
+
+    def __call__(self, keys: bytes, tables: bytes, qs_be: Any, k: int) -> list[tuple[int, int]]:
+        """(candidate index, distance) of the candidates within k.
+
+        keys: 8-byte big-endian keys back to back; tables: the table of each
+        key; qs_be: the raw output of a query_ranges_fn call (permuted queries).
+        """
+        n = len(tables)
+        if n > self._cap:
+            self._cap = max(n, 2 * self._cap, 64)
+            self._idx = ffi.new("int64_t[]", self._cap)
+            self._dist = ffi.new("uint8_t[]", self._cap)
+        m = lib.ss_verify_candidates(
+            keys, tables, n, qs_be, self._ntables, k, self._idx, self._dist
+        )
+        if not m:
+            return []
+        return list(zip(ffi.unpack(self._idx, m), ffi.unpack(self._dist, m), strict=True))
 
 
 def sort_table(
@@ -294,8 +324,6 @@ def sort_table(
         _u64_ptr(fps), _u64_ptr(iids), n, len(width), src_shift, width, dst_shift,
         _u64_ptr(keys), _u64_ptr(vals),
     )
-    if rc == -1:
-        raise MemoryError("simstore: out of memory while sorting a table")
     if rc != 0:
-        raise ValueError(f"ss_sort_table refused a layout of {len(width)} blocks")
+        raise_for(rc, f"sorting a table of {len(width)} blocks")
     return keys, vals

@@ -12,9 +12,17 @@ from typing import Any
 
 import numpy as np
 
-from .exceptions import InvalidDistanceError, InvalidFingerprintError, SimstoreTypeError
+from .exceptions import (
+    InvalidConfigError,
+    InvalidDistanceError,
+    InvalidFingerprintError,
+    SimstoreTypeError,
+)
 
 MAX_FP = (1 << 64) - 1
+# The largest distance a store layout or the batch search answers by index (a larger
+# query radius, up to 64, is answered by a scan).
+MAX_K = 16
 
 
 def _type_name(value: Any) -> str:
@@ -81,6 +89,22 @@ def check_k(k: Any, name: str = "k", maximum: int = 64) -> int:
     if v < 0 or v > maximum:
         raise InvalidDistanceError(f"{name!r} must be an int in 0..{maximum} (got {v})")
     return v
+
+
+def check_int(value: Any, name: str, minimum: int = 0, maximum: int | None = None) -> int:
+    """An int (Python or numpy; bool refused) in minimum .. maximum: THE integer check."""
+    allowed = f"an int >= {minimum}" if maximum is None else f"an int in {minimum}..{maximum}"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise SimstoreTypeError(f"{name!r} must be {allowed} (got {_type_name(value)})")
+    v = int(value)
+    if v < minimum or (maximum is not None and v > maximum):
+        raise InvalidConfigError(f"{name!r} must be {allowed} (got {v})")
+    return v
+
+
+def check_expected_size(value: Any) -> int:
+    """The number of documents a layout is planned for: THE rule (an int >= 0)."""
+    return check_int(value, "expected_size", 0)
 
 
 def check_str(value: Any, name: str) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -27,10 +26,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _core
-from ._validate import as_fingerprint_array, check_k
-from .exceptions import SimstoreTypeError, SimstoreValueError
+from ._validate import MAX_K, as_fingerprint_array, check_int, check_k
+from .exceptions import SimstoreValueError
 
-MAX_K = 16
 """The largest Hamming radius the batch search accepts."""
 
 IDENTICAL_MODES = ("pairs", "groups")
@@ -57,13 +55,7 @@ class _Groups(NamedTuple):
 def _check_workers(workers: Any) -> int:
     if workers is None:
         return min(2, os.cpu_count() or 1)
-    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral):
-        raise SimstoreTypeError(
-            f"'workers' must be an int >= 1 or None (got {type(workers).__name__})"
-        )
-    if workers < 1:
-        raise SimstoreValueError(f"'workers' must be an int >= 1 or None (got {workers})")
-    return int(workers)
+    return check_int(workers, "workers", 1)
 
 
 def _prepare(fps: Any, k: Any, workers: Any) -> tuple[np.ndarray, int, int]:
@@ -110,8 +102,11 @@ def _plan(n: int, k: int) -> tuple[int, list[int]]:
     return best_b, combos
 
 
-def _search(fps: np.ndarray, k: int, workers: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Unsorted pairs within k (each once) of distinct fingerprints, as i, j, distance."""
+def _search(fps: np.ndarray, k: int, workers: int) -> _core.PairArrays | None:
+    """Unsorted pairs within k (each once) of distinct fingerprints, as i, j, distance.
+
+    None when fps holds identical fingerprints (the C search stops at the first).
+    """
     n = len(fps)
     if k == 0 or n < 2:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.uint8)
@@ -128,10 +123,13 @@ def _search(fps: np.ndarray, k: int, workers: int) -> tuple[np.ndarray, np.ndarr
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             results = list(pool.map(lambda t: t(), tasks))
+    done = [r for r in results if r is not None]
+    if len(done) != len(results):
+        return None
     return (
-        np.concatenate([r[0] for r in results]),
-        np.concatenate([r[1] for r in results]),
-        np.concatenate([r[2] for r in results]),
+        np.concatenate([r[0] for r in done]),
+        np.concatenate([r[1] for r in done]),
+        np.concatenate([r[2] for r in done]),
     )
 
 
@@ -141,14 +139,14 @@ def _distinct_search(
     """Search fps; if it holds copies (the C search stops at the first), group them
     and search the distinct values. Returns the groups (None: all distinct) and pairs."""
     if k > 0:
-        try:
-            return (None, *_search(fps, k, workers))
-        except _core.DuplicatesFound:
-            pass
+        found = _search(fps, k, workers)
+        if found is not None:
+            return (None, *found)
     g = _groups(fps)
-    if g is None:
-        return (None, *_search(fps, k, workers))
-    return (g, *_search(g.uniq, k, workers))
+    found = _search(fps if g is None else g.uniq, k, workers)
+    if found is None:
+        raise AssertionError("identical fingerprints left after grouping")
+    return (g, *found)
 
 
 def _sorted_pairs(i: np.ndarray, j: np.ndarray, d: np.ndarray, n: int) -> Pairs:

@@ -22,7 +22,6 @@ import numpy as np
 
 from . import layout as _layout
 from .exceptions import SimstoreError
-from .fingerprinting import fingerprint, fingerprints
 from .store import SimStore
 
 PROG = "simstore-cli"
@@ -278,7 +277,7 @@ def cmd_index(args: argparse.Namespace, out: _Out) -> int:
     with _open(args, create=True) as store:
         if args.dedup is not None:
             for doc_id, text in docs:
-                found = store.add_if_new(doc_id, fingerprint(text), args.dedup)
+                found = store.add_if_new(doc_id, store.fingerprint(text), args.dedup)
                 if found:
                     dup += 1
                     if args.verbose:
@@ -294,7 +293,8 @@ def cmd_index(args: argparse.Namespace, out: _Out) -> int:
         else:
             if docs:
                 with _working(f"fingerprinting and storing {len(docs)} documents"):
-                    store.add_many([d for d, _ in docs], fingerprints([t for _, t in docs]))
+                    fps = store.fingerprint_texts([t for _, t in docs])
+                    store.add_many([d for d, _ in docs], fps)
             progress.update(len(docs))
             added = len(docs)
         total = len(store)
@@ -310,10 +310,11 @@ def cmd_index(args: argparse.Namespace, out: _Out) -> int:
 
 def cmd_query(args: argparse.Namespace, out: _Out) -> int:
     queries: list[tuple[str, int]] = []
+    text = None
     if args.text is not None:
         fh = _open_text(args.text)
         try:
-            queries.append((args.text, fingerprint(fh.read())))
+            text = fh.read()
         finally:
             if fh is not sys.stdin:
                 fh.close()
@@ -324,9 +325,11 @@ def cmd_query(args: argparse.Namespace, out: _Out) -> int:
                     queries.append((line.strip(), _parse_fp_arg(line)))
         else:
             queries.append((item, _parse_fp_arg(item)))
-    if not queries:
+    if not queries and text is None:
         raise _UsageError("give a fingerprint, '-' (fingerprints on stdin) or --text FILE")
     with _open(args, readonly=True) as store:
+        if text is not None:  # fingerprinted with the store's own recorded config
+            queries.insert(0, (args.text, store.fingerprint(text)))
         for label, fp in queries:
             for m in store.query(fp, args.k):
                 out.record(

@@ -28,13 +28,12 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validate import as_fingerprint_array, check_k
-from .exceptions import InvalidConfigError, SimstoreTypeError
+from ._validate import MAX_K, as_fingerprint_array, check_expected_size, check_int, check_k
+from .exceptions import InvalidConfigError
 
 LAYOUT_VERSION = 1
 MAX_TABLES = 20
 MAX_BLOCKS = 16
-PLAN_MAX_K = 16
 PROBE_US = 1.5
 CANDIDATE_US = 0.3
 TABLE_US = 0.5
@@ -231,15 +230,9 @@ def plan(k: int, expected_size: int, max_tables: int = MAX_TABLES) -> Plan:
     max_tables tables; cost ≈ 1.5 µs per cursor probe + 0.3 µs per candidate
     + 0.5 µs per table (a stand-in for disk and write cost).
     """
-    k = check_k(k, "k", PLAN_MAX_K)
-    if isinstance(expected_size, bool) or not isinstance(expected_size, (int, np.integer)):
-        raise SimstoreTypeError(
-            f"'expected_size' must be an int (got {type(expected_size).__name__})"
-        )
-    if expected_size < 0:
-        raise InvalidConfigError(f"'expected_size' must be >= 0 (got {expected_size})")
-    if isinstance(max_tables, bool) or not isinstance(max_tables, int) or max_tables < 1:
-        raise InvalidConfigError(f"'max_tables' must be an int >= 1 (got {max_tables!r})")
+    k = check_k(k, "k", MAX_K)
+    expected_size = check_expected_size(expected_size)
+    max_tables = check_int(max_tables, "max_tables", 1)
     best: Plan | None = None
     for nblocks in range(1, MAX_BLOCKS + 1):
         for s in range(1, nblocks + 1):

@@ -131,7 +131,7 @@ OPEN_CASES = [
     ("expected_size negative", dict(expected_size=-5), InvalidConfigError, "int >= 0"),
     ("map_size tiny", dict(map_size=10), InvalidConfigError, "int >= 4096"),
     ("max_readers 0", dict(max_readers=0), InvalidConfigError, r"'max_readers' must be an int >= 1"),
-    ("max_readers str", dict(max_readers="x"), InvalidConfigError, "'max_readers'"),
+    ("max_readers str", dict(max_readers="x"), SimstoreTypeError, "'max_readers' must be an int >= 1 \\(got str\\)"),
     ("config not a FingerprintConfig", dict(config={"ngram": 3}), SimstoreTypeError,
      "FingerprintConfig"),
 ]

@@ -224,3 +224,22 @@ def test_progress_shows_only_on_a_terminal():
         p.close()
     assert "rebuilding x: done in" in tty.text and "indexing: 3 done" in tty.text
     assert pipe.text == ""
+
+
+def test_index_and_query_use_the_store_config(tmp_path, capsys):
+    """A store created with ngram=5 is filled and queried with ngram=5 fingerprints by the CLI."""
+    cfg = simstore.FingerprintConfig(ngram=5, seed=7)
+    path = str(tmp_path / "s5")
+    simstore.SimStore(path, k=3, config=cfg).close()
+    d = tmp_path / "docs"
+    d.mkdir()
+    text = " ".join(f"tok{i % 37} w{i}" for i in range(200))
+    (d / "one.txt").write_text(text)
+    for argv in (("index", path, str(d)), ("index", path, str(d), "--dedup", "3")):
+        assert run(capsys, *argv)[0] == 0
+        with simstore.SimStore(path, readonly=True) as s:
+            (doc_id,) = list(s)
+            assert s[doc_id] == simstore.fingerprint(text, cfg)
+            assert s[doc_id] != simstore.fingerprint(text)
+    code, out, _ = run(capsys, "query", path, "--text", str(d / "one.txt"), "--k", "0")
+    assert code == 0 and out.split("\t")[1] == "0"

@@ -71,7 +71,7 @@ def test_stale_reader_slot_of_a_killed_process_is_cleared_on_open(tmp_path) -> N
                 import time
                 from simstore.store import SimStore
                 s = SimStore({str(path)!r})
-                txn = s._env.begin()
+                txn = s._env.begin(False)
                 print("ready", flush=True)
                 time.sleep(60)
             """)],

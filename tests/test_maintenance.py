@@ -13,17 +13,8 @@ from hypothesis import given, settings
 import simstore
 from simstore import SimStore
 
+from .oracles import brute_clusters, brute_neighbours, brute_pairs
 from .strategies import fingerprint_sets
-
-
-def _brute_pairs(fps: list[int], k: int) -> set[tuple[int, int, int]]:
-    out = set()
-    for i in range(len(fps)):
-        for j in range(i + 1, len(fps)):
-            d = (fps[i] ^ fps[j]).bit_count()
-            if d <= k:
-                out.add((i, j, d))
-    return out
 
 
 def _fill(path, fps, k=3):
@@ -98,11 +89,7 @@ def test_rebuild_to_another_k_stays_exact(tmp_path_factory, fps):
         for q in fps[:5]:
             for k in (0, 3, 7):
                 got = sorted((m.doc_id, m.distance) for m in s.query(q, k))
-                want = sorted(
-                    (f"d{i}", (q ^ f).bit_count())
-                    for i, f in enumerate(fps)
-                    if (q ^ f).bit_count() <= k
-                )
+                want = sorted((f"d{i}", d) for i, d in brute_neighbours(fps, q, k))
                 assert got == want
     with SimStore(path) as s:
         assert s.k == 7 and len(s.layout.tables) == s.stats()["tables"]
@@ -171,21 +158,11 @@ def test_store_pairs_and_clusters_equal_brute_force(tmp_path_factory, fps):
     path = tmp_path_factory.mktemp("pc") / "s"
     with _fill(path, fps) as s:
         got = {tuple(sorted((a, b))) + (d,) for a, b, d in s.pairs(4)}
-        brute = _brute_pairs(fps, 4)
+        brute = set(zip(*brute_pairs(fps, 4), strict=True))
         assert got == {tuple(sorted((f"d{i}", f"d{j}"))) + (d,) for i, j, d in brute}
-        # components by union-find over the brute-force pairs
-        parent = list(range(len(fps)))
-
-        def find(x):
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        for i, j, _ in brute:
-            parent[find(i)] = find(j)
+        # components of the brute-force pairs
         comps: dict[int, set[str]] = {}
-        for i in range(len(fps)):
-            comps.setdefault(find(i), set()).add(f"d{i}")
+        for i, label in enumerate(brute_clusters(fps, 4)):
+            comps.setdefault(label, set()).add(f"d{i}")
         want = sorted(sorted(c) for c in comps.values() if len(c) > 1)
         assert sorted(sorted(c) for c in s.clusters(4)) == want

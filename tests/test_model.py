@@ -19,15 +19,10 @@ from hypothesis.stateful import (
 
 from simstore.store import Match, SimStore
 
+from .oracles import brute_matches
 from .strategies import fingerprints, near_neighbour
 
 doc_ids = st.one_of(st.integers(-5, 40), st.sampled_from(["a", "b", "é", "x" * 600, "y" * 600]))
-
-
-def brute(model: dict, q: int, k: int) -> list[Match]:
-    """Every stored doc within k of q: by distance, then insertion order (the model's order)."""
-    rows = [((fp ^ q).bit_count(), n, d, fp) for n, (d, fp) in enumerate(model.items())]
-    return [Match(d, fp, dist) for dist, _, d, fp in sorted(rows) if dist <= k]
 
 
 class StoreMachine(RuleBasedStateMachine):
@@ -85,17 +80,17 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(q=fps, dk=st.integers(-1, 4))
     def query(self, q: int, dk: int) -> None:
         k = max(0, self.store.k + dk)
-        assert self.store.query(q, k) == brute(self.model, q, k)
+        assert self.store.query(q, k) == brute_matches(self.model, q, k)
 
     @rule(qs=st.lists(fps, max_size=4))
     def query_many(self, qs) -> None:
         k = self.store.k
-        assert self.store.query_many(qs, k) == [brute(self.model, q, k) for q in qs]
+        assert self.store.query_many(qs, k) == [brute_matches(self.model, q, k) for q in qs]
 
     @rule(doc_id=doc_ids, fp=fps, dk=st.integers(-1, 2))
     def add_if_new(self, doc_id, fp: int, dk: int) -> None:
         k = max(0, self.store.k + dk)
-        want = brute(self.model, fp, k)
+        want = brute_matches(self.model, fp, k)
         assert self.store.add_if_new(doc_id, fp, k) == want
         if not want:
             self._put(doc_id, fp)

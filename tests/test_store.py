@@ -26,15 +26,10 @@ from simstore.exceptions import (
 from simstore.fingerprinting import FingerprintConfig
 from simstore.store import MAX_DOC_ID_BYTES, Match, SimStore
 
+from .oracles import brute_matches, brute_neighbours
 from .strategies import MAX_FP, fingerprint_sets, fingerprints, packed_neighbour
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def brute(stored: dict, q: int, k: int) -> list[Match]:
-    """The oracle: every stored (id, fp) within k, by distance then insertion order."""
-    rows = [(bin(fp ^ q).count("1"), i, d, fp) for i, (d, fp) in enumerate(stored.items())]
-    return [Match(d, fp, dist) for dist, _, d, fp in sorted(rows) if dist <= k]
 
 
 @FAST
@@ -54,8 +49,8 @@ def test_query_equals_brute_force(fps: list[int], k_store: int, data: st.DataObj
         ]
         for q in queries:
             for k in sorted({0, k_store, k_store + 1, min(k_store + 5, 64)}):
-                assert s.query(q, k) == brute(stored, q, k)
-        assert s.query_many(queries, k_store) == [brute(stored, q, k_store) for q in queries]
+                assert s.query(q, k) == brute_matches(stored, q, k)
+        assert s.query_many(queries, k_store) == [brute_matches(stored, q, k_store) for q in queries]
 
 
 @pytest.mark.parametrize("k_store", [3, 6, 8])
@@ -75,7 +70,7 @@ def test_packed_flips_and_extremes_are_found(tmp_path, k_store: int) -> None:
         s.add_many(list(stored), np.array(list(stored.values()), dtype=np.uint64))
         for b in base:
             for k in (0, k_store, k_store + 1):
-                assert s.query(b, k) == brute(stored, b, k)
+                assert s.query(b, k) == brute_matches(stored, b, k)
 
 
 def test_thousands_of_identical_fingerprints(tmp_path) -> None:
@@ -108,7 +103,7 @@ def test_add_many_and_replacement_equal_adds(items) -> None:
         for _, fp in items[:5]:
             got = s.query(fp, 3)
             assert sorted(got, key=lambda m: (m.distance, str(m.doc_id))) == sorted(
-                brute(stored, fp, 3), key=lambda m: (m.distance, str(m.doc_id))
+                brute_matches(stored, fp, 3), key=lambda m: (m.distance, str(m.doc_id))
             )
 
 
@@ -338,19 +333,19 @@ def test_probing_is_exact_at_table_edges_and_radius(
         ]
         for q in queries:
             for k in range(k_store + 1):
-                assert s.query(q, k) == brute(stored, q, k)
+                assert s.query(q, k) == brute_matches(stored, q, k)
 
 
 @FAST
 @given(st.lists(st.one_of(st.integers(-(2**63) + 1, 2**63 - 1), st.integers(-300, 300)), max_size=50))
 def test_vectorized_int_ids_encode_and_sort_like_one_by_one(xs: list[int]) -> None:
-    """add_many's numpy encoding of int ids equals _encode_id, and its order is LMDB's byte order."""
-    from simstore.store import _encode_id, _int_encodings, _int_id_order
+    """add_many's numpy encoding of int ids equals encode_id, and its order is LMDB's byte order."""
+    from simstore._format import encode_id, int_encodings, int_id_order
 
     arr = np.array(xs, dtype=np.int64)
-    assert _int_encodings(arr) == [_encode_id(x) for x in xs]
-    order = _int_id_order(arr).tolist()
-    assert [_encode_id(xs[i]) for i in order] == sorted(_encode_id(x) for x in xs)
+    assert int_encodings(arr) == [encode_id(x) for x in xs]
+    order = int_id_order(arr).tolist()
+    assert [encode_id(xs[i]) for i in order] == sorted(encode_id(x) for x in xs)
 
 
 def test_add_many_of_int_ids_into_a_full_store_replaces_and_appends(tmp_path) -> None:
@@ -366,7 +361,7 @@ def test_add_many_of_int_ids_into_a_full_store_replaces_and_appends(tmp_path) ->
         assert dict(s.items()) == stored
         assert s.verify() == []
         for q in (7, 13, 2 << 60, 500 << 20):
-            assert {m.doc_id for m in s.query(q, 3)} == {d for d, fp in stored.items() if bin(fp ^ q).count("1") <= 3}
+            assert {m.doc_id for m in s.query(q, 3)} == {m.doc_id for m in brute_matches(stored, q, 3)}
 
 
 def test_large_add_many_pipelined_fill_is_exact(tmp_path) -> None:
@@ -384,6 +379,5 @@ def test_large_add_many_pipelined_fill_is_exact(tmp_path) -> None:
         all_fps = s.fingerprints()
         ids = s.doc_ids()
         for q in (int(fps[5]), int(fps[3000]), int(fps[77]) ^ 0b111, int(all_fps[-1])):
-            dist = np.array([bin(int(f) ^ q).count("1") for f in all_fps])
-            want = sorted((int(dist[i]), i) for i in np.flatnonzero(dist <= 3).tolist())
+            want = sorted((d, i) for i, d in brute_neighbours(all_fps, q, 3))
             assert [(m.distance, m.doc_id) for m in s.query(q, 3)] == [(d, ids[i]) for d, i in want]

@@ -1,4 +1,8 @@
-"""The evaluation corpus of ``tools/eval_quality.py``: real text found on a Debian machine.
+"""Real text found on a Debian machine: the one corpus reader of the tools.
+
+``load`` gives the evaluation corpus of ``tools/eval_quality.py``;
+``english_documents`` cuts the fixed-size documents of the benchmarks
+(``python -m tools.bench fingerprint``) from the ``licenses`` and ``copyright`` sources.
 
 Sources (each optional; a missing one is reported, not fatal):
 
@@ -102,6 +106,7 @@ _FINDERS: dict[str, Callable[[], list[str]]] = {
     "pydist": _pydist_paths,
     "man": _man_paths,
 }
+_WORD = re.compile(r"\S+\s*")
 
 
 def _read(source: str, path: str) -> str | None:
@@ -177,3 +182,38 @@ def load(
         corpus.texts.append(text)
         corpus.tokens.append(toks)
     return corpus
+
+
+def english_documents(n_docs: int, doc_bytes: int, seed: int) -> list[str]:
+    """Seeded English documents of at most doc_bytes UTF-8 bytes, cut at word boundaries.
+
+    The ``licenses`` and ``copyright`` files (each read once, symlinks resolved,
+    line ends normalised to ``\\n``) are shuffled with the seed and concatenated;
+    documents are cut from that stream at whitespace, starting at a seeded word.
+    """
+    paths = sorted({os.path.realpath(p) for p in _licenses_paths() + _copyright_paths()})
+    rng = random.Random(seed)
+    rng.shuffle(paths)
+    words: list[str] = []
+    for path in paths:
+        text = _read("licenses", path)
+        if text is not None:
+            words.extend(_WORD.findall(text.replace("\r\n", "\n").replace("\r", "\n")))
+    if not words:
+        raise SystemExit("no English text found under /usr/share/common-licenses and "
+                         "/usr/share/doc/*/copyright")
+    docs: list[str] = []
+    i = rng.randrange(len(words))
+    while len(docs) < n_docs:
+        parts: list[str] = []
+        size = 0
+        while True:
+            w = words[i % len(words)]
+            b = len(w.encode("utf-8"))
+            if size + b > doc_bytes and parts:
+                break
+            parts.append(w)
+            size += b
+            i += 1
+        docs.append("".join(parts))
+    return docs

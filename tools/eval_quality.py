@@ -44,6 +44,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _corpus  # noqa: E402  (sibling helper, found through the path set above)
+from _util import popcount  # noqa: E402  (sibling helper, as above)
 
 import simstore  # noqa: E402
 from simstore import FingerprintConfig, IdfTable  # noqa: E402
@@ -136,14 +137,6 @@ def pair_jaccard(x: Any, i: int, j: int) -> float:
 
 
 # ---------------------------------------------------------------- fingerprints
-def popcount(v: np.ndarray) -> np.ndarray:
-    """Bits set per uint64."""
-    if hasattr(np, "bitwise_count"):
-        return np.bitwise_count(v)
-    table = np.array([bin(b).count("1") for b in range(256)], dtype=np.uint8)
-    return table[v.view(np.uint8).reshape(*v.shape, 8)].sum(axis=-1)
-
-
 def hamming_histogram(fps: np.ndarray) -> np.ndarray:
     """Counts of all pairs i < j by Hamming distance 0..64."""
     hist = np.zeros(65, dtype=np.int64)

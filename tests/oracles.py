@@ -1,0 +1,63 @@
+"""Brute-force Hamming oracles, written once: every search test compares against these.
+
+Each compares every fingerprint (or every pair) the obvious way and shares no code
+with simstore: Python's ``int.bit_count`` for single distances, a byte table for
+numpy arrays (not ``np.bitwise_count``). Results are plain lists in a fixed order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from simstore import Match
+
+_BYTE_BITS = np.array([bin(b).count("1") for b in range(256)], dtype=np.uint8)
+
+
+def hamming(a: int, b: int) -> int:
+    """Bits that differ between two 64-bit fingerprints (ints or numpy integers)."""
+    return (int(a) ^ int(b)).bit_count()
+
+
+def popcounts(x: np.ndarray) -> np.ndarray:
+    """Bits set in each uint64 of x (any shape), as int64 of the same shape."""
+    a = np.ascontiguousarray(x, dtype=np.uint64)
+    return _BYTE_BITS[a.view(np.uint8).reshape(*a.shape, 8)].sum(axis=-1, dtype=np.int64)
+
+
+def brute_neighbours(fps: Iterable[int], q: int, k: int) -> list[tuple[int, int]]:
+    """(index, distance) of every fingerprint within k of q, in index order."""
+    return [(i, d) for i, f in enumerate(fps) if (d := hamming(f, q)) <= k]
+
+
+def brute_matches(stored: Mapping[Any, int], q: int, k: int) -> list[Match]:
+    """Every stored doc_id -> fingerprint within k of q: by distance, then insertion order."""
+    rows = [(hamming(fp, q), n, d, fp) for n, (d, fp) in enumerate(stored.items())]
+    return [Match(d, fp, dist) for dist, _, d, fp in sorted(rows) if dist <= k]
+
+
+def brute_pairs(fps: Sequence[int] | np.ndarray, k: int) -> tuple[list[int], list[int], list[int]]:
+    """Every pair i < j within k as columns (i, j, distance), sorted by i, then j."""
+    f = np.array(fps, dtype=np.uint64).reshape(-1)
+    d = popcounts(f[:, None] ^ f[None, :])
+    i, j = np.nonzero(np.triu(d <= k, 1))
+    return i.tolist(), j.tolist(), d[i, j].tolist()
+
+
+def brute_clusters(fps: Sequence[int] | np.ndarray, k: int) -> list[int]:
+    """For each fingerprint, the smallest index of its component in the within-k graph."""
+    parent = list(range(len(fps)))
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    i, j, _ = brute_pairs(fps, k)
+    for a, b in zip(i, j, strict=True):
+        ra, rb = root(a), root(b)
+        parent[max(ra, rb)] = min(ra, rb)
+    return [root(x) for x in range(len(fps))]
