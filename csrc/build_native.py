@@ -13,7 +13,9 @@ import sys
 from cffi import FFI
 
 HERE = pathlib.Path(__file__).resolve().parent
-SOURCES = ["murmur3.c", "hamming.c", "simhash.c", "permute.c", "batch.c", "query.c"]
+SOURCES = [
+    "murmur3.c", "hamming.c", "simhash.c", "signature.c", "permute.c", "batch.c", "query.c",
+]
 
 
 def _cdef() -> str:

@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "simstore.h"
+#include "_internal.h"
 
 /* ---- accumulation ------------------------------------------------------ */
 
@@ -138,21 +138,13 @@ static size_t shingle_hashes(const uint8_t *buf, const int64_t *starts,
     return nf;
 }
 
-typedef struct {
-    uint8_t *buf;
-    int64_t *starts, *ends;
-    uint64_t *hashes;   /* shingle hashes, then distinct ones in first-seen order */
-    int64_t *counts;    /* occurrences of each distinct hash */
-    uint32_t *slots;    /* open-addressing set: 1 + index into hashes, 0 = empty */
-    size_t nslots;      /* power of two >= 2 * max features */
-} scratch_t;
-
-static void scratch_free(scratch_t *s) {
+void ss__text_scratch_free(ss__text_scratch *s) {
     free(s->buf); free(s->starts); free(s->ends); free(s->hashes);
     free(s->counts); free(s->slots);
 }
 
-static int scratch_alloc(scratch_t *s, const int64_t *offsets, size_t ndocs) {
+int ss__text_scratch_alloc(ss__text_scratch *s, const int64_t *offsets,
+                           size_t ndocs) {
     size_t maxlen = 0;
     memset(s, 0, sizeof(*s));
     for (size_t d = 0; d < ndocs; d++) {
@@ -172,15 +164,16 @@ static int scratch_alloc(scratch_t *s, const int64_t *offsets, size_t ndocs) {
     s->counts = malloc(maxtok * sizeof(int64_t));
     s->slots = malloc(s->nslots * sizeof(uint32_t));
     if (!s->buf || !s->starts || !s->ends || !s->hashes || !s->counts || !s->slots) {
-        scratch_free(s);
+        ss__text_scratch_free(s);
         return -1;
     }
+    make_spread(s->spread);
     return 0;
 }
 
 /* Compacts hashes[0..n) in place to its distinct values in first-seen order
  * (the order the reference implementation sums in), counting repeats. */
-static size_t distinct_in_order(scratch_t *s, size_t n) {
+static size_t distinct_in_order(ss__text_scratch *s, size_t n) {
     size_t cap = 16;
     while (cap < 2 * n) cap <<= 1;
     uint64_t mask = cap - 1;
@@ -210,8 +203,8 @@ static size_t distinct_in_order(scratch_t *s, size_t n) {
 int ss_features(const uint8_t *text, const int64_t *offsets, size_t ndocs,
                 int ngram, uint32_t seed, uint64_t *out_hashes,
                 int64_t *out_offsets) {
-    scratch_t s;
-    if (ngram < 1 || scratch_alloc(&s, offsets, ndocs) != 0) return -1;
+    ss__text_scratch s;
+    if (ngram < 1 || ss__text_scratch_alloc(&s, offsets, ndocs) != 0) return -1;
     int64_t pos = 0;
     out_offsets[0] = 0;
     for (size_t d = 0; d < ndocs; d++) {
@@ -222,7 +215,7 @@ int ss_features(const uint8_t *text, const int64_t *offsets, size_t ndocs,
                                        seed, out_hashes + pos);
         out_offsets[d + 1] = pos;
     }
-    scratch_free(&s);
+    ss__text_scratch_free(&s);
     return 0;
 }
 
@@ -262,25 +255,31 @@ static uint64_t weighted_fingerprint(const uint64_t *h, const int64_t *c,
     return sign_bits_double(acc);
 }
 
+uint64_t ss__text_fingerprint(ss__text_scratch *s, const uint8_t *src,
+                              size_t len, int ngram, uint32_t seed,
+                              int weighting, size_t *out_ndistinct) {
+    size_t ntok = tokenize(src, len, s->buf, s->starts, s->ends);
+    size_t nf = shingle_hashes(s->buf, s->starts, s->ends, ntok, ngram, seed,
+                               s->hashes);
+    size_t nd = distinct_in_order(s, nf);
+    *out_ndistinct = nd;
+    return weighted_fingerprint(s->hashes, s->counts, nd, weighting, s->spread);
+}
+
 int ss_fingerprint_texts(const uint8_t *text, const int64_t *offsets,
                          size_t ndocs, int ngram, uint32_t seed,
                          int weighting, uint64_t *out,
                          int64_t *out_nfeatures) {
-    scratch_t s;
-    uint64_t spread[256];
+    ss__text_scratch s;
     if (ngram < 1 || weighting < 0 || weighting > 2) return -1;
-    if (scratch_alloc(&s, offsets, ndocs) != 0) return -1;
-    make_spread(spread);
+    if (ss__text_scratch_alloc(&s, offsets, ndocs) != 0) return -1;
     for (size_t d = 0; d < ndocs; d++) {
-        const uint8_t *src = text + offsets[d];
-        size_t len = (size_t)(offsets[d + 1] - offsets[d]);
-        size_t ntok = tokenize(src, len, s.buf, s.starts, s.ends);
-        size_t nf = shingle_hashes(s.buf, s.starts, s.ends, ntok, ngram, seed,
-                                   s.hashes);
-        size_t nd = distinct_in_order(&s, nf);
+        size_t nd;
+        out[d] = ss__text_fingerprint(&s, text + offsets[d],
+                                      (size_t)(offsets[d + 1] - offsets[d]),
+                                      ngram, seed, weighting, &nd);
         out_nfeatures[d] = (int64_t)nd;
-        out[d] = weighted_fingerprint(s.hashes, s.counts, nd, weighting, spread);
     }
-    scratch_free(&s);
+    ss__text_scratch_free(&s);
     return 0;
 }

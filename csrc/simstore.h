@@ -157,6 +157,45 @@ int ss_sort_table(const uint64_t *fps, const uint64_t *iids, size_t n,
                   uint64_t *out_vals);
 /* QUERY-END */
 
+/* --- similarity signatures (csrc/signature.c) ------------------------ */
+/* SIGNATURE-BEGIN */
+/* A signature of a set of 64-bit feature hashes (seed s, sketch_bits b,
+ * bands x rows): one-permutation MinHash into K = 2b sketch bins and into
+ * L = bands * rows band bins (bin minimum of the low 32 bits of
+ * fmix64(h ^ salt), bin from the high 32), optimal densification of empty
+ * bins, then an odd sketch of b bits over the K (bin, value) pairs (b / 64
+ * uint64 words, bit p in word p / 64) and one key per band (murmur3_x64_128
+ * low 64 bits of its rows values as little-endian uint32, seed s + 1 + band).
+ * Valid shapes: b a multiple of 64 in 64..4096, bands 1..64, rows 1..32,
+ * bands * rows <= 1024. The exact scheme is simstore/_reference.py's. */
+
+/* Signatures of given hash sets: set d is hashes[offsets[d] .. offsets[d+1])
+ * (at least one hash; repeats do not matter). out_sketch holds ndocs rows of
+ * sketch_bits / 64 words, out_bands ndocs rows of bands keys. Returns 0, -1
+ * out of memory, -2 bad arguments (shape, or an empty or reversed set). */
+int ss_signature_hashes(const uint64_t *hashes, const int64_t *offsets,
+                        size_t ndocs, uint32_t seed, int sketch_bits,
+                        int bands, int rows, uint64_t *out_sketch,
+                        uint64_t *out_bands);
+/* Fused pipeline: ss_fingerprint_texts (fingerprints into out_fp, distinct
+ * feature counts into out_nfeatures) plus the signature of each document's
+ * distinct features. A document without a token (out_nfeatures[d] == 0) gets
+ * fingerprint 0 and zeroed sketch and band rows, for the caller to fill.
+ * Returns 0, -1 out of memory, -2 bad arguments. */
+int ss_signature_texts(const uint8_t *text, const int64_t *offsets,
+                       size_t ndocs, int ngram, uint32_t seed, int weighting,
+                       int sketch_bits, int bands, int rows, uint64_t *out_fp,
+                       uint64_t *out_sketch, uint64_t *out_bands,
+                       int64_t *out_nfeatures);
+/* out[i] = popcount(q XOR sketches[i]) over words uint64 words per sketch
+ * (1..64). Returns 0, -2 bad arguments. */
+int ss_sketch_distance_one(const uint64_t *q, const uint64_t *sketches,
+                           size_t n, int words, int32_t *out);
+/* out[i] = popcount(a[i] XOR b[i]) for two n x words arrays (words 1..64).
+ * Returns 0, -2 bad arguments. */
+int ss_sketch_distance_pairwise(const uint64_t *a, const uint64_t *b,
+                                size_t n, int words, int32_t *out);
+/* SIGNATURE-END */
 
 /* CDEF-END */
 

@@ -13,9 +13,11 @@ from .exceptions import (
     InvalidDistanceError,
     InvalidDocIdError,
     InvalidFingerprintError,
+    InvalidSignatureError,
     LayoutMismatchError,
     NativeModuleError,
     NotAStoreError,
+    NotSimilarityStoreError,
     ReadOnlyError,
     SimstoreError,
     SimstoreTypeError,
@@ -28,6 +30,7 @@ from .exceptions import (
 from .fingerprinting import (
     DEFAULT_CONFIG,
     EMPTY_FINGERPRINT,
+    SIGNATURE_CONFIG,
     FingerprintConfig,
     IdfTable,
     features,
@@ -39,7 +42,9 @@ from .fingerprinting import (
     tokens,
 )
 from .layout import Layout, Plan, plan
-from .store import Match, SimStore
+from .signature import Signature, Signatures, signature, signatures, sketch_jaccard
+from .similar import SimilarPairs, find_similar, similar_clusters
+from .store import Match, SimilarMatch, SimStore
 
 try:
     __version__ = version("simstore")
@@ -74,6 +79,7 @@ __all__ = [
     "InvalidDistanceError",
     "InvalidDocIdError",
     "InvalidFingerprintError",
+    "InvalidSignatureError",
     "NativeModuleError",
     "SimstoreError",
     "SimstoreTypeError",
@@ -86,4 +92,15 @@ __all__ = [
     "normalize",
     "simhash",
     "tokens",
+    "SIGNATURE_CONFIG",
+    "Signature",
+    "Signatures",
+    "signature",
+    "signatures",
+    "sketch_jaccard",
+    "NotSimilarityStoreError",
+    "SimilarMatch",
+    "SimilarPairs",
+    "find_similar",
+    "similar_clusters",
 ]

@@ -327,3 +327,64 @@ def sort_table(
     if rc != 0:
         raise_for(rc, f"sorting a table of {len(width)} blocks")
     return keys, vals
+
+
+# --- signatures ---
+
+
+def signature_hashes(
+    hashes: np.ndarray, offsets: np.ndarray, seed: int, sketch_bits: int, bands: int, rows: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sketches (n, sketch_bits/64) and band keys (n, bands) of hash sets hashes[offsets[d]:...]."""
+    ndocs = len(offsets) - 1
+    sketches = np.empty((ndocs, sketch_bits // 64), dtype=np.uint64)
+    keys = np.empty((ndocs, bands), dtype=np.uint64)
+    rc = lib.ss_signature_hashes(
+        _u64_ptr(hashes), ffi.from_buffer("int64_t[]", offsets), ndocs, seed,
+        sketch_bits, bands, rows, _u64_ptr(sketches), _u64_ptr(keys),
+    )
+    if rc != 0:
+        raise_for(rc, "computing signatures of hash sets")
+    return sketches, keys
+
+
+def signature_texts(
+    blob: bytes, offsets: np.ndarray, ngram: int, seed: int, weighting: int,
+    sketch_bits: int, bands: int, rows: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Fused pipeline: fingerprints, sketches, band keys and distinct-feature counts."""
+    ndocs = len(offsets) - 1
+    fps = np.empty(ndocs, dtype=np.uint64)
+    sketches = np.empty((ndocs, sketch_bits // 64), dtype=np.uint64)
+    keys = np.empty((ndocs, bands), dtype=np.uint64)
+    nfeat = np.empty(ndocs, dtype=np.int64)
+    rc = lib.ss_signature_texts(
+        blob, ffi.from_buffer("int64_t[]", offsets), ndocs, ngram, seed, weighting,
+        sketch_bits, bands, rows, _u64_ptr(fps), _u64_ptr(sketches), _u64_ptr(keys),
+        ffi.from_buffer("int64_t[]", nfeat),
+    )
+    if rc != 0:
+        raise_for(rc, "computing signatures of texts")
+    return fps, sketches, keys, nfeat
+
+
+def sketch_distance_one(q: np.ndarray, sketches: np.ndarray) -> np.ndarray:
+    """Bit distances (int32) of one sketch (words,) to each row of a C-contiguous (n, words)."""
+    out = np.empty(len(sketches), dtype=np.int32)
+    rc = lib.ss_sketch_distance_one(
+        _u64_ptr(q), _u64_ptr(sketches), len(sketches), len(q), ffi.from_buffer("int32_t[]", out)
+    )
+    if rc != 0:
+        raise_for(rc, "computing sketch distances")
+    return out
+
+
+def sketch_distance_pairwise(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise bit distances (int32) of two C-contiguous (n, words) uint64 arrays."""
+    out = np.empty(len(a), dtype=np.int32)
+    rc = lib.ss_sketch_distance_pairwise(
+        _u64_ptr(a), _u64_ptr(b), len(a), a.shape[1], ffi.from_buffer("int32_t[]", out)
+    )
+    if rc != 0:
+        raise_for(rc, "computing sketch distances")
+    return out

@@ -30,9 +30,8 @@ from .exceptions import CorruptStoreError, InvalidDocIdError, SimstoreTypeError
 DocId = Union[str, int]  # noqa: UP007 - a runtime alias, kept valid on Python 3.10
 
 FORMAT = "simstore"
-FORMAT_VERSION = 1
-RECORD_VERSION = 1
-RECORD_TAG = bytes((RECORD_VERSION,))
+FORMAT_VERSION = 1  # Hamming stores; similarity stores (docs records version 2) are format 2
+FORMAT_VERSIONS = (1, 2)
 MAX_DOC_ID_BYTES = 1 << 16
 MAX_KEY_BYTES = 511  # LMDB's key limit: longer ids are keyed by a digest
 _FP_END = 9  # a record is [version byte][fingerprint: bytes 1..8][encoded id]
@@ -183,76 +182,136 @@ def iid_rows(iids: np.ndarray) -> np.ndarray:
     return iids.astype(">u8").view("V8")
 
 
-def record(fp: int, enc: bytes) -> bytes:
-    """The docs record of a fingerprint and an encoded id."""
-    return RECORD_TAG + fp.to_bytes(8, "big") + enc
-
-
-def record_prefixes(fps: np.ndarray) -> np.ndarray:
-    """The fixed first bytes (version and fingerprint) of many records, one row each."""
-    prefix = np.empty((len(fps), _FP_END), dtype=np.uint8)
-    prefix[:, 0] = RECORD_VERSION
-    prefix[:, 1:] = fps.astype(">u8").view(np.uint8).reshape(len(fps), 8)
-    return prefix
-
-
-def parse_record(rec: bytes) -> tuple[int, bytes]:
-    """(fingerprint, encoded id) of a docs record of any known format version."""
-    if not rec or rec[0] != RECORD_VERSION or len(rec) < _FP_END + 1:
-        raise CorruptStoreError(
-            f"a docs record has format {bytes(rec[:1])!r} and {len(rec)} bytes; this simstore "
-            f"reads format {RECORD_VERSION}"
-        )
-    return int.from_bytes(rec[1:_FP_END], "big"), bytes(rec[_FP_END:])
-
-
-def record_match(rec: bytes) -> tuple[DocId, int]:
-    """(doc id, fingerprint) of a docs record: the hot path of a query's answer."""
-    if rec[:1] != RECORD_TAG:
-        parse_record(rec)  # raises with the reason
-    return decode_id(rec[_FP_END:]), int.from_bytes(rec[1:_FP_END], "big")
-
-
 class DocsColumns(NamedTuple):
-    """Columns of the docs table, in internal-id order (see :func:`walk_docs`)."""
+    """Columns of the docs table, in internal-id order (see :meth:`RecordCodec.walk`).
+
+    sketches: (n, sketch words) uint64 and bands: (n, bands) uint32, empty
+    (n, 0) for version-1 records.
+    """
 
     keys: list[bytes]
     iids: np.ndarray
     fps: np.ndarray
     encs: list[bytes] | None
+    sketches: np.ndarray
+    bands: np.ndarray
 
 
-def walk_docs(
-    items: Iterator[tuple[bytes, bytes]],
-    *,
-    with_ids: bool = True,
-    problems: list[str] | None = None,
-) -> DocsColumns:
-    """Columns of every docs record from (key, record) pairs: THE docs-table walker.
+class RecordCodec:
+    """The docs records of one store, THE record layout.
 
-    A malformed record is reported into ``problems`` and skipped when given;
-    otherwise it raises CorruptStoreError.
+    Version 1 (Hamming stores): ``[1][fingerprint: 8 bytes BE][encoded id]``.
+    Version 2 (similarity stores): ``[2][fingerprint: 8 bytes BE][sketch:
+    words x 8 bytes LE][band keys: bands x 4 bytes BE][encoded id]``; the sizes
+    come from the store's recorded config, so every record of a store has one
+    version.
     """
-    keys: list[bytes] = []
-    fpb: list[bytes] = []
-    encs: list[bytes] | None = [] if with_ids else None
-    for key, val in items:
-        if len(key) != 8 or len(val) <= _FP_END or val[0] != RECORD_VERSION:
-            msg = (
-                f"docs record {bytes(key)!r} is malformed (key {len(key)} bytes, "
-                f"value {len(val)} bytes, format byte {bytes(val[:1])!r})"
+
+    def __init__(self, sketch_words: int = 0, nbands: int = 0) -> None:
+        self.sketch_words = sketch_words
+        self.nbands = nbands
+        self.version = 2 if sketch_words else 1
+        self.tag = bytes((self.version,))
+        self._sketch_end = _FP_END + 8 * sketch_words
+        self.id_start = self._sketch_end + 4 * nbands
+
+    def record(self, fp: int, enc: bytes, sketch: bytes = b"", bands: bytes = b"") -> bytes:
+        """The record of one doc (sketch: LE uint64 words, bands: BE uint32 keys)."""
+        if len(sketch) + len(bands) != self.id_start - _FP_END:
+            raise AssertionError("a record's sketch or band keys do not fit the store")
+        return self.tag + fp.to_bytes(8, "big") + sketch + bands + enc
+
+    def prefixes(
+        self, fps: np.ndarray, sketches: np.ndarray | None = None, bands: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The fixed first bytes (all but the id) of many records, one uint8 row each."""
+        n = len(fps)
+        prefix = np.empty((n, self.id_start), dtype=np.uint8)
+        prefix[:, 0] = self.version
+        prefix[:, 1:_FP_END] = fps.astype(">u8").view(np.uint8).reshape(n, 8)
+        if self.sketch_words:
+            assert sketches is not None and bands is not None
+            prefix[:, _FP_END : self._sketch_end] = (
+                sketches.astype("<u8").view(np.uint8).reshape(n, -1)
             )
-            if problems is None:
-                raise CorruptStoreError(msg)
-            problems.append(msg)
-            continue
-        keys.append(key)
-        fpb.append(val[1:_FP_END])
-        if encs is not None:
-            encs.append(bytes(val[_FP_END:]))
-    iids = np.frombuffer(b"".join(keys), dtype=">u8").astype(np.uint64)
-    fps = np.frombuffer(b"".join(fpb), dtype=">u8").astype(np.uint64)
-    return DocsColumns(keys, iids, fps, encs)
+            prefix[:, self._sketch_end :] = (
+                bands.astype(">u4").view(np.uint8).reshape(n, -1)
+            )
+        return prefix
+
+    def _check(self, rec: bytes) -> None:
+        if not rec or rec[0] != self.version or len(rec) <= self.id_start:
+            raise CorruptStoreError(
+                f"a docs record has format {bytes(rec[:1])!r} and {len(rec)} bytes; this "
+                f"store keeps format {self.version} records of more than {self.id_start} bytes"
+            )
+
+    def parse(self, rec: bytes) -> tuple[int, bytes]:
+        """(fingerprint, encoded id) of a record."""
+        self._check(rec)
+        return int.from_bytes(rec[1:_FP_END], "big"), bytes(rec[self.id_start :])
+
+    def match(self, rec: bytes) -> tuple[DocId, int]:
+        """(doc id, fingerprint) of a record: the hot path of a query's answer."""
+        if rec[:1] != self.tag:
+            self._check(rec)  # raises with the reason
+        return decode_id(rec[self.id_start :]), int.from_bytes(rec[1:_FP_END], "big")
+
+    def sketch(self, rec: bytes) -> bytes:
+        """The sketch bytes (LE uint64 words) of a version-2 record."""
+        return bytes(rec[_FP_END : self._sketch_end])
+
+    def band_keys(self, rec: bytes) -> list[bytes]:
+        """The 4-byte band keys of a version-2 record, band by band."""
+        end = self._sketch_end
+        return [bytes(rec[end + 4 * b : end + 4 * b + 4]) for b in range(self.nbands)]
+
+    def walk(
+        self,
+        items: Iterator[tuple[bytes, bytes]],
+        *,
+        with_ids: bool = True,
+        with_sketches: bool = False,
+        problems: list[str] | None = None,
+    ) -> DocsColumns:
+        """Columns of every record from (key, record) pairs: THE docs-table walker.
+
+        A malformed record is reported into ``problems`` and skipped when
+        given; otherwise it raises CorruptStoreError.
+        """
+        keys: list[bytes] = []
+        fpb: list[bytes] = []
+        extra: list[bytes] = []
+        encs: list[bytes] | None = [] if with_ids else None
+        start, id_start, version = _FP_END, self.id_start, self.version
+        for key, val in items:
+            if len(key) != 8 or len(val) <= id_start or val[0] != version:
+                msg = (
+                    f"docs record {bytes(key)!r} is malformed (key {len(key)} bytes, "
+                    f"value {len(val)} bytes, format byte {bytes(val[:1])!r})"
+                )
+                if problems is None:
+                    raise CorruptStoreError(msg)
+                problems.append(msg)
+                continue
+            keys.append(key)
+            fpb.append(val[1:start])
+            if with_sketches:
+                extra.append(val[start:id_start])
+            if encs is not None:
+                encs.append(bytes(val[id_start:]))
+        n = len(keys)
+        iids = np.frombuffer(b"".join(keys), dtype=">u8").astype(np.uint64)
+        fps = np.frombuffer(b"".join(fpb), dtype=">u8").astype(np.uint64)
+        if with_sketches and self.sketch_words:
+            rows = np.frombuffer(b"".join(extra), dtype=np.uint8).reshape(n, id_start - start)
+            split = 8 * self.sketch_words
+            sketches = np.ascontiguousarray(rows[:, :split]).view("<u8").astype(np.uint64)
+            bands = np.ascontiguousarray(rows[:, split:]).view(">u4").astype(np.uint32)
+        else:
+            sketches = np.empty((n, 0), dtype=np.uint64)
+            bands = np.empty((n, 0), dtype=np.uint32)
+        return DocsColumns(keys, iids, fps, encs, sketches, bands)
 
 
 # --- metadata ------------------------------------------------------------------
@@ -276,11 +335,11 @@ def from_json(raw: bytes | None, name: str) -> dict[str, Any]:
     return value
 
 
-def format_meta() -> dict[str, Any]:
-    """The ``format`` metadata this simstore writes."""
-    return {"format": FORMAT, "version": FORMAT_VERSION}
+def format_meta(similarity: bool = False) -> dict[str, Any]:
+    """The ``format`` metadata this simstore writes (2: a similarity store)."""
+    return {"format": FORMAT, "version": 2 if similarity else 1}
 
 
 def is_known_format(meta: dict[str, Any]) -> bool:
     """Whether this simstore reads a store with this ``format`` metadata."""
-    return meta.get("format") == FORMAT and meta.get("version") == FORMAT_VERSION
+    return meta.get("format") == FORMAT and meta.get("version") in FORMAT_VERSIONS

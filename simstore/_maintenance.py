@@ -18,6 +18,7 @@ import numpy as np
 from . import _format as F
 from . import batch
 from ._env import Env, translate
+from ._schema import Handles
 from ._tables import Tables
 from .exceptions import StoreError
 from .layout import plan
@@ -26,14 +27,14 @@ _MAX_LISTED = 20
 Snapshot = Callable[[], tuple[list[Any], np.ndarray]]
 
 
-def verify(txn: Any, docs: Any, ids: Any, tables: Tables) -> list[str]:
+def verify(txn: Any, h: Handles) -> list[str]:
     """Every broken invariant of the store, as sentences; [] when all hold."""
     problems: list[str] = []
-    cols = F.walk_docs(txn.cursor(docs).iternext(), problems=problems)
+    cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_sketches=True, problems=problems)
     assert cols.encs is not None
     bad_ids = 0
     for key, enc in zip(cols.keys, cols.encs, strict=True):
-        got = txn.get(F.id_key(enc), db=ids)
+        got = txn.get(F.id_key(enc), db=h.ids)
         if got is None or bytes(got) != key:
             bad_ids += 1
             if bad_ids <= _MAX_LISTED:
@@ -43,12 +44,14 @@ def verify(txn: Any, docs: Any, ids: Any, tables: Tables) -> list[str]:
                 )
     if bad_ids > _MAX_LISTED:
         problems.append(f"... and {bad_ids - _MAX_LISTED} more docs with bad ids entries")
-    n_ids = int(txn.stat(ids)["entries"])
+    n_ids = int(txn.stat(h.ids)["entries"])
     if n_ids != len(cols.keys):
         problems.append(
             f"the ids table has {n_ids} entries for {len(cols.keys)} docs (orphans or gaps)"
         )
-    problems.extend(tables.check(txn, cols.iids, cols.fps))
+    problems.extend(h.tables.check(txn, cols.iids, cols.fps))
+    if h.bands is not None:
+        problems.extend(h.bands.check(txn, cols.iids, cols.bands))
     return problems
 
 
@@ -59,36 +62,36 @@ def _safe_id(enc: bytes) -> Any:
         return enc
 
 
-def rebuild(
-    env: Env, handles: Callable[[], tuple[Any, Any, Any, Tables]], k: int,
-    expected_size: int | None,
-) -> None:
-    """Re-derive every permutation table and the ids table from docs, atomically.
+def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int | None) -> None:
+    """Re-derive the permutation, band and ids tables from the docs records, atomically.
 
-    ``handles()`` gives the store's current (docs, ids, meta, tables) handles;
-    they are renewed whenever the environment is reopened. A kill at any
-    moment leaves the old layout or the new one, complete (LMDB commits
-    atomically). The caller holds the store's exclusive lock and reopens the
-    environment afterwards (the layout may have changed).
+    ``handles()`` gives the store's current handles; they are renewed
+    whenever the environment is reopened. A kill at any moment leaves the old
+    layout or the new one, complete (LMDB commits atomically). The caller
+    holds the store's exclusive lock and reopens the environment afterwards
+    (the layout may have changed).
     """
 
     def attempt() -> None:
-        docs, ids, meta, tables = handles()
+        h = handles()
         txn = env.begin(True)
         try:
-            cols = F.walk_docs(txn.cursor(docs).iternext())
+            cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_sketches=True)
             assert cols.encs is not None
             size = max(len(cols.fps), 1) if expected_size is None else expected_size
             layout = plan(k, size).layout
-            tables.drop(txn)
+            h.tables.drop(txn)
             # the ids table is derived from docs too: re-derive it
-            txn.drop(ids, delete=False)
+            txn.drop(h.ids, delete=False)
             id_items = sorted(zip(map(F.id_key, cols.encs), cols.keys, strict=True))
-            txn.cursor(ids).putmulti(id_items, append=True)
+            txn.cursor(h.ids).putmulti(id_items, append=True)
             del id_items
-            txn.put(b"layout", F.to_json(layout.to_dict()), db=meta)
+            txn.put(b"layout", F.to_json(layout.to_dict()), db=h.meta)
             fresh = Tables(env.env, txn, layout, create=True)
             fresh.fill(txn, cols.fps, cols.iids)
+            if h.bands is not None:
+                h.bands.drop(txn)
+                h.bands.fill(txn, cols.bands, cols.iids)
             txn.commit()
         except BaseException:
             try:

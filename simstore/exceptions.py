@@ -27,6 +27,11 @@ class InvalidConfigError(SimstoreValueError):
     """A fingerprinting option is not one of the allowed values."""
 
 
+class InvalidSignatureError(SimstoreValueError):
+    """A similarity signature or sketch array does not fit its config (size, bands, dtype),
+    or signatures of different configs were mixed."""
+
+
 class InvalidDocIdError(SimstoreValueError):
     """A document id is empty, too long or of a type a store cannot keep."""
 
@@ -78,3 +83,8 @@ class StoreAccessError(StoreError):
 
 class CorruptStoreError(StoreError):
     """The store's files or records are damaged or were not written by simstore."""
+
+
+class NotSimilarityStoreError(StoreError):
+    """A similarity call on a store that keeps fingerprints only (index it again with
+    signatures)."""

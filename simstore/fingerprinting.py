@@ -58,11 +58,18 @@ class FingerprintConfig:
 
     ngram: words per shingle (1..16). weighting: 'uniform', 'tf' or 'logtf'.
     seed: murmur3 seed (0..2**32-1); changing it changes every fingerprint.
+    sketch_bits, bands, rows: the similarity signature (see ``signature``):
+    odd-sketch bits (a multiple of 64 in 64..4096) and LSH bands x rows
+    (bands 1..64, rows 1..32, bands * rows <= 1024); all 0 (the default)
+    for a Hamming-only config.
     """
 
     ngram: int = 3
     weighting: str = "uniform"
     seed: int = 0
+    sketch_bits: int = 0
+    bands: int = 0
+    rows: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.ngram, bool) or not isinstance(self.ngram, numbers.Integral):
@@ -77,18 +84,57 @@ class FingerprintConfig:
             raise InvalidConfigError(f"'seed' must be an int in 0..2**32-1 (got {self.seed!r})")
         if not 0 <= self.seed < 1 << 32:
             raise InvalidConfigError(f"'seed' must be an int in 0..2**32-1 (got {self.seed})")
+        self._check_signature()
+
+    def _check_signature(self) -> None:
+        for name, allowed in (
+            ("sketch_bits", "0 or a multiple of 64 in 64..4096"),
+            ("bands", "an int in 0..64"),
+            ("rows", "an int in 0..32"),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise InvalidConfigError(f"{name!r} must be {allowed} (got {value!r})")
+        b, nb, nr = self.sketch_bits, self.bands, self.rows
+        if not (b == 0 or (64 <= b <= 4096 and b % 64 == 0)):
+            raise InvalidConfigError(
+                f"'sketch_bits' must be 0 or a multiple of 64 in 64..4096 (got {b})"
+            )
+        if not 0 <= nb <= 64:
+            raise InvalidConfigError(f"'bands' must be an int in 0..64 (got {nb})")
+        if not 0 <= nr <= 32:
+            raise InvalidConfigError(f"'rows' must be an int in 0..32 (got {nr})")
+        if nb * nr > 1024:
+            raise InvalidConfigError(f"'bands' * 'rows' must be at most 1024 (got {nb}x{nr})")
+        if (b > 0) != (nb > 0) or (nb > 0) != (nr > 0):
+            raise InvalidConfigError(
+                "'sketch_bits', 'bands' and 'rows' must be all > 0 (a similarity signature) "
+                f"or all 0 (Hamming only) (got sketch_bits={b}, bands={nb}, rows={nr})"
+            )
+
+    @property
+    def has_signature(self) -> bool:
+        """Whether this config defines a similarity signature (sketch + bands)."""
+        return self.sketch_bits > 0
 
     @property
     def scheme(self) -> str:
-        """A stable name of the exact text -> fingerprint function."""
-        return (
+        """A stable name of the exact text -> fingerprint (and signature) function."""
+        base = (
             f"simhash64/v{SCHEME_VERSION};ngram={self.ngram};"
             f"weighting={self.weighting};seed={self.seed}"
         )
+        if not self.has_signature:
+            return base
+        return f"{base};sketch=odd{self.sketch_bits};bands={self.bands}x{self.rows}"
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain-JSON form (for a store's metadata)."""
-        return {"version": SCHEME_VERSION, **asdict(self)}
+        """Plain-JSON form (for a store's metadata); signature fields only when set."""
+        out = {"version": SCHEME_VERSION, **asdict(self)}
+        if not self.has_signature:
+            for name in ("sketch_bits", "bands", "rows"):
+                del out[name]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FingerprintConfig:
@@ -103,6 +149,8 @@ class FingerprintConfig:
 
 
 DEFAULT_CONFIG = FingerprintConfig()
+SIGNATURE_CONFIG = FingerprintConfig(sketch_bits=512, bands=16, rows=8)
+"""The default config of ``signature()`` / ``signatures()``: DEFAULT_CONFIG plus a signature."""
 
 
 def _config(config: FingerprintConfig | None, options: Mapping[str, Any]) -> FingerprintConfig:

@@ -15,15 +15,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from . import _core, _maintenance
+from . import _core, _maintenance, _reads, _schema, _writes
 from . import _format as F
 from ._env import PAGE, Env, current_pid
 from ._format import MAX_DOC_ID_BYTES, DocId
-from ._tables import PUT_CHUNK, Tables, put_sorted
+from ._reads import Match, SimilarMatch
 from ._validate import (
     MAX_FP,
     MAX_K,
@@ -34,19 +34,21 @@ from ._validate import (
     check_k,
 )
 from .exceptions import (
-    ConfigMismatchError,
-    CorruptStoreError,
-    FormatVersionError,
     InvalidConfigError,
-    LayoutMismatchError,
-    NotAStoreError,
+    InvalidSignatureError,
+    NotSimilarityStoreError,
     SimstoreTypeError,
     StoreError,
 )
 from .fingerprinting import DEFAULT_CONFIG, FingerprintConfig, fingerprints
 from .layout import Layout, plan
+from .signature import Signature, Signatures, signature, signatures
+from .similar import DEFAULT_THRESHOLD, check_threshold, similar_pairs_arrays
 
-__all__ = ["DEFAULT_EXPECTED_SIZE", "DEFAULT_K", "MAX_DOC_ID_BYTES", "DocId", "Match", "SimStore"]
+__all__ = [
+    "DEFAULT_EXPECTED_SIZE", "DEFAULT_K", "MAX_DOC_ID_BYTES", "DocId", "Match", "SimilarMatch",
+    "SimStore",
+]
 
 # Best F1 for Jaccard >= 0.9 in docs/quality.md; k = 3 serves Jaccard >= 0.95 and is ~4x faster.
 DEFAULT_K = 5
@@ -54,14 +56,6 @@ DEFAULT_EXPECTED_SIZE = 1_000_000
 _MIN_MAP_SIZE = 1 << 26
 _READ_CHUNK = 10_000
 _QUERY_CHUNK = 256
-
-
-class Match(NamedTuple):
-    """One stored document within the query distance."""
-
-    doc_id: DocId
-    fingerprint: int
-    distance: int
 
 
 class SimStore:
@@ -138,81 +132,14 @@ class SimStore:
 
     def _on_open(self, env: Any, creating: bool) -> None:
         """Create or check the metadata, then bind the databases (every (re)open)."""
-        if creating and self._create(env):
-            return
-        with self._env.translated():
-            txn = env.begin(write=False)
-            try:
-                layout, config = self._read_meta(env, txn)
-            finally:
-                txn.abort()
-            # Handles opened inside a read transaction die with it: open them on their own.
-            self._bind(env, None, layout, config, create=False)
-
-    def _create(self, env: Any) -> bool:
-        """Write a new store's databases and metadata; False if another process won."""
-        with self._env.translated():
-            txn = env.begin(write=True)
-            try:
-                if txn.get(b"meta") is not None:
-                    return False
-                meta = env.open_db(b"meta", txn=txn)
-                txn.put(b"format", F.to_json(F.format_meta()), db=meta)
-                txn.put(b"layout", F.to_json(self._layout.to_dict()), db=meta)
-                txn.put(b"fingerprint", F.to_json(self._config.to_dict()), db=meta)
-                self._bind(env, txn, self._layout, self._config, create=True)
-                txn.commit()
-                txn = None
-            finally:
-                if txn is not None:
-                    txn.abort()
-        return True
-
-    def _read_meta(self, env: Any, txn: Any) -> tuple[Layout, FingerprintConfig]:
-        """The recorded layout and config, checked against what the caller asked for."""
         path = self._env.path
-        if txn.get(b"meta") is None:
-            raise NotAStoreError(
-                f"{path!r} holds an LMDB environment that is not a simstore store "
-                "(no 'meta' database)"
-            )
-        meta = env.open_db(b"meta", txn=txn, create=False)
-        fmt = F.from_json(txn.get(b"format", db=meta), "format")
-        if not F.is_known_format(fmt):
-            raise FormatVersionError(
-                f"store {path!r} has format {fmt!r}; this simstore reads simstore format "
-                f"version {F.FORMAT_VERSION} (upgrade simstore or rebuild)"
-            )
-        layout = Layout.from_dict(F.from_json(txn.get(b"layout", db=meta), "layout"))
-        config = FingerprintConfig.from_dict(
-            F.from_json(txn.get(b"fingerprint", db=meta), "fingerprint")
-        )
-        if self._want_k is not None and self._want_k != layout.max_k:
-            raise LayoutMismatchError(
-                f"store {path!r} was built for k <= {layout.max_k}, not k={self._want_k}; "
-                f"open it without k (or with k={layout.max_k}), or build a new store for "
-                "the other k"
-            )
-        if self._want_config is not None and self._want_config != config:
-            raise ConfigMismatchError(
-                f"store {path!r} holds fingerprints of {config.scheme}, not "
-                f"{self._want_config.scheme}; open it without config or with the same one"
-            )
-        return layout, config
-
-    def _bind(
-        self, env: Any, txn: Any, layout: Layout, config: FingerprintConfig, *, create: bool
-    ) -> None:
-        self._layout = layout
-        self._config = config
-        self._meta = env.open_db(b"meta", txn=txn, create=create)
-        self._docs = env.open_db(b"docs", txn=txn, create=create)
-        self._ids = env.open_db(b"ids", txn=txn, create=create)
-        self._tables = Tables(env, txn, layout, create=create)
-
-    def _handles(self) -> tuple[Any, Any, Any, Tables]:
-        """The current (docs, ids, meta, tables) handles, renewed on every reopen."""
-        return self._docs, self._ids, self._meta, self._tables
+        with self._env.translated():
+            h = _schema.create(env, path, self._layout, self._config) if creating else None
+            if h is None:
+                h = _schema.load(env, path, self._want_k, self._want_config)
+        self._h = h
+        self._layout = h.layout
+        self._config = h.config
 
     # --- transactions --------------------------------------------------------------
 
@@ -232,19 +159,72 @@ class SimStore:
 
     # --- writes ----------------------------------------------------------------------
 
-    def add(self, doc_id: DocId, fp: int) -> None:
-        """Store doc_id with fingerprint fp; an existing doc_id gets the new fingerprint."""
+    def _write(self, op: Any, *args: Any, need: int = 0) -> Any:
+        """op(txn, handles, *args) in a write transaction, with the handles of the live env.
+
+        (After fork the environment is reopened first, and the handles with it.)
+        """
+        with self._env.lock:
+            self._env.live()
+            return self._env.write(op, self._h, *args, need=need)
+
+    def _item(self, item: Any, name: str = "fp") -> tuple[int, _writes.Extra]:
+        """(fingerprint, similarity part) of a fingerprint or Signature given to a write."""
+        if isinstance(item, Signature):
+            self._check_signature_config(item.config)
+            if self._h.bands is None:
+                return item.fingerprint, None
+            return item.fingerprint, _writes.extra_of(item.sketch, item.bands)
+        if self._h.bands is not None:
+            raise SimstoreTypeError(
+                f"store {self.path!r} keeps similarity signatures: give a Signature "
+                f"(store.signature(text)), not a bare fingerprint, as {name!r}"
+            )
+        return check_fingerprint(item, name), None
+
+    def _check_signature_config(self, config: FingerprintConfig) -> None:
+        mine = self._config
+        same = config == mine or (
+            not mine.has_signature
+            and (config.ngram, config.weighting, config.seed)
+            == (mine.ngram, mine.weighting, mine.seed)
+        )
+        if not same:
+            raise InvalidSignatureError(
+                f"store {self.path!r} holds {mine.scheme}; this signature is "
+                f"{config.scheme}: make it with store.signature(text)"
+            )
+
+    def add(self, doc_id: DocId, fp: int | Signature) -> None:
+        """Store doc_id with fingerprint fp (a Signature in a similarity store).
+
+        An existing doc_id gets the new fingerprint (and signature).
+        """
         enc = F.encode_id(doc_id)
-        self._env.write(self._op_add, F.id_key(enc), enc, check_fingerprint(fp))
+        q, extra = self._item(fp)
+        self._write(_writes.add, F.id_key(enc), enc, q, extra)
 
     def add_many(self, doc_ids: Iterable[DocId], fps: Any) -> None:
         """Store many docs in one transaction; a doc_id given twice keeps its last fp.
 
-        The fast path for bulk loads: each table gets its permuted keys sorted
+        fps: fingerprints (uint64 array or ints), or Signatures in a similarity
+        store. The fast path for bulk loads: each table gets its keys sorted
         (appended in key order when the table is empty). Int ids (a range, an
         int array or a list of ints) are encoded with numpy, not one by one.
         """
-        arr = as_fingerprint_array(fps)
+        sketches = bands = None
+        if isinstance(fps, Signatures):
+            self._check_signature_config(fps.config)
+            if self._h.bands is not None:
+                sketches, bands = fps.sketches, fps.bands
+            arr = fps.fingerprints
+        elif self._h.bands is not None:
+            raise SimstoreTypeError(
+                f"store {self.path!r} keeps similarity signatures: give Signatures "
+                "(store.signatures(texts)), not bare fingerprints, as 'fps'"
+            )
+        else:
+            arr = as_fingerprint_array(fps)
         ints = F.int_id_array(doc_ids)
         ids: Any = ints if ints is not None else F.doc_ids_list(doc_ids)
         if len(ids) != len(arr):
@@ -253,145 +233,77 @@ class SimStore:
             )
         if ints is not None:
             _, last_rev = np.unique(ints[::-1], return_index=True)
-            if len(last_rev) != len(ints):
-                keep = np.sort(len(ints) - 1 - last_rev)
-                ints, arr = ints[keep], arr[keep]
-            ids = ints
+            keep = np.sort(len(ints) - 1 - last_rev)
+            ids = ints[keep]
         else:
             encs = [F.encode_id(d) for d in ids]
             last = {F.id_key(enc): i for i, enc in enumerate(encs)}
-            kept = sorted(last.values())
-            if len(kept) != len(encs):
-                encs = [encs[i] for i in kept]
-                arr = arr[np.asarray(kept, dtype=np.int64)]
-            ids = encs
+            keep = np.asarray(sorted(last.values()), dtype=np.int64)
+            ids = [encs[i] for i in keep.tolist()]
+        if len(keep) != len(arr):
+            arr = arr[keep]
+            sketches = None if sketches is None else sketches[keep]
+            bands = None if bands is None else bands[keep]
         if len(ids):
-            need = len(ids) * (len(self._layout.tables) * 40 + 64)
-            self._env.write(self._op_add_many, ids, arr, need=need)
+            per_doc = len(self._layout.tables) * 40 + 64 + self._h.codec.id_start * 2
+            if bands is not None:
+                per_doc += 40 * bands.shape[1]
+            self._write(_writes.add_many, ids, arr, sketches, bands, need=len(ids) * per_doc)
 
     def remove(self, doc_id: DocId) -> bool:
         """Delete doc_id; True if it was stored, False if not (never raises KeyError)."""
         enc = F.encode_id(doc_id)
-        return bool(self._env.write(self._op_remove, F.id_key(enc), enc))
+        return bool(self._write(_writes.remove, F.id_key(enc), enc))
 
     def remove_many(self, doc_ids: Iterable[DocId]) -> int:
         """Delete many docs in one transaction; returns how many were stored."""
         encs = [F.encode_id(d) for d in F.doc_ids_list(doc_ids)]
-        return int(self._env.write(self._op_remove_many, encs))
+        return int(self._write(_writes.remove_many, encs))
 
-    def add_if_new(self, doc_id: DocId, fp: int, k: int | None = None) -> list[Match]:
+    def add_if_new(
+        self,
+        doc_id: DocId,
+        fp: int | Signature,
+        k: int | None = None,
+        *,
+        threshold: float | None = None,
+    ) -> list[Any]:
         """The crawler's call: near-duplicates already stored, storing the doc only if none.
 
         In ONE write transaction (so atomic across processes): find every
-        stored doc within k (default: the store's k) of fp; if there is none,
-        store (doc_id, fp) and return []; otherwise store nothing and return
-        the matches. A doc_id already stored counts like any other doc: an
-        unchanged recrawl returns its own old entry and keeps it; a recrawl
-        that moved more than k away from everything replaces its fingerprint.
+        stored doc within k (default: the store's k) of fp -- or, in a
+        similarity store given a Signature and no k, every doc with estimated
+        Jaccard >= threshold (default 0.9) -- and if there is none, store the
+        doc and return []; otherwise store nothing and return the matches
+        (:class:`Match`, or :class:`SimilarMatch` by similarity). A doc_id
+        already stored counts like any other doc: an unchanged recrawl returns
+        its own old entry and keeps it.
         """
         enc = F.encode_id(doc_id)
-        q = check_fingerprint(fp)
+        q, extra = self._item(fp)
+        if extra is not None and k is None:
+            assert isinstance(fp, Signature)
+            t = check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold)
+            keys = extra[1]
+            return self._write(  # type: ignore[no-any-return]
+                _op_add_if_similar, F.id_key(enc), enc, q, extra, fp.sketch, keys, t
+            )
+        if threshold is not None:
+            raise InvalidConfigError(
+                "'threshold' needs a similarity store, a Signature and no k; give k for a "
+                "Hamming check"
+            )
         kk = self._k_arg(k)
-        return self._env.write(self._op_add_if_new, F.id_key(enc), enc, q, kk)
+        return self._write(self._op_add_if_new, F.id_key(enc), enc, q, extra, kk)  # type: ignore[no-any-return]
 
-    def _op_add(self, txn: Any, idkey: bytes, enc: bytes, fp: int) -> None:
-        old = txn.get(idkey, db=self._ids)
-        if old is not None:
-            old_fp, old_enc = F.parse_record(txn.get(old, db=self._docs))
-            if old_enc != enc:
-                raise CorruptStoreError(F.collision_message(self.path))
-            if old_fp == fp:
-                return
-            self._tables.unindex(txn, old, old_fp)
-            iid = bytes(old)
-        else:
-            iid = F.iid_bytes(self._next_iid(txn))
-            txn.put(idkey, iid, db=self._ids)
-        txn.put(iid, F.record(fp, enc), db=self._docs)
-        self._tables.index(txn, iid, fp)
-
-    def _next_iid(self, txn: Any) -> int:
-        cur = txn.cursor(self._docs)
-        return int.from_bytes(cur.key(), "big") + 1 if cur.last() else 0
-
-    def _op_remove(self, txn: Any, idkey: bytes, enc: bytes) -> bool:
-        iid = txn.get(idkey, db=self._ids)
-        if iid is None:
-            return False
-        fp, old_enc = F.parse_record(txn.get(iid, db=self._docs))
-        if old_enc != enc:
-            return False  # a digest collision: the stored doc is another id
-        iid = bytes(iid)
-        self._tables.unindex(txn, iid, fp)
-        txn.delete(iid, db=self._docs)
-        txn.delete(idkey, db=self._ids)
-        return True
-
-    def _op_remove_many(self, txn: Any, encs: list[bytes]) -> int:
-        return sum(self._op_remove(txn, F.id_key(e), e) for e in encs)
-
-    def _op_add_if_new(self, txn: Any, idkey: bytes, enc: bytes, fp: int, k: int) -> list[Match]:
+    def _op_add_if_new(
+        self, txn: Any, h: _schema.Handles, idkey: bytes, enc: bytes, fp: int,
+        extra: _writes.Extra, k: int,
+    ) -> list[Match]:
         found = self._search(txn, fp, k)
         if not found:
-            self._op_add(txn, idkey, enc, fp)
+            _writes.add(txn, h, idkey, enc, fp, extra)
         return found
-
-    def _op_add_many(self, txn: Any, ids: Any, fps: np.ndarray) -> None:
-        """Add distinct ids (encoded bytes, or an int64 array of int ids) with their fps."""
-        n = len(ids)
-        ints = isinstance(ids, np.ndarray)
-        if ints:
-            id_order = F.int_id_order(ids)
-        else:
-            idkeys = [F.id_key(e) for e in ids]
-            id_order = np.asarray(sorted(range(n), key=idkeys.__getitem__), dtype=np.int64)
-
-        def id_keys(pos: np.ndarray) -> list[bytes]:
-            return F.int_encodings(ids[pos]) if ints else [idkeys[i] for i in pos.tolist()]
-
-        is_new = np.ones(n, dtype=bool)
-        if txn.stat(self._ids)["entries"]:
-            # Which ids are stored already: lookups in key order, one cursor.
-            cur = txn.cursor(self._ids)
-            for a in range(0, n, PUT_CHUNK):
-                pos = id_order[a : a + PUT_CHUNK]
-                for i, key in zip(pos.tolist(), id_keys(pos), strict=True):
-                    if cur.set_key(key):
-                        is_new[i] = False
-            old = np.flatnonzero(~is_new)
-            for i in old.tolist():
-                enc = F.encode_id(int(ids[i])) if ints else ids[i]
-                self._op_add(txn, F.id_key(enc), enc, int(fps[i]))
-            if len(old) == n:
-                return
-        new = np.flatnonzero(is_new)
-        first = self._next_iid(txn)
-        iids = np.zeros(n, dtype=np.uint64)
-        iids[new] = np.arange(first, first + len(new), dtype=np.uint64)
-        rows = F.iid_rows(iids)
-
-        def write_docs_and_ids() -> None:
-            # docs: records in internal-id (= input) order, appended
-            prefix = F.record_prefixes(fps)
-            cur = txn.cursor(self._docs)
-            for a in range(0, len(new), PUT_CHUNK):
-                pos = new[a : a + PUT_CHUNK]
-                if ints:
-                    recs = F.int_encodings(ids[pos], prefix[pos])
-                else:
-                    pre = prefix[pos].view(f"V{prefix.shape[1]}").ravel().tolist()
-                    recs = [p + ids[i] for p, i in zip(pre, pos.tolist(), strict=True)]
-                put_sorted(cur, rows[pos].tolist(), recs, append=True)
-            # ids: encoded id -> internal id, in key order
-            new_order = id_order[is_new[id_order]]
-            cur = txn.cursor(self._ids)
-            append = txn.stat(self._ids)["entries"] == 0
-            for a in range(0, len(new_order), PUT_CHUNK):
-                pos = new_order[a : a + PUT_CHUNK]
-                append = put_sorted(cur, id_keys(pos), rows[pos].tolist(), append=append)
-
-        sub = fps[new] if len(new) != n else fps
-        self._tables.fill(txn, sub, iids[new], before=write_docs_and_ids)
 
     # --- reads -------------------------------------------------------------------------
 
@@ -405,7 +317,10 @@ class SimStore:
         any k <= the store's k uses the tables; a larger k (up to 64) is
         answered exactly too, by a C scan of all stored fingerprints (O(n)).
         """
-        q = fp if type(fp) is int and 0 <= fp <= MAX_FP else check_fingerprint(fp)
+        if type(fp) is int and 0 <= fp <= MAX_FP:
+            q = fp
+        else:
+            q = fp.fingerprint if isinstance(fp, Signature) else check_fingerprint(fp)
         if k is None:
             kk = self._layout.max_k
         else:
@@ -438,24 +353,8 @@ class SimStore:
         """Every doc within k of q (k <= the layout's k uses the tables)."""
         if k > self._layout.max_k:
             return self._scan(txn, q, k)
-        rows = self._tables.search(txn, q, k)
-        return self._matches(txn, rows) if rows else []
-
-    def _matches(self, txn: Any, rows: list[Any]) -> list[Match]:
-        """Matches of (distance, internal id, ...) rows, by distance then insertion order."""
-        rows.sort()
-        get = txn.get
-        docs = self._docs
-        out = []
-        for row in rows:
-            rec = get(row[1], db=docs)
-            if rec is None:
-                raise CorruptStoreError(
-                    f"store {self.path!r}: a table names a doc the docs database lacks"
-                )
-            doc_id, fp = F.record_match(rec)
-            out.append(Match(doc_id, fp, row[0]))
-        return out
+        rows = self._h.tables.search(txn, q, k)
+        return _reads.matches(self._h, txn, rows) if rows else []
 
     def _scan(self, txn: Any, q: int, k: int) -> list[Match]:
         """Exact answer for k above the layout's k: popcount over every stored fingerprint."""
@@ -465,7 +364,7 @@ class SimStore:
             (d, F.iid_bytes(int(iids[i])), int(fps[i]))
             for i, d in zip(idx.tolist(), dist.tolist(), strict=True)
         ]
-        return self._matches(txn, rows)
+        return _reads.matches(self._h, txn, rows)
 
     def _all_fps(self, txn: Any) -> tuple[np.ndarray, np.ndarray]:
         """(internal ids, fingerprints) of every doc in internal order, cached per snapshot."""
@@ -476,7 +375,7 @@ class SimStore:
         cacheable = txn is not env.wtxn and tag[1] <= env.last_txnid()
         if cacheable and self._scan_cache is not None and self._scan_cache[0] == tag:
             return self._scan_cache[1], self._scan_cache[2]
-        cols = F.walk_docs(txn.cursor(self._docs).iternext(), with_ids=False)
+        cols = self._h.codec.walk(txn.cursor(self._h.docs).iternext(), with_ids=False)
         if cacheable:
             self._scan_cache = (tag, cols.iids, cols.fps)
         return cols.iids, cols.fps
@@ -489,10 +388,10 @@ class SimStore:
         return default if found is None else found[1]
 
     def _lookup(self, txn: Any, enc: bytes) -> tuple[bytes, int] | None:
-        iid = txn.get(F.id_key(enc), db=self._ids)
+        iid = txn.get(F.id_key(enc), db=self._h.ids)
         if iid is None:
             return None
-        fp, stored = F.parse_record(txn.get(iid, db=self._docs))
+        fp, stored = self._h.codec.parse(txn.get(iid, db=self._h.docs))
         if stored != enc:
             return None
         return bytes(iid), fp
@@ -521,7 +420,7 @@ class SimStore:
     def __len__(self) -> int:
         """Number of stored docs."""
         with self._env.reading() as txn:
-            return int(txn.stat(self._docs)["entries"])
+            return int(txn.stat(self._h.docs)["entries"])
 
     def items(self) -> Iterator[tuple[DocId, int]]:
         """(doc_id, fingerprint) in insertion order, read in short transactions.
@@ -531,14 +430,14 @@ class SimStore:
         after: bytes | None = None
         while True:
             with self._env.reading() as txn:
-                cur = txn.cursor(self._docs)
+                cur = txn.cursor(self._h.docs)
                 ok = cur.set_range(after) if after is not None else cur.first()
                 if ok and after is not None and cur.key() == after:
                     ok = cur.next()
                 chunk: list[tuple[DocId, int]] = []
                 while ok and len(chunk) < _READ_CHUNK:
                     key, val = cur.item()
-                    fp, enc = F.parse_record(val)
+                    fp, enc = self._h.codec.parse(val)
                     chunk.append((F.decode_id(enc), fp))
                     after = bytes(key)
                     ok = cur.next()
@@ -553,14 +452,14 @@ class SimStore:
     def snapshot(self) -> tuple[list[DocId], np.ndarray]:
         """All doc ids and their fingerprints (uint64) from one consistent read."""
         with self._env.reading() as txn:
-            cols = F.walk_docs(txn.cursor(self._docs).iternext())
+            cols = self._h.codec.walk(txn.cursor(self._h.docs).iternext())
         assert cols.encs is not None
         return [F.decode_id(e) for e in cols.encs], cols.fps
 
     def stats(self) -> dict[str, Any]:
         """Size, layout and scheme of the store, as plain JSON-able values."""
         with self._env.reading() as txn:
-            count = int(txn.stat(self._docs)["entries"])
+            count = int(txn.stat(self._h.docs)["entries"])
             map_size, used = self._env.used_bytes()
         lay = self._layout
         return {
@@ -574,7 +473,11 @@ class SimStore:
             "fingerprint": self._config.to_dict(),
             "map_size": map_size,
             "used_bytes": used,
-            "format_version": F.FORMAT_VERSION,
+            "format_version": self._h.codec.version,
+            "similarity": self._config.has_signature,
+            "sketch_bytes": 8 * self._h.codec.sketch_words,
+            "band_key_bytes": 4 * self._h.codec.nbands,
+            "bytes_per_doc": used // count if count else None,
         }
 
     def fingerprints(self) -> np.ndarray:
@@ -593,6 +496,59 @@ class SimStore:
     def fingerprint_texts(self, texts: Iterable[str]) -> np.ndarray:
         """Fingerprints (uint64) of many texts under this store's recorded config."""
         return fingerprints(texts, self._config)
+
+    def signature(self, text: str) -> Signature:
+        """The signature of a text under this store's recorded config (a similarity store)."""
+        return signature(text, self._similarity_config())
+
+    def signatures(self, texts: Iterable[str]) -> Signatures:
+        """Signatures of many texts under this store's recorded config."""
+        return signatures(texts, self._similarity_config())
+
+    def _similarity_config(self) -> FingerprintConfig:
+        if self._h.bands is None:
+            raise NotSimilarityStoreError(
+                f"store {self.path!r} holds fingerprints only ({self._config.scheme}); "
+                "similarity needs a store created with a signature config, e.g. "
+                "SimStore(path, config=simstore.SIGNATURE_CONFIG), and the documents indexed "
+                "again with signatures"
+            )
+        return self._config
+
+    def similar(
+        self, item: str | Signature, threshold: float = DEFAULT_THRESHOLD
+    ) -> list[SimilarMatch]:
+        """Stored docs whose estimated Jaccard with a text (or Signature) is >= threshold.
+
+        Candidates share a MinHash band key with it; each is checked by its
+        stored sketch. Best first: Jaccard descending, then insertion order.
+        """
+        self._similarity_config()
+        t = check_threshold(threshold)
+        sig = self.signature(item) if isinstance(item, str) else item
+        if not isinstance(sig, Signature):
+            raise SimstoreTypeError(
+                f"'item' must be a str or a Signature (got {type(item).__name__})"
+            )
+        fp, extra = self._item(sig, "item")
+        assert extra is not None
+        with self._env.reading() as txn:
+            return _reads.similar(self._h, txn, fp, sig.sketch, extra[1], t)
+
+    def similar_pairs(
+        self, threshold: float = DEFAULT_THRESHOLD
+    ) -> Iterator[tuple[DocId, DocId, float]]:
+        """Every pair of stored docs by :func:`simstore.find_similar`'s rule, with the Jaccard."""
+        self._similarity_config()
+        t = check_threshold(threshold)
+        with self._env.reading() as txn:
+            cols = self._h.codec.walk(txn.cursor(self._h.docs).iternext(), with_sketches=True)
+        assert cols.encs is not None
+        found = similar_pairs_arrays(cols.sketches, cols.bands, t)
+        ids = [F.decode_id(e) for e in cols.encs]
+        for i, j, s in zip(found.i.tolist(), found.j.tolist(), found.jaccard.tolist(),
+                           strict=True):
+            yield ids[i], ids[j], s
 
     # --- properties and lifecycle -------------------------------------------------------
 
@@ -640,7 +596,7 @@ class SimStore:
         or ids entry is an orphan, and records and metadata parse.
         """
         with self._env.reading() as txn:
-            return _maintenance.verify(txn, self._docs, self._ids, self._tables)
+            return _maintenance.verify(txn, self._h)
 
     def rebuild(self, k: int | None = None, expected_size: int | None = None) -> dict[str, Any]:
         """Re-derive every table (and the ids map) from the docs table: new k, or repair.
@@ -658,7 +614,7 @@ class SimStore:
         with env.lock, env.exclusive("rebuild"):
             env.live()
             self._want_k = None  # from now on the layout on disk is the one to read back
-            _maintenance.rebuild(env, self._handles, new_k, size)
+            _maintenance.rebuild(env, lambda: self._h, new_k, size)
             env.reload()  # re-read layout and handles from disk
         return self.stats()
 
@@ -709,3 +665,14 @@ def _initial_map_size(layout: Layout, expected_size: int) -> int:
     est = plan(layout.max_k, expected_size).bytes_per_fingerprint * max(expected_size, 1) // 4
     size = max(_MIN_MAP_SIZE, est)
     return -(-size // PAGE) * PAGE
+
+
+def _op_add_if_similar(
+    txn: Any, h: _schema.Handles, idkey: bytes, enc: bytes, fp: int, extra: _writes.Extra,
+    sketch: np.ndarray, keys: list[bytes], t: float,
+) -> list[SimilarMatch]:
+    """add_if_new by similarity, in one write transaction."""
+    found = _reads.similar(h, txn, fp, sketch, keys, t)
+    if not found:
+        _writes.add(txn, h, idkey, enc, fp, extra)
+    return found

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from simstore import FingerprintConfig
+
 MAX_FP = (1 << 64) - 1
 
 fingerprints = st.one_of(
@@ -83,3 +85,24 @@ def crowded_sets(draw, max_size: int = 80) -> list[int]:
     out = draw(st.lists(low.map(lambda x: prefix | x), min_size=1, max_size=max_size))
     out += draw(st.lists(st.sampled_from(out), max_size=10))
     return out
+
+
+@st.composite
+def signature_configs(draw, sketch_bits=(64, 128, 512)):
+    """Configs with a signature: small and default sketch sizes, odd band shapes, edge seeds."""
+    bands = draw(st.sampled_from([1, 3, 4, 16, 64]))
+    rows = draw(st.sampled_from([r for r in (1, 2, 5, 8, 16) if bands * r <= 1024]))
+    return FingerprintConfig(
+        ngram=draw(st.sampled_from([1, 2, 3, 5])),
+        weighting=draw(st.sampled_from(["uniform", "tf", "logtf"])),
+        seed=draw(st.sampled_from([0, 1, 7, (1 << 32) - 1])),
+        sketch_bits=draw(st.sampled_from(sketch_bits)),
+        bands=bands,
+        rows=rows,
+    )
+
+
+hash_sets = st.one_of(
+    st.sets(fingerprints, min_size=1, max_size=3),
+    st.sets(fingerprints, min_size=1, max_size=400),
+)

@@ -171,7 +171,7 @@ def test_other_format_version_is_refused_unchanged(tmp_path) -> None:
     env.close()
     before = digest(path)
     for readonly in (False, True):
-        with pytest.raises(FormatVersionError, match="reads simstore format version 1"):
+        with pytest.raises(FormatVersionError, match="reads simstore format versions 1, 2"):
             SimStore(path, readonly=readonly)
     assert digest(path) == before
 

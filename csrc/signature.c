@@ -1,0 +1,254 @@
+/* Similarity signatures: MinHash bins -> odd sketch + LSH band keys.
+ *
+ * One-permutation hashing puts each distinct feature hash in one of K bins
+ * and keeps the bin's smallest value; optimal densification (Shrivastava,
+ * ICML 2017) gives each empty bin the value of a non-empty bin found by a
+ * per-bin hash sequence, so every bin of two documents agrees with
+ * probability equal to their Jaccard similarity. The K (bin, value) pairs are
+ * folded into an odd sketch (Mitzenmacher, Pagh, Pham 2014): the XOR of two
+ * sketches is the sketch of the symmetric difference, whose popcount
+ * estimates its size. Band keys hash groups of rows band bins for LSH
+ * candidate lookup. simstore/_reference.py spells out the same scheme.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "_internal.h"
+
+#define BIN_EMPTY ((uint64_t)1 << 32) /* above every 32-bit bin value */
+#define DENSIFY_ATTEMPTS 32
+
+#define SALT_SKETCH 0x6f64642d736b6574ULL  /* "odd-sket" */
+#define SALT_BANDS 0x6c73682d62616e64ULL   /* "lsh-band" */
+#define SALT_DENSIFY 0x64656e7365000000ULL /* "dense" */
+#define SALT_ODD 0x6f64642d666f6c64ULL     /* "odd-fold" */
+
+typedef struct {
+    uint32_t seed;
+    size_t sketch_bits, bands, rows;
+    size_t nsketch, nband; /* bins: K = 2 * sketch_bits, L = bands * rows */
+    uint64_t salt_s, salt_b, salt_d, salt_o;
+    uint64_t *sbins, *bbins;    /* raw bins, BIN_EMPTY where no hash fell */
+    uint32_t *sdense, *bdense;  /* densified bins */
+    uint32_t *pend, *last;      /* densify scratch, max(nsketch, nband) each */
+    uint8_t *flips;             /* odd sketch scratch, one byte per bit */
+    uint8_t keybuf[4 * 32];     /* one band's rows, little-endian */
+} sig_state;
+
+static int shape_ok(int sketch_bits, int bands, int rows) {
+    return sketch_bits >= 64 && sketch_bits <= 4096 && sketch_bits % 64 == 0 &&
+           bands >= 1 && bands <= 64 && rows >= 1 && rows <= 32 &&
+           bands * rows <= 1024;
+}
+
+static void sig_free(sig_state *g) {
+    free(g->sbins); free(g->bbins); free(g->sdense); free(g->bdense);
+    free(g->pend); free(g->last); free(g->flips);
+}
+
+/* Returns 0, or -1 out of memory (nothing to free then). */
+static int sig_init(sig_state *g, uint32_t seed, int sketch_bits, int bands,
+                    int rows) {
+    memset(g, 0, sizeof(*g));
+    g->seed = seed;
+    g->sketch_bits = (size_t)sketch_bits;
+    g->bands = (size_t)bands;
+    g->rows = (size_t)rows;
+    g->nsketch = 2 * g->sketch_bits;
+    g->nband = g->bands * g->rows;
+    g->salt_s = ss__fmix64(seed ^ SALT_SKETCH);
+    g->salt_b = ss__fmix64(seed ^ SALT_BANDS);
+    g->salt_d = ss__fmix64(seed ^ SALT_DENSIFY);
+    g->salt_o = ss__fmix64(seed ^ SALT_ODD);
+    g->sbins = malloc(g->nsketch * sizeof(uint64_t));
+    g->bbins = malloc(g->nband * sizeof(uint64_t));
+    g->sdense = malloc(g->nsketch * sizeof(uint32_t));
+    g->bdense = malloc(g->nband * sizeof(uint32_t));
+    size_t most = g->nsketch > g->nband ? g->nsketch : g->nband;
+    g->pend = malloc(most * sizeof(uint32_t));
+    g->last = malloc(most * sizeof(uint32_t));
+    g->flips = malloc(g->sketch_bits);
+    if (!g->sbins || !g->bbins || !g->sdense || !g->bdense || !g->pend ||
+        !g->last || !g->flips) {
+        sig_free(g);
+        return -1;
+    }
+    return 0;
+}
+
+/* x (< 2**32) scaled to 0 .. n-1 by multiply-shift. */
+static inline size_t scaled(uint64_t x, size_t n) {
+    return (size_t)((x * (uint64_t)n) >> 32);
+}
+
+/* One-permutation MinHash of h[0..n) into the sketch and the band bins
+ * (one pass, two independent hash chains per feature). */
+static void fill_bins(const sig_state *g, const uint64_t *h, size_t n) {
+    uint64_t *sb = g->sbins, *bb = g->bbins;
+    for (size_t i = 0; i < g->nsketch; i++) sb[i] = BIN_EMPTY;
+    for (size_t i = 0; i < g->nband; i++) bb[i] = BIN_EMPTY;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t x = ss__fmix64(h[i] ^ g->salt_s), y = ss__fmix64(h[i] ^ g->salt_b);
+        size_t bx = scaled(x >> 32, g->nsketch), by = scaled(y >> 32, g->nband);
+        uint64_t vx = x & 0xffffffffULL, vy = y & 0xffffffffULL;
+        sb[bx] = vx < sb[bx] ? vx : sb[bx];
+        bb[by] = vy < bb[by] ? vy : bb[by];
+    }
+}
+
+/* Optimal densification, reading only the original occupancy: an empty bin
+ * i takes the value of the first non-empty bin j among
+ * scaled(fmix64(salt_d ^ (i << 32 | a)) >> 32) for a = 1..32, else of the
+ * first non-empty bin after the last of those. Done in rounds, one attempt
+ * for every still-empty bin per round, so the loops do not branch on
+ * occupancy (which is random). pend/last are scratch of nbins entries. At
+ * least one bin must be non-empty. */
+static void densify(const uint64_t *bins, size_t nbins, uint64_t salt_d,
+                    uint32_t *out, uint32_t *pend, uint32_t *last) {
+    size_t np = 0;
+    for (size_t i = 0; i < nbins; i++) {
+        out[i] = (uint32_t)bins[i];
+        pend[np] = (uint32_t)i;
+        np += bins[i] == BIN_EMPTY;
+    }
+    for (uint64_t a = 1; a <= DENSIFY_ATTEMPTS && np; a++) {
+        size_t still = 0;
+        for (size_t k = 0; k < np; k++) {
+            uint64_t i = pend[k];
+            size_t j = scaled(ss__fmix64(salt_d ^ ((i << 32) | a)) >> 32, nbins);
+            out[i] = (uint32_t)bins[j];  /* overwritten later if bins[j] is empty */
+            pend[still] = (uint32_t)i;
+            last[still] = (uint32_t)j;
+            still += bins[j] == BIN_EMPTY;
+        }
+        np = still;
+    }
+    for (size_t k = 0; k < np; k++) {
+        size_t j = last[k];
+        do {
+            j = j + 1 == nbins ? 0 : j + 1;
+        } while (bins[j] == BIN_EMPTY);
+        out[pend[k]] = (uint32_t)bins[j];
+    }
+}
+
+/* Toggles one byte per bit position, then packs: XORs into a few words
+ * would chain through memory on every update. flips holds bits bytes. */
+static void odd_sketch(const uint32_t *dense, size_t nbins, uint64_t salt_o,
+                       size_t bits, uint8_t *flips, uint64_t *out) {
+    memset(flips, 0, bits);
+    for (size_t i = 0; i < nbins; i++) {
+        uint64_t pair = ((uint64_t)i << 32) | dense[i];
+        flips[scaled(ss__fmix64(salt_o ^ pair) >> 32, bits)] ^= 1;
+    }
+    for (size_t w = 0; w < bits / 64; w++) {
+        uint64_t word = 0;
+        for (int k = 0; k < 64; k++) word |= (uint64_t)flips[64 * w + (size_t)k] << k;
+        out[w] = word;
+    }
+}
+
+static void band_keys(sig_state *g, uint64_t *out) {
+    uint64_t h[2];
+    for (size_t beta = 0; beta < g->bands; beta++) {
+        const uint32_t *row = g->bdense + beta * g->rows;
+        for (size_t r = 0; r < g->rows; r++)
+            for (int k = 0; k < 4; k++)
+                g->keybuf[4 * r + (size_t)k] = (uint8_t)(row[r] >> (8 * k));
+        ss_murmur3_x64_128(g->keybuf, 4 * g->rows,
+                           g->seed + 1u + (uint32_t)beta, h);
+        out[beta] = h[0];
+    }
+}
+
+/* Sketch words and band keys of the hash set h[0..n), n >= 1. */
+static void signature_one(sig_state *g, const uint64_t *h, size_t n,
+                          uint64_t *out_sketch, uint64_t *out_bands) {
+    fill_bins(g, h, n);
+    densify(g->sbins, g->nsketch, g->salt_d, g->sdense, g->pend, g->last);
+    densify(g->bbins, g->nband, g->salt_d, g->bdense, g->pend, g->last);
+    odd_sketch(g->sdense, g->nsketch, g->salt_o, g->sketch_bits, g->flips,
+               out_sketch);
+    band_keys(g, out_bands);
+}
+
+int ss_signature_hashes(const uint64_t *hashes, const int64_t *offsets,
+                        size_t ndocs, uint32_t seed, int sketch_bits,
+                        int bands, int rows, uint64_t *out_sketch,
+                        uint64_t *out_bands) {
+    sig_state g;
+    if (!shape_ok(sketch_bits, bands, rows)) return -2;
+    for (size_t d = 0; d < ndocs; d++)
+        if (offsets[d + 1] <= offsets[d] || offsets[d] < 0) return -2;
+    if (sig_init(&g, seed, sketch_bits, bands, rows) != 0) return -1;
+    size_t words = g.sketch_bits / 64;
+    for (size_t d = 0; d < ndocs; d++)
+        signature_one(&g, hashes + offsets[d],
+                      (size_t)(offsets[d + 1] - offsets[d]),
+                      out_sketch + d * words, out_bands + d * g.bands);
+    sig_free(&g);
+    return 0;
+}
+
+int ss_signature_texts(const uint8_t *text, const int64_t *offsets,
+                       size_t ndocs, int ngram, uint32_t seed, int weighting,
+                       int sketch_bits, int bands, int rows, uint64_t *out_fp,
+                       uint64_t *out_sketch, uint64_t *out_bands,
+                       int64_t *out_nfeatures) {
+    ss__text_scratch s;
+    sig_state g;
+    if (ngram < 1 || weighting < 0 || weighting > 2) return -2;
+    if (!shape_ok(sketch_bits, bands, rows)) return -2;
+    for (size_t d = 0; d < ndocs; d++)
+        if (offsets[d + 1] < offsets[d]) return -2;
+    if (ss__text_scratch_alloc(&s, offsets, ndocs) != 0) return -1;
+    if (sig_init(&g, seed, sketch_bits, bands, rows) != 0) {
+        ss__text_scratch_free(&s);
+        return -1;
+    }
+    size_t words = g.sketch_bits / 64;
+    for (size_t d = 0; d < ndocs; d++) {
+        size_t nd;
+        uint64_t *sk = out_sketch + d * words, *bk = out_bands + d * g.bands;
+        out_fp[d] = ss__text_fingerprint(&s, text + offsets[d],
+                                         (size_t)(offsets[d + 1] - offsets[d]),
+                                         ngram, seed, weighting, &nd);
+        out_nfeatures[d] = (int64_t)nd;
+        if (nd) {
+            signature_one(&g, s.hashes, nd, sk, bk);
+        } else {
+            memset(sk, 0, words * sizeof(uint64_t));
+            memset(bk, 0, g.bands * sizeof(uint64_t));
+        }
+    }
+    sig_free(&g);
+    ss__text_scratch_free(&s);
+    return 0;
+}
+
+SS__CLONES
+int ss_sketch_distance_one(const uint64_t *q, const uint64_t *sketches,
+                           size_t n, int words, int32_t *out) {
+    if (words < 1 || words > 64) return -2;
+    size_t w = (size_t)words;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t *row = sketches + i * w;
+        int32_t d = 0;
+        for (size_t k = 0; k < w; k++) d += __builtin_popcountll(q[k] ^ row[k]);
+        out[i] = d;
+    }
+    return 0;
+}
+
+SS__CLONES
+int ss_sketch_distance_pairwise(const uint64_t *a, const uint64_t *b,
+                                size_t n, int words, int32_t *out) {
+    if (words < 1 || words > 64) return -2;
+    size_t w = (size_t)words;
+    for (size_t i = 0; i < n * w; i += w) {
+        int32_t d = 0;
+        for (size_t k = 0; k < w; k++) d += __builtin_popcountll(a[i + k] ^ b[i + k]);
+        out[i / w] = d;
+    }
+    return 0;
+}

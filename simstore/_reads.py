@@ -1,0 +1,89 @@
+"""Read paths of a store: answers of Hamming queries and similarity lookups.
+
+Pure functions of the store's :class:`~simstore._schema.Handles` and a read
+transaction; the results are the public :class:`Match` and :class:`SimilarMatch`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import _core
+from ._format import DocId
+from ._schema import Handles
+from .exceptions import CorruptStoreError
+from .signature import jaccard_from_distance
+
+
+class Match(NamedTuple):
+    """One stored document within the query distance."""
+
+    doc_id: DocId
+    fingerprint: int
+    distance: int
+
+
+class SimilarMatch(NamedTuple):
+    """One stored document at or above the Jaccard threshold.
+
+    jaccard: the estimate from the two sketches; distance: the Hamming
+    distance of the two simhash fingerprints (for reference).
+    """
+
+    doc_id: DocId
+    fingerprint: int
+    distance: int
+    jaccard: float
+
+
+def matches(h: Handles, txn: Any, rows: list[Any]) -> list[Match]:
+    """Matches of (distance, internal id, ...) rows, by distance then insertion order."""
+    rows.sort()
+    get = txn.get
+    docs = h.docs
+    match = h.codec.match
+    out = []
+    for row in rows:
+        rec = get(row[1], db=docs)
+        if rec is None:
+            raise CorruptStoreError(
+                f"store {h.path!r}: a table names a doc the docs database lacks"
+            )
+        doc_id, fp = match(rec)
+        out.append(Match(doc_id, fp, row[0]))
+    return out
+
+
+def similar(
+    h: Handles, txn: Any, fp: int, sketch: np.ndarray, keys: list[bytes], threshold: float
+) -> list[SimilarMatch]:
+    """Stored docs sharing a band key with the query whose estimated Jaccard >= threshold.
+
+    Best first (Jaccard descending, then insertion order).
+    """
+    assert h.bands is not None
+    cands = h.bands.candidates(txn, keys)
+    if not cands:
+        return []
+    get, docs, codec = txn.get, h.docs, h.codec
+    recs = []
+    for iid in cands:
+        rec = get(iid, db=docs)
+        if rec is None:
+            raise CorruptStoreError(
+                f"store {h.path!r}: a band table names a doc the docs database lacks"
+            )
+        recs.append(rec)
+    words = codec.sketch_words
+    raw = b"".join(codec.sketch(r) for r in recs)
+    stored = np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(len(recs), words)
+    est = jaccard_from_distance(_core.sketch_distance_one(sketch, stored), 64 * words)
+    out = []
+    for i in np.flatnonzero(est >= threshold).tolist():
+        doc_id, got = codec.match(recs[i])
+        out.append((-float(est[i]), cands[i], SimilarMatch(doc_id, got, (got ^ fp).bit_count(),
+                                                          float(est[i]))))
+    out.sort(key=lambda row: (row[0], row[1]))
+    return [row[2] for row in out]
