@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _core
-from ._format import DocId
+from ._env import Env
+from ._format import DocId, iid_bytes
 from ._schema import Handles
 from .exceptions import CorruptStoreError
 from .signature import jaccard_from_distance
@@ -87,3 +88,39 @@ def similar(
                                                           float(est[i]))))
     out.sort(key=lambda row: (row[0], row[1]))
     return [row[2] for row in out]
+
+
+class Scanner:
+    """Exact answers for k above the layout's k: popcount over every stored fingerprint.
+
+    Keeps the fingerprints of the last committed snapshot it read (a scan per
+    query would otherwise walk the docs table each time).
+    """
+
+    def __init__(self, env: Env) -> None:
+        self._env = env
+        self._cache: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
+
+    def all_fps(self, h: Handles, txn: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(internal ids, fingerprints) of every doc in internal order, cached per snapshot."""
+        env = self._env
+        tag = (env.epoch, txn.id())
+        # Only committed snapshots may be cached: a write transaction's id is the
+        # next commit's, so its (pre-write or aborted) view would pass for that snapshot.
+        cacheable = txn is not env.wtxn and tag[1] <= env.last_txnid()
+        if cacheable and self._cache is not None and self._cache[0] == tag:
+            return self._cache[1], self._cache[2]
+        cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_ids=False)
+        if cacheable:
+            self._cache = (tag, cols.iids, cols.fps)
+        return cols.iids, cols.fps
+
+    def scan(self, h: Handles, txn: Any, q: int, k: int) -> list[Match]:
+        """Every doc within k of q, by a C scan of all stored fingerprints."""
+        iids, fps = self.all_fps(h, txn)
+        idx, dist = _core.hamming_within(q, fps, k)
+        rows = [
+            (d, iid_bytes(int(iids[i])), int(fps[i]))
+            for i, d in zip(idx.tolist(), dist.tolist(), strict=True)
+        ]
+        return matches(h, txn, rows)

@@ -108,13 +108,13 @@ def similar_pairs_arrays(
     many copies of one page cost their output, not a search per copy.
     """
     n = len(sketches)
+    if n == 0:
+        return SimilarPairs(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
     keys32 = band_keys32(keys)
     rows = np.concatenate(
         [np.ascontiguousarray(sketches).view(np.uint8).reshape(n, -1),
          np.ascontiguousarray(keys32).view(np.uint8).reshape(n, -1)], axis=1
     )
-    if n == 0:
-        return SimilarPairs(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
     _, first, inverse = np.unique(
         np.ascontiguousarray(rows).view(f"V{rows.shape[1]}").ravel(),
         return_index=True, return_inverse=True,

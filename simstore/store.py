@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from . import _core, _maintenance, _reads, _schema, _writes
 from . import _format as F
+from . import _inputs, _maintenance, _reads, _schema, _writes
 from ._env import PAGE, Env, current_pid
 from ._format import MAX_DOC_ID_BYTES, DocId
 from ._reads import Match, SimilarMatch
+from ._similarity import SimilarityMethods
 from ._validate import (
     MAX_FP,
     MAX_K,
@@ -35,15 +36,13 @@ from ._validate import (
 )
 from .exceptions import (
     InvalidConfigError,
-    InvalidSignatureError,
-    NotSimilarityStoreError,
     SimstoreTypeError,
     StoreError,
 )
 from .fingerprinting import DEFAULT_CONFIG, FingerprintConfig, fingerprints
 from .layout import Layout, plan
-from .signature import Signature, Signatures, signature, signatures
-from .similar import DEFAULT_THRESHOLD, check_threshold, similar_pairs_arrays
+from .signature import Signature
+from .similar import DEFAULT_THRESHOLD, check_threshold
 
 __all__ = [
     "DEFAULT_EXPECTED_SIZE", "DEFAULT_K", "MAX_DOC_ID_BYTES", "DocId", "Match", "SimilarMatch",
@@ -58,7 +57,7 @@ _READ_CHUNK = 10_000
 _QUERY_CHUNK = 256
 
 
-class SimStore:
+class SimStore(SimilarityMethods):
     """A persistent index of (doc id, 64-bit fingerprint) answering Hamming queries.
 
     ``SimStore(path)`` opens the store at ``path`` or creates it there (the
@@ -117,7 +116,6 @@ class SimStore:
         plan_k = DEFAULT_K if self._want_k is None else self._want_k
         self._layout: Layout = plan(plan_k, size).layout
         self._config: FingerprintConfig = config or DEFAULT_CONFIG
-        self._scan_cache: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
         self._env = Env(
             spath,
             readonly=bool(readonly),
@@ -126,6 +124,7 @@ class SimStore:
             map_size=map_size or _initial_map_size(self._layout, size),
             on_open=self._on_open,
         )
+        self._scanner = _reads.Scanner(self._env)
         self._env.open()
 
     # --- opening: metadata and handles --------------------------------------------
@@ -168,40 +167,13 @@ class SimStore:
             self._env.live()
             return self._env.write(op, self._h, *args, need=need)
 
-    def _item(self, item: Any, name: str = "fp") -> tuple[int, _writes.Extra]:
-        """(fingerprint, similarity part) of a fingerprint or Signature given to a write."""
-        if isinstance(item, Signature):
-            self._check_signature_config(item.config)
-            if self._h.bands is None:
-                return item.fingerprint, None
-            return item.fingerprint, _writes.extra_of(item.sketch, item.bands)
-        if self._h.bands is not None:
-            raise SimstoreTypeError(
-                f"store {self.path!r} keeps similarity signatures: give a Signature "
-                f"(store.signature(text)), not a bare fingerprint, as {name!r}"
-            )
-        return check_fingerprint(item, name), None
-
-    def _check_signature_config(self, config: FingerprintConfig) -> None:
-        mine = self._config
-        same = config == mine or (
-            not mine.has_signature
-            and (config.ngram, config.weighting, config.seed)
-            == (mine.ngram, mine.weighting, mine.seed)
-        )
-        if not same:
-            raise InvalidSignatureError(
-                f"store {self.path!r} holds {mine.scheme}; this signature is "
-                f"{config.scheme}: make it with store.signature(text)"
-            )
-
     def add(self, doc_id: DocId, fp: int | Signature) -> None:
         """Store doc_id with fingerprint fp (a Signature in a similarity store).
 
         An existing doc_id gets the new fingerprint (and signature).
         """
         enc = F.encode_id(doc_id)
-        q, extra = self._item(fp)
+        q, extra = _inputs.item(self._h, fp)
         self._write(_writes.add, F.id_key(enc), enc, q, extra)
 
     def add_many(self, doc_ids: Iterable[DocId], fps: Any) -> None:
@@ -212,43 +184,10 @@ class SimStore:
         (appended in key order when the table is empty). Int ids (a range, an
         int array or a list of ints) are encoded with numpy, not one by one.
         """
-        sketches = bands = None
-        if isinstance(fps, Signatures):
-            self._check_signature_config(fps.config)
-            if self._h.bands is not None:
-                sketches, bands = fps.sketches, fps.bands
-            arr = fps.fingerprints
-        elif self._h.bands is not None:
-            raise SimstoreTypeError(
-                f"store {self.path!r} keeps similarity signatures: give Signatures "
-                "(store.signatures(texts)), not bare fingerprints, as 'fps'"
-            )
-        else:
-            arr = as_fingerprint_array(fps)
-        ints = F.int_id_array(doc_ids)
-        ids: Any = ints if ints is not None else F.doc_ids_list(doc_ids)
-        if len(ids) != len(arr):
-            raise InvalidConfigError(
-                f"'doc_ids' and 'fps' must have the same length (got {len(ids)} and {len(arr)})"
-            )
-        if ints is not None:
-            _, last_rev = np.unique(ints[::-1], return_index=True)
-            keep = np.sort(len(ints) - 1 - last_rev)
-            ids = ints[keep]
-        else:
-            encs = [F.encode_id(d) for d in ids]
-            last = {F.id_key(enc): i for i, enc in enumerate(encs)}
-            keep = np.asarray(sorted(last.values()), dtype=np.int64)
-            ids = [encs[i] for i in keep.tolist()]
-        if len(keep) != len(arr):
-            arr = arr[keep]
-            sketches = None if sketches is None else sketches[keep]
-            bands = None if bands is None else bands[keep]
-        if len(ids):
-            per_doc = len(self._layout.tables) * 40 + 64 + self._h.codec.id_start * 2
-            if bands is not None:
-                per_doc += 40 * bands.shape[1]
-            self._write(_writes.add_many, ids, arr, sketches, bands, need=len(ids) * per_doc)
+        batch = _inputs.many(self._h, doc_ids, fps)
+        if len(batch.ids):
+            need = _inputs.bytes_needed(self._h, batch)
+            self._write(_writes.add_many, *batch, need=need)
 
     def remove(self, doc_id: DocId) -> bool:
         """Delete doc_id; True if it was stored, False if not (never raises KeyError)."""
@@ -280,7 +219,7 @@ class SimStore:
         its own old entry and keeps it.
         """
         enc = F.encode_id(doc_id)
-        q, extra = self._item(fp)
+        q, extra = _inputs.item(self._h, fp)
         if extra is not None and k is None:
             assert isinstance(fp, Signature)
             t = check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold)
@@ -352,33 +291,9 @@ class SimStore:
     def _search(self, txn: Any, q: int, k: int) -> list[Match]:
         """Every doc within k of q (k <= the layout's k uses the tables)."""
         if k > self._layout.max_k:
-            return self._scan(txn, q, k)
+            return self._scanner.scan(self._h, txn, q, k)
         rows = self._h.tables.search(txn, q, k)
         return _reads.matches(self._h, txn, rows) if rows else []
-
-    def _scan(self, txn: Any, q: int, k: int) -> list[Match]:
-        """Exact answer for k above the layout's k: popcount over every stored fingerprint."""
-        iids, fps = self._all_fps(txn)
-        idx, dist = _core.hamming_within(q, fps, k)
-        rows = [
-            (d, F.iid_bytes(int(iids[i])), int(fps[i]))
-            for i, d in zip(idx.tolist(), dist.tolist(), strict=True)
-        ]
-        return _reads.matches(self._h, txn, rows)
-
-    def _all_fps(self, txn: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(internal ids, fingerprints) of every doc in internal order, cached per snapshot."""
-        env = self._env
-        tag = (env.epoch, txn.id())
-        # Only committed snapshots may be cached: a write transaction's id is the
-        # next commit's, so its (pre-write or aborted) view would pass for that snapshot.
-        cacheable = txn is not env.wtxn and tag[1] <= env.last_txnid()
-        if cacheable and self._scan_cache is not None and self._scan_cache[0] == tag:
-            return self._scan_cache[1], self._scan_cache[2]
-        cols = self._h.codec.walk(txn.cursor(self._h.docs).iternext(), with_ids=False)
-        if cacheable:
-            self._scan_cache = (tag, cols.iids, cols.fps)
-        return cols.iids, cols.fps
 
     def get(self, doc_id: DocId, default: Any = None) -> int | None:
         """The fingerprint stored for doc_id, or default (None)."""
@@ -483,7 +398,7 @@ class SimStore:
     def fingerprints(self) -> np.ndarray:
         """Every stored fingerprint (uint64) in insertion order, for batch searches."""
         with self._env.reading() as txn:
-            return self._all_fps(txn)[1].copy()
+            return self._scanner.all_fps(self._h, txn)[1].copy()
 
     def doc_ids(self) -> list[DocId]:
         """Every stored doc id in insertion order (the order of :meth:`fingerprints`)."""
@@ -496,59 +411,6 @@ class SimStore:
     def fingerprint_texts(self, texts: Iterable[str]) -> np.ndarray:
         """Fingerprints (uint64) of many texts under this store's recorded config."""
         return fingerprints(texts, self._config)
-
-    def signature(self, text: str) -> Signature:
-        """The signature of a text under this store's recorded config (a similarity store)."""
-        return signature(text, self._similarity_config())
-
-    def signatures(self, texts: Iterable[str]) -> Signatures:
-        """Signatures of many texts under this store's recorded config."""
-        return signatures(texts, self._similarity_config())
-
-    def _similarity_config(self) -> FingerprintConfig:
-        if self._h.bands is None:
-            raise NotSimilarityStoreError(
-                f"store {self.path!r} holds fingerprints only ({self._config.scheme}); "
-                "similarity needs a store created with a signature config, e.g. "
-                "SimStore(path, config=simstore.SIGNATURE_CONFIG), and the documents indexed "
-                "again with signatures"
-            )
-        return self._config
-
-    def similar(
-        self, item: str | Signature, threshold: float = DEFAULT_THRESHOLD
-    ) -> list[SimilarMatch]:
-        """Stored docs whose estimated Jaccard with a text (or Signature) is >= threshold.
-
-        Candidates share a MinHash band key with it; each is checked by its
-        stored sketch. Best first: Jaccard descending, then insertion order.
-        """
-        self._similarity_config()
-        t = check_threshold(threshold)
-        sig = self.signature(item) if isinstance(item, str) else item
-        if not isinstance(sig, Signature):
-            raise SimstoreTypeError(
-                f"'item' must be a str or a Signature (got {type(item).__name__})"
-            )
-        fp, extra = self._item(sig, "item")
-        assert extra is not None
-        with self._env.reading() as txn:
-            return _reads.similar(self._h, txn, fp, sig.sketch, extra[1], t)
-
-    def similar_pairs(
-        self, threshold: float = DEFAULT_THRESHOLD
-    ) -> Iterator[tuple[DocId, DocId, float]]:
-        """Every pair of stored docs by :func:`simstore.find_similar`'s rule, with the Jaccard."""
-        self._similarity_config()
-        t = check_threshold(threshold)
-        with self._env.reading() as txn:
-            cols = self._h.codec.walk(txn.cursor(self._h.docs).iternext(), with_sketches=True)
-        assert cols.encs is not None
-        found = similar_pairs_arrays(cols.sketches, cols.bands, t)
-        ids = [F.decode_id(e) for e in cols.encs]
-        for i, j, s in zip(found.i.tolist(), found.j.tolist(), found.jaccard.tolist(),
-                           strict=True):
-            yield ids[i], ids[j], s
 
     # --- properties and lifecycle -------------------------------------------------------
 
@@ -584,7 +446,6 @@ class SimStore:
 
     def close(self) -> None:
         """Close the handle (idempotent); later calls raise StoreClosedError."""
-        self._scan_cache = None
         self._env.close()
 
     # --- whole-store operations (simstore._maintenance) -----------------------------------

@@ -7,6 +7,7 @@ numpy arrays (not ``np.bitwise_count``). Results are plain lists in a fixed orde
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -61,3 +62,48 @@ def brute_clusters(fps: Sequence[int] | np.ndarray, k: int) -> list[int]:
         ra, rb = root(a), root(b)
         parent[max(ra, rb)] = min(ra, rb)
     return [root(x) for x in range(len(fps))]
+
+
+def sketch_estimate(a: Sequence[int], b: Sequence[int]) -> float:
+    """The odd-sketch Jaccard estimate of two sketches (uint64 words), the formula spelled out."""
+    bits = 64 * len(a)
+    d = sum((int(x) ^ int(y)).bit_count() for x, y in zip(a, b, strict=True))
+    if 2 * d >= bits:
+        return 0.0
+    delta = -(bits / 2) * math.log(1 - 2 * d / bits)
+    return min(1.0, max(0.0, 1 - delta / (4 * bits)))
+
+
+def shares_band(a: Sequence[int], b: Sequence[int]) -> bool:
+    """Whether two docs' band keys agree (in their stored low 32 bits) in some band."""
+    return any((int(x) & 0xFFFFFFFF) == (int(y) & 0xFFFFFFFF) for x, y in zip(a, b, strict=True))
+
+
+def brute_similar_pairs(
+    sketches: np.ndarray, bands: np.ndarray, threshold: float
+) -> list[tuple[int, int, float]]:
+    """Every pair i < j sharing a band with estimate >= threshold: the rule, pair by pair."""
+    out = []
+    n = len(sketches)
+    for i in range(n):
+        for j in range(i + 1, n):
+            if shares_band(bands[i], bands[j]):
+                est = sketch_estimate(sketches[i], sketches[j])
+                if est >= threshold:
+                    out.append((i, j, est))
+    return out
+
+
+def brute_clusters_of_pairs(n: int, pairs: Iterable[tuple[int, int, Any]]) -> list[int]:
+    """Each of n nodes labelled with the smallest node connected to it by the pairs."""
+    label = list(range(n))
+    changed = True
+    edges = [(i, j) for i, j, _ in pairs]
+    while changed:
+        changed = False
+        for i, j in edges:
+            low = min(label[i], label[j])
+            if label[i] != low or label[j] != low:
+                label[i] = label[j] = low
+                changed = True
+    return label

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import strategies as st
 
 from simstore import FingerprintConfig
@@ -106,3 +107,30 @@ hash_sets = st.one_of(
     st.sets(fingerprints, min_size=1, max_size=3),
     st.sets(fingerprints, min_size=1, max_size=400),
 )
+
+
+def planted_hash_sets(
+    seed: int, n_base: int, copies: int, size: int = 300
+) -> tuple[np.ndarray, np.ndarray]:
+    """Synthetic documents as distinct 64-bit feature hashes: n_base random sets, each with
+    `copies` near-copies (10-40% of elements replaced) and one exact copy. Returns (hashes,
+    offsets) for simstore._core.signature_hashes, documents shuffled."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for _ in range(n_base):
+        base = rng.integers(0, 2**64, size=size, dtype=np.uint64, endpoint=False)
+        docs.append(base)
+        docs.append(base.copy())
+        for _ in range(copies):
+            swap = int(size * rng.uniform(0.0, 0.4))
+            near = base.copy()
+            near[rng.choice(size, swap, replace=False)] = rng.integers(
+                0, 2**64, size=swap, dtype=np.uint64, endpoint=False
+            )
+            docs.append(near)
+    order = rng.permutation(len(docs))
+    docs = [np.unique(docs[i]) for i in order]
+    offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+    np.cumsum([len(d) for d in docs], out=offsets[1:])
+    hashes = np.concatenate(docs) if docs else np.empty(0, dtype=np.uint64)
+    return hashes, offsets
