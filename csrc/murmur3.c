@@ -1,7 +1,7 @@
 /* MurmurHash3 x64 128-bit (Austin Appleby's public-domain algorithm),
  * written for simstore; output equals mmh3.hash128 / mmh3.hash64. */
 #include <string.h>
-#include "simstore.h"
+#include "_internal.h"
 
 static inline uint64_t rotl64(uint64_t x, int r) {
     return (x << r) | (x >> (64 - r));
@@ -11,15 +11,6 @@ static inline uint64_t load64le(const uint8_t *p) {
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
     return v;
-}
-
-static inline uint64_t fmix64(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return k;
 }
 
 void ss_murmur3_x64_128(const uint8_t *data, size_t len, uint32_t seed,
@@ -53,7 +44,7 @@ void ss_murmur3_x64_128(const uint8_t *data, size_t len, uint32_t seed,
 
     h1 ^= (uint64_t)len; h2 ^= (uint64_t)len;
     h1 += h2; h2 += h1;
-    h1 = fmix64(h1); h2 = fmix64(h2);
+    h1 = ss__fmix64(h1); h2 = ss__fmix64(h2);
     h1 += h2; h2 += h1;
     out2[0] = h1;
     out2[1] = h2;

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ._format import iid_rows
-from ._tables import PUT_CHUNK, put_sorted
+from ._tables import PUT_CHUNK, put_sorted, read_rows
 
 
 def band_name(b: int) -> bytes:
@@ -87,20 +87,12 @@ class Bands:
         for b, db in enumerate(self.dbs):
             order = np.lexsort((iids, keys32[:, b]))
             want_k, want_v = keys32[order, b], iids[order]
-            kb: list[bytes] = []
-            vb: list[bytes] = []
-            for key, val in txn.cursor(db).iternext():
-                if len(key) != 4 or len(val) != 8:
-                    problems.append(f"band table b{b:02d} holds an entry that is not 4+8 bytes")
-                    break
-                kb.append(key)
-                vb.append(val)
-            else:
-                got_k = np.frombuffer(b"".join(kb), dtype=">u4").astype(np.uint32)
-                got_v = np.frombuffer(b"".join(vb), dtype=">u8").astype(np.uint64)
-                if not (np.array_equal(got_k, want_k) and np.array_equal(got_v, want_v)):
-                    problems.append(
-                        f"band table b{b:02d}: {len(got_k)} entries for {len(want_k)} docs "
-                        "do not match the docs' band keys"
-                    )
+            got = read_rows(txn, db, 4)
+            if got is None:
+                problems.append(f"band table b{b:02d} holds an entry that is not 4+8 bytes")
+            elif not (np.array_equal(got[0], want_k) and np.array_equal(got[1], want_v)):
+                problems.append(
+                    f"band table b{b:02d}: {len(got[0])} entries for {len(want_k)} docs "
+                    "do not match the docs' band keys"
+                )
         return problems

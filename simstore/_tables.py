@@ -45,6 +45,22 @@ def put_sorted(cur: Any, keys: list[bytes], values: list[bytes], *, append: bool
     return False
 
 
+def read_rows(txn: Any, db: Any, key_size: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Every (key, internal id) of a dupsort table as uint64 arrays, in table order.
+
+    None if an entry is not key_size + 8 bytes (a damaged table).
+    """
+    kb: list[bytes] = []
+    vb: list[bytes] = []
+    for key, val in txn.cursor(db).iternext():
+        if len(key) != key_size or len(val) != 8:
+            return None
+        kb.append(key)
+        vb.append(val)
+    keys = np.frombuffer(b"".join(kb), dtype=f">u{key_size}").astype(np.uint64)
+    return keys, np.frombuffer(b"".join(vb), dtype=">u8").astype(np.uint64)
+
+
 def _probe_masks(header_bits: int, radius: int, tail: int) -> list[int]:
     """XOR masks (already shifted to the header's position) of weight <= radius."""
     out = []
@@ -238,15 +254,10 @@ class Tables:
         perm = _core.permute_blocks(fps, src, width, dst)
         order = np.lexsort((iids, perm))
         want_k, want_v = perm[order], iids[order]
-        kb: list[bytes] = []
-        vb: list[bytes] = []
-        for key, val in txn.cursor(db).iternext():
-            if len(key) != 8 or len(val) != 8:
-                return [f"table {name} holds an entry that is not 8+8 bytes"]
-            kb.append(key)
-            vb.append(val)
-        got_k = np.frombuffer(b"".join(kb), dtype=">u8").astype(np.uint64)
-        got_v = np.frombuffer(b"".join(vb), dtype=">u8").astype(np.uint64)
+        rows = read_rows(txn, db, 8)
+        if rows is None:
+            return [f"table {name} holds an entry that is not 8+8 bytes"]
+        got_k, got_v = rows
         if np.array_equal(got_k, want_k) and np.array_equal(got_v, want_v):
             return []
         want = set(zip(want_k.tolist(), want_v.tolist(), strict=True))
