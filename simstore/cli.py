@@ -15,13 +15,16 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 import numpy as np
 
 from . import layout as _layout
+from ._core import components
 from .exceptions import SimstoreError
+from .fingerprinting import SIGNATURE_CONFIG, FingerprintConfig
+from .similar import check_threshold
 from .store import SimStore
 
 PROG = "simstore-cli"
@@ -240,15 +243,25 @@ def _open(args: argparse.Namespace, readonly: bool = False, create: bool = False
 def cmd_init(args: argparse.Namespace, out: _Out) -> int:
     if os.path.exists(args.path) and not (os.path.isdir(args.path) and not os.listdir(args.path)):
         raise CliError(f"{args.path!r} already exists; 'init' needs a new or empty directory")
-    with SimStore(args.path, k=args.k, expected_size=args.expected_size) as store:
+    config = _signature_config(args) if args.similarity else None
+    with SimStore(args.path, k=args.k, expected_size=args.expected_size, config=config) as store:
         info = store.stats()
-    out.record(info, f"created {args.path} (max k={info['k']}, {info['tables']} tables)")
+    kind = (
+        f", similarity: {info['sketch_bytes']} B sketch + {info['band_key_bytes']} B band keys"
+        if info["similarity"] else ""
+    )
+    out.record(info, f"created {args.path} (max k={info['k']}, {info['tables']} tables{kind})")
     return 0
 
 
 def cmd_plan(args: argparse.Namespace, out: _Out) -> int:
     p = _layout.plan(args.k, args.expected_size)
     info = p.as_dict()
+    if args.similarity:
+        cfg = _signature_config(args)
+        info["sketch_bytes_per_document"] = cfg.sketch_bits // 8
+        info["band_key_bytes_per_document"] = 4 * cfg.bands
+        info["band_table_entries_per_document"] = cfg.bands
     lines = "\n".join(f"{key}: {val}" for key, val in info.items())
     out.record(info, lines)
     return 0
@@ -274,27 +287,31 @@ def cmd_index(args: argparse.Namespace, out: _Out) -> int:
     )
     progress = _Progress("indexing", total=len(docs))
     added = dup = 0
+    dedup = args.dedup is not None or args.threshold is not None
     with _open(args, create=True) as store:
-        if args.dedup is not None:
+        if args.threshold is not None:
+            _need_similarity(store)
+        sim = store.config.has_signature
+        if dedup:
             for doc_id, text in docs:
-                found = store.add_if_new(doc_id, store.fingerprint(text), args.dedup)
+                item = store.signature(text) if sim else store.fingerprint(text)
+                if args.threshold is not None:
+                    found = store.add_if_new(doc_id, item, threshold=args.threshold)
+                else:
+                    found = store.add_if_new(doc_id, item, args.dedup)
                 if found:
                     dup += 1
                     if args.verbose:
-                        near = found[0]
-                        out.record(
-                            {"id": doc_id, "duplicate_of": near.doc_id, "distance": near.distance},
-                            f"skipped {doc_id} (near-duplicate of {near.doc_id}, "
-                            f"distance {near.distance})",
-                        )
+                        _report_skip(out, doc_id, found[0])
                 else:
                     added += 1
                 progress.update()
         else:
             if docs:
                 with _working(f"fingerprinting and storing {len(docs)} documents"):
-                    fps = store.fingerprint_texts([t for _, t in docs])
-                    store.add_many([d for d, _ in docs], fps)
+                    texts = [t for _, t in docs]
+                    items = store.signatures(texts) if sim else store.fingerprint_texts(texts)
+                    store.add_many([d for d, _ in docs], items)
             progress.update(len(docs))
             added = len(docs)
         total = len(store)
@@ -302,7 +319,7 @@ def cmd_index(args: argparse.Namespace, out: _Out) -> int:
     out.record(
         {"added": added, "near_duplicates_skipped": dup, "total": total},
         f"indexed {added} documents"
-        + (f", skipped {dup} near-duplicates" if args.dedup is not None else "")
+        + (f", skipped {dup} near-duplicates" if dedup else "")
         + f"; store holds {total}",
     )
     return 0
@@ -327,6 +344,18 @@ def cmd_query(args: argparse.Namespace, out: _Out) -> int:
             queries.append((item, _parse_fp_arg(item)))
     if not queries and text is None:
         raise _UsageError("give a fingerprint, '-' (fingerprints on stdin) or --text FILE")
+    if args.threshold is not None:
+        if text is None or queries:
+            raise _UsageError("--threshold looks up a text: give --text FILE (and no fingerprints)")
+        with _open(args, readonly=True) as store:
+            _need_similarity(store)
+            for s in store.similar(text, args.threshold):
+                out.record(
+                    {"query": args.text, "id": s.doc_id, "fp": s.fingerprint,
+                     "distance": s.distance, "jaccard": round(s.jaccard, 4)},
+                    f"{s.doc_id}\t{s.jaccard:.3f}\t{s.distance}\t{_fp_hex(s.fingerprint)}",
+                )
+        return 0
     with _open(args, readonly=True) as store:
         if text is not None:  # fingerprinted with the store's own recorded config
             queries.insert(0, (args.text, store.fingerprint(text)))
@@ -348,6 +377,9 @@ def _parse_fp_arg(text: str) -> int:
 
 def cmd_dedup(args: argparse.Namespace, out: _Out) -> int:
     with _open(args, readonly=True) as store:
+        if args.threshold is not None:
+            _need_similarity(store)
+            return _similar_dedup(store, args, out)
         if args.clusters:
             with _working("finding clusters"):
                 groups = store.clusters(args.k)
@@ -363,6 +395,51 @@ def cmd_dedup(args: argparse.Namespace, out: _Out) -> int:
         for a, b, d in found:
             out.record({"a": a, "b": b, "distance": d}, f"{a}\t{b}\t{d}")
     return 0
+
+
+def _similar_dedup(store: SimStore, args: argparse.Namespace, out: _Out) -> int:
+    """dedup --threshold: pairs (or connected clusters) by estimated Jaccard."""
+    with _working("finding similar pairs"):
+        found = list(store.similar_pairs(args.threshold))
+    if args.clusters:
+        ids = store.doc_ids()
+        index = {d: i for i, d in enumerate(ids)}
+        a = np.array([index[x] for x, _, _ in found], dtype=np.int64)
+        b = np.array([index[y] for _, y, _ in found], dtype=np.int64)
+        groups: dict[int, list[Any]] = {}
+        for i, label in enumerate(components(len(ids), a, b).tolist()):
+            groups.setdefault(label, []).append(ids[i])
+        clusters = [g for g in groups.values() if len(g) > 1]
+        for members in clusters:
+            out.record({"cluster": members, "size": len(members)}, "\t".join(map(str, members)))
+        if not out.as_json:
+            print(f"{len(clusters)} clusters", file=sys.stderr)
+        return 0
+    for x, y, j in found:
+        out.record({"a": x, "b": y, "jaccard": round(j, 4)}, f"{x}\t{y}\t{j:.3f}")
+    return 0
+
+
+def _need_similarity(store: SimStore) -> None:
+    if not store.config.has_signature:
+        raise CliError(
+            f"{store.path!r} keeps fingerprints only; --threshold needs a similarity store "
+            f"('{PROG} init PATH --similarity', then index the documents into it)"
+        )
+
+
+def _report_skip(out: _Out, doc_id: Any, near: Any) -> None:
+    how = (f"Jaccard {near.jaccard:.3f}" if hasattr(near, "jaccard")
+           else f"distance {near.distance}")
+    out.record(
+        {"id": doc_id, "duplicate_of": near.doc_id, "distance": near.distance,
+         **({"jaccard": round(near.jaccard, 4)} if hasattr(near, "jaccard") else {})},
+        f"skipped {doc_id} (near-duplicate of {near.doc_id}, {how})",
+    )
+
+
+def _signature_config(args: argparse.Namespace) -> FingerprintConfig:
+    return replace(SIGNATURE_CONFIG, sketch_bits=args.sketch_bits or SIGNATURE_CONFIG.sketch_bits)
 
 
 def cmd_rebuild(args: argparse.Namespace, out: _Out) -> int:
@@ -442,6 +519,34 @@ def _size_arg(text: str) -> int:
     return v
 
 
+def _threshold_arg(text: str) -> float:
+    try:
+        return check_threshold(float(text))
+    except (ValueError, SimstoreError):
+        raise argparse.ArgumentTypeError(
+            f"the threshold must be a number in (0, 1] (got {text!r})"
+        ) from None
+
+
+def _sketch_bits_arg(text: str) -> int:
+    try:
+        v = int(text)
+        replace(SIGNATURE_CONFIG, sketch_bits=v)
+    except (ValueError, SimstoreError):
+        raise argparse.ArgumentTypeError(
+            f"sketch bits must be a multiple of 64 in 64..4096 (got {text!r})"
+        ) from None
+    return v
+
+
+def _similarity_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--similarity", action="store_true",
+                   help=f"keep similarity signatures ({SIGNATURE_CONFIG.scheme}) for "
+                   "Jaccard-threshold queries")
+    p.add_argument("--sketch-bits", type=_sketch_bits_arg, default=None, metavar="B",
+                   help="sketch size of a similarity store (implies --similarity)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of simstore-cli."""
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
@@ -459,10 +564,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--k", type=_k_arg, default=None, help="largest k the tables serve")
     p.add_argument("--expected-size", type=_size_arg, default=None)
+    _similarity_options(p)
 
     p = add("plan", cmd_plan, "print the table layout for k and an expected size")
     p.add_argument("--k", type=_k_arg, required=True)
     p.add_argument("--expected-size", type=_size_arg, required=True)
+    _similarity_options(p)
 
     p = add("add", cmd_add, "add doc ids with fingerprints (TSV id<TAB>fp or JSONL)")
     p.add_argument("path")
@@ -478,6 +585,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-field", default="text")
     p.add_argument("--dedup", type=_k_arg, default=None, metavar="K",
                    help="only add documents with no stored near-duplicate within K")
+    p.add_argument("--threshold", type=_threshold_arg, default=None, metavar="T",
+                   help="only add documents with no stored document at estimated Jaccard >= T "
+                   "(a similarity store)")
     p.add_argument("--skip-bad", action="store_true")
     p.add_argument("-v", "--verbose", action="store_true", help="report skipped near-duplicates")
 
@@ -486,11 +596,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("fps", nargs="*", help="fingerprints (decimal or 0x-hex), or - for stdin")
     p.add_argument("--text", metavar="FILE", help="fingerprint this file's text (- = stdin)")
     p.add_argument("--k", type=_k_arg, default=None)
+    p.add_argument("--threshold", type=_threshold_arg, default=None, metavar="T",
+                   help="print stored documents at estimated Jaccard >= T with --text's text "
+                   "(a similarity store)")
 
     p = add("dedup", cmd_dedup, "print all near-duplicate pairs (or clusters) of a store")
     p.add_argument("path")
     p.add_argument("--k", type=_k_arg, default=None)
     p.add_argument("--clusters", action="store_true")
+    p.add_argument("--threshold", type=_threshold_arg, default=None, metavar="T",
+                   help="pairs at estimated Jaccard >= T instead of within k (a similarity store)")
 
     p = add("rebuild", cmd_rebuild, "re-lay every table from the docs table (crash-safe)")
     p.add_argument("path")
@@ -517,6 +632,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run simstore-cli; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "sketch_bits", None):
+        args.similarity = True
     out = _Out(as_json=bool(getattr(args, "json", False)))
     try:
         return int(args.func(args, out))

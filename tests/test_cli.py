@@ -243,3 +243,46 @@ def test_index_and_query_use_the_store_config(tmp_path, capsys):
             assert s[doc_id] != simstore.fingerprint(text)
     code, out, _ = run(capsys, "query", path, "--text", str(d / "one.txt"), "--k", "0")
     assert code == 0 and out.split("\t")[1] == "0"
+
+
+def test_similarity_store_from_the_cli(tmp_path, capsys):
+    """init --similarity, index, query/dedup/index --threshold: Jaccard-based answers end to end."""
+    path = str(tmp_path / "sim")
+    code, out, _ = run(capsys, "init", path, "--similarity")
+    assert code == 0 and "64 B sketch + 64 B band keys" in out
+    d = tmp_path / "docs"
+    d.mkdir()
+    words = [f"w{i}" for i in range(400)]
+    (d / "a.txt").write_text(" ".join(words))
+    (d / "b.txt").write_text(" ".join(words[:200] + ["edit"] + words[201:]))
+    (d / "z.txt").write_text(" ".join(f"other{i}" for i in range(400)))
+    assert run(capsys, "index", path, str(d))[0] == 0
+    code, out, _ = run(capsys, "query", path, "--text", str(d / "a.txt"), "--threshold", "0.9")
+    hits = [line.split("\t") for line in out.splitlines()]
+    assert code == 0 and [os.path.basename(h[0]) for h in hits] == ["a.txt", "b.txt"]
+    assert float(hits[0][1]) == 1.0 and 0.9 <= float(hits[1][1]) < 1.0
+    code, out, _ = run(capsys, "dedup", path, "--threshold", "0.9")
+    assert code == 0 and len(out.splitlines()) == 1 and "a.txt" in out and "b.txt" in out
+    code, out, _ = run(capsys, "dedup", path, "--threshold", "0.9", "--clusters")
+    assert code == 0 and len(out.splitlines()) == 1
+    fresh = str(tmp_path / "sim2")
+    assert run(capsys, "init", fresh, "--sketch-bits", "256")[0] == 0
+    code, out, _ = run(capsys, "index", fresh, str(d), "--threshold", "0.9")
+    assert code == 0 and "skipped 1 near-duplicates" in out
+    code, out, _ = run(capsys, "--json", "stats", fresh)
+    info = json.loads(out)
+    assert info["similarity"] and info["sketch_bytes"] == 32 and info["count"] == 2
+    code, out, _ = run(capsys, "plan", "--k", "3", "--expected-size", "1000", "--similarity")
+    assert code == 0 and "band_key_bytes_per_document: 64" in out
+
+
+def test_threshold_on_a_hamming_store_and_bad_thresholds_are_refused(store_path, corpus, capsys):
+    """--threshold on a fingerprint-only store exits 1 with a hint; a bad T is a usage error."""
+    run(capsys, "index", store_path, str(corpus))
+    code, _, err = run(capsys, "dedup", store_path, "--threshold", "0.9")
+    assert code == 1 and "--similarity" in err
+    for bad in ("0", "1.5", "x"):
+        with pytest.raises(SystemExit) as exc:
+            main(["dedup", store_path, "--threshold", bad])
+        assert exc.value.code == 2
+    capsys.readouterr()
