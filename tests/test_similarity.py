@@ -16,14 +16,14 @@ from simstore import (
     InvalidConfigError,
     InvalidSignatureError,
     NotSimilarityStoreError,
-    SimilarMatch,
     Signatures,
+    SimilarMatch,
     SimStore,
     SimstoreTypeError,
+    _core,
     find_similar,
     similar_clusters,
 )
-from simstore import _core
 
 from .oracles import brute_clusters_of_pairs, brute_similar_pairs, shares_band, sketch_estimate
 from .strategies import planted_hash_sets
