@@ -7,9 +7,12 @@ process after ``fork()`` or a rebuild gets fresh handles the same way.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import gc
 import os
+import secrets
+import shutil
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -34,11 +37,24 @@ PAGE = 4096
 _MAX_DBS = 64
 _MAX_GROWTHS = 40
 LOCK_FILE = "simstore.lock"
-# os.getpid() is a system call: a fork hook keeps the current pid here instead
-# (the one piece of module state, read on every query's fast path).
+_MIN_FREE = 4 << 20  # bytes a new store needs free (lock file, first pages)
+# Module state, kept to what fork() needs: os.getpid() is a system call, so a fork
+# hook keeps the current pid here (read on every query's fast path), and every live
+# handle's lock is replaced in a child, since the thread that may hold it in the
+# parent does not exist there (the child would wait on it forever).
 _PID = [os.getpid()]
+_LIVE: weakref.WeakSet[Env] = weakref.WeakSet()
+_ABANDONED: list[Any] = []  # environments a forked child must never close
+
+
+def _after_fork_in_child() -> None:
+    _PID[0] = os.getpid()
+    for env in list(_LIVE):
+        env.lock = threading.RLock()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def current_pid() -> int:
@@ -81,6 +97,7 @@ class Env:
         self.epoch = 0
         self._lockfd: int | None = None
         self._lock_finalizer: weakref.finalize | None = None
+        _LIVE.add(self)
 
     # --- opening and closing ---------------------------------------------------
 
@@ -91,6 +108,9 @@ class Env:
             raise NotAStoreError(
                 f"no simstore store at {self.path!r}; a readonly open never creates one"
             )
+        if creating:
+            self._create_aside()
+            creating = False
         try:
             env = self._lmdb_open(creating)
         except lmdb.Error as exc:
@@ -117,6 +137,63 @@ class Env:
             self._release_lock()
             env.close()
             raise
+
+    def _create_aside(self) -> None:
+        """Create the store in a sibling directory, then rename it into place.
+
+        All or nothing: a failed create (no space, no memory for the map, a
+        kill) leaves no half store at the path, only possibly a hidden
+        ``.NAME.creating-*`` sibling. Another process creating the same store
+        at the same time wins the rename or loses it; the loser opens the winner's.
+        """
+        target = os.path.abspath(self.path)
+        parent, base = os.path.split(target)
+        try:
+            free = os.statvfs(parent)
+        except OSError as exc:
+            raise StoreAccessError(
+                f"cannot create store {self.path!r}: {exc.strerror or exc} (its parent "
+                "directory must exist)"
+            ) from exc
+        if free.f_bavail * free.f_frsize < _MIN_FREE:
+            raise StoreAccessError(
+                f"cannot create store {self.path!r}: the filesystem has less than "
+                f"{_MIN_FREE >> 20} MiB free; free some space or choose another path"
+            )
+        tmp = os.path.join(parent, f".{base}.creating-{os.getpid()}-{secrets.token_hex(4)}")
+        try:
+            os.mkdir(tmp, 0o777)
+        except OSError as exc:
+            raise StoreAccessError(
+                f"cannot create store {self.path!r}: {exc.strerror or exc}; give a path this "
+                "process may write"
+            ) from exc
+        try:
+            try:
+                env = lmdb.open(
+                    tmp, map_size=self.map_size, subdir=True, max_dbs=_MAX_DBS,
+                    max_readers=self.max_readers, lock=True, create=True,
+                )
+            except lmdb.Error as exc:
+                raise translate(exc, self.path) from exc
+            try:
+                on_open = self._on_open()
+                if on_open is None:
+                    raise StoreClosedError(f"store {self.path!r}: its SimStore is gone")
+                with self.translated():
+                    on_open(env, True)
+            finally:
+                env.close()
+            try:
+                os.rename(tmp, target)  # replaces a missing path or an empty directory
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise StoreAccessError(
+                        f"cannot create store {self.path!r}: {exc.strerror or exc}"
+                    ) from exc
+                # another process created the store first: open theirs
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def _check_path(self) -> bool:
         """Whether the store must be created; NotAStoreError for foreign paths."""
@@ -247,7 +324,12 @@ class Env:
             in_batch = self.wtxn is not None
             old = self.env
             self._drop()  # our copy of the lock only: the parent keeps its own
-            old.close()
+            if in_batch:
+                # Closing would abort the parent's write transaction from here (and
+                # touch LMDB's write lock, which the parent holds): abandon it instead.
+                _ABANDONED.append(old)
+            else:
+                old.close()
             if in_batch:
                 # The parent holds LMDB's write lock until its batch ends; a child
                 # writing through this handle could wait on it forever.
@@ -271,8 +353,9 @@ class Env:
         except BlockingIOError:
             fcntl.flock(fd, fcntl.LOCK_SH)
             raise StoreInUseError(
-                f"store {self.path!r} is open in another process; {what} needs it alone: "
-                "stop the other readers and writers and try again"
+                f"store {self.path!r} is open in another handle (another process, or another "
+                f"SimStore of this one); {what} needs it alone: close the other readers and "
+                "writers and try again"
             ) from None
         try:
             yield

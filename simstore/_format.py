@@ -46,7 +46,13 @@ def encode_id(doc_id: Any) -> bytes:
     if isinstance(doc_id, str):
         if not doc_id:
             raise InvalidDocIdError("a doc id must be a non-empty str or an int (got '')")
-        payload = doc_id.encode("utf-8", "surrogatepass")
+        try:
+            payload = doc_id.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidDocIdError(
+                f"a str doc id must be valid Unicode text; {doc_id!r:.80} holds a lone "
+                f"surrogate at position {exc.start} (it could not be written as UTF-8)"
+            ) from None
         tag = b"s"
     elif isinstance(doc_id, (int, np.integer)) and not isinstance(doc_id, (bool, np.bool_)):
         x = int(doc_id)

@@ -149,7 +149,7 @@ class FingerprintConfig:
 
 
 DEFAULT_CONFIG = FingerprintConfig()
-SIGNATURE_CONFIG = FingerprintConfig(sketch_bits=512, bands=16, rows=8)
+SIGNATURE_CONFIG = FingerprintConfig(sketch_bits=640, bands=16, rows=8)
 """The default config of ``signature()`` / ``signatures()``: DEFAULT_CONFIG plus a signature."""
 
 

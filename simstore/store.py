@@ -53,6 +53,7 @@ __all__ = [
 DEFAULT_K = 5
 DEFAULT_EXPECTED_SIZE = 1_000_000
 _MIN_MAP_SIZE = 1 << 26
+_MAX_INITIAL_MAP = 1 << 36
 _READ_CHUNK = 10_000
 _QUERY_CHUNK = 256
 
@@ -524,7 +525,9 @@ def _reopen(
 
 def _initial_map_size(layout: Layout, expected_size: int) -> int:
     est = plan(layout.max_k, expected_size).bytes_per_fingerprint * max(expected_size, 1) // 4
-    size = max(_MIN_MAP_SIZE, est)
+    # Only a starting size (the map grows on demand): capped so a huge expected_size
+    # cannot ask for more address space than the machine has.
+    size = min(max(_MIN_MAP_SIZE, est), _MAX_INITIAL_MAP)
     return -(-size // PAGE) * PAGE
 
 

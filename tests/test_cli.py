@@ -249,7 +249,7 @@ def test_similarity_store_from_the_cli(tmp_path, capsys):
     """init --similarity, index, query/dedup/index --threshold: Jaccard-based answers end to end."""
     path = str(tmp_path / "sim")
     code, out, _ = run(capsys, "init", path, "--similarity")
-    assert code == 0 and "64 B sketch + 64 B band keys" in out
+    assert code == 0 and "80 B sketch + 64 B band keys" in out
     d = tmp_path / "docs"
     d.mkdir()
     words = [f"w{i}" for i in range(400)]

@@ -261,13 +261,19 @@ def test_median_estimate_at_half_similarity():
     assert est.mean() < 0.5  # saturated pairs (2d >= b) estimate 0
 
 
-def test_disjoint_sets_estimate_low():
-    """Disjoint sets mostly estimate 0 and never reach near-duplicate levels (>= 0.8)."""
+@pytest.mark.parametrize("bits", [512, 640])
+def test_disjoint_sets_estimate_low(bits):
+    """Disjoint sets never reach near-duplicate levels (>= 0.8); most stay far below.
+
+    The odd sketch saturates for unrelated sets (about half its bits differ), so
+    their estimates spread over 0..~0.7: the noise floor docs/quality.md reports.
+    """
     rng = np.random.default_rng(11)
-    est = _planted_pairs(rng, 0.0, 1000, 500, SIGNATURE_CONFIG)
-    assert np.median(est) < 0.1
+    cfg = FingerprintConfig(sketch_bits=bits, bands=16, rows=8)
+    est = _planted_pairs(rng, 0.0, 1000, 500, cfg)
     assert est.max() < 0.8
-    assert est.mean() < 0.35  # the noise floor of the odd sketch near saturation
+    assert np.mean(est >= 0.7) < 0.02
+    assert est.mean() < 0.45
 
 
 def test_sketch_jaccard_shapes_and_c_distances():

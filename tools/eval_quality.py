@@ -20,8 +20,17 @@ Also: each simstore pipeline under several murmur3 seeds (to show the noise),
 and the expected score of an ideal 64-bit simhash of the 3-shingle sets
 (Hamming ~ Binomial(64, theta/pi)), the ceiling of the estimator.
 
+Similarity mode (--part similarity, also in the default --part all; see
+tools/_quality.py): simstore.find_similar at Jaccard thresholds 0.95, 0.9, 0.8
+per sketch size (256..640 bits, 16 bands x 8 rows), with the rule "estimate >= t"
+and "estimate >= t + 0.005", against datasketch MinHashLSH (128 perms, its own
+candidates, MinHash.jaccard >= t) and the default simhash pipeline's best k,
+over hash seeds 0..N-1; precision, recall, F1, stage-1 recall, candidates per
+document, bytes per document, MB/s; and the sketch size the numbers support.
+
 Run:  .venv/bin/python tools/eval_quality.py --json /tmp/quality.json
-(needs scipy, from the [bench] extra; results in docs/quality.md)
+(needs scipy, from the [bench] extra, and datasketch for the peer; results in
+docs/quality.md)
 """
 
 from __future__ import annotations
@@ -36,7 +45,6 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,111 +52,31 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _corpus  # noqa: E402  (sibling helper, found through the path set above)
+from _quality import (  # noqa: E402  (sibling helper, as above)
+    KS,
+    THRESHOLDS,
+    TRUTH_NGRAM,
+    Truth,
+    clean,
+    evaluate_similarity,
+    ideal_score,
+    num,
+    pair_jaccard,
+    score,
+    shingle_matrix,
+    similar_pairs,
+)
 from _util import popcount  # noqa: E402  (sibling helper, as above)
 
 import simstore  # noqa: E402
 from simstore import FingerprintConfig, IdfTable  # noqa: E402
 
-THRESHOLDS = (0.95, 0.9, 0.8)
-KS = tuple(range(13))
 NGRAMS = (1, 2, 3, 4, 5)
 WEIGHTINGS = ("uniform", "tf", "logtf")
-TRUTH_NGRAM = 3
 CURRENT_DEFAULT = "simstore n=3 uniform"
-_BLOCK = 512
-ANGLE_BINS = 4096
-
-
-# ---------------------------------------------------------------- ground truth
-@dataclass
-class Truth:
-    """Pairs with Jaccard >= min(THRESHOLDS)."""
-
-    i: np.ndarray
-    j: np.ndarray
-    jac: np.ndarray
-    angle: np.ndarray  # theta/pi of the binary shingle vectors
-
-    def within(self, members: np.ndarray) -> Truth:
-        """The pairs with both ends in members (a boolean mask), renumbered within it."""
-        keep = members[self.i] & members[self.j]
-        remap = np.cumsum(members) - 1
-        return Truth(remap[self.i[keep]], remap[self.j[keep]], self.jac[keep], self.angle[keep])
-
-
-def shingle_matrix(token_lists: list[list[str]], n: int = TRUTH_NGRAM) -> tuple[Any, list[str]]:
-    """Binary doc x shingle CSR matrix (shingles as in simstore.features), shingle texts."""
-    import scipy.sparse as sp
-
-    ids: dict[str, int] = {}
-    indices: list[int] = []
-    indptr = [0]
-    for toks in token_lists:
-        if len(toks) < n:
-            shingles = {" ".join(toks)}
-        else:
-            shingles = {" ".join(toks[i : i + n]) for i in range(len(toks) - n + 1)}
-        indices.extend([ids.setdefault(s, len(ids)) for s in shingles])
-        indptr.append(len(indices))
-    data = np.ones(len(indices), dtype=np.int32)
-    shape = (len(token_lists), len(ids))
-    return sp.csr_matrix((data, np.array(indices), np.array(indptr)), shape=shape), list(ids)
-
-
-def similar_pairs(x: Any, t_min: float) -> tuple[Truth, np.ndarray]:
-    """All pairs i < j with Jaccard >= t_min, exactly, in row blocks; and an angle histogram.
-
-    The histogram counts ALL pairs by theta/pi of their binary shingle vectors
-    (cos theta = |A&B| / sqrt(|A||B|)), ANGLE_BINS bins over [0, 0.5], for the ideal model.
-    """
-    xt = x.T.tocsr()
-    sizes = np.diff(x.indptr).astype(np.int64)
-    out_i, out_j, out_s, out_c = [], [], [], []
-    angles = np.zeros(ANGLE_BINS, dtype=np.int64)
-    for a in range(0, x.shape[0], _BLOCK):
-        prod = (x[a : a + _BLOCK] @ xt).tocoo()
-        rows = prod.row.astype(np.int64) + a
-        cols = prod.col.astype(np.int64)
-        upper = cols > rows
-        rows, cols, inter = rows[upper], cols[upper], prod.data[upper].astype(np.int64)
-        jac = inter / (sizes[rows] + sizes[cols] - inter)
-        cos = np.minimum(inter / np.sqrt(sizes[rows] * sizes[cols]), 1.0)
-        frac = np.arccos(cos) / np.pi
-        angles += np.bincount(
-            np.minimum((frac * 2 * ANGLE_BINS).astype(np.int64), ANGLE_BINS - 1),
-            minlength=ANGLE_BINS,
-        )
-        hit = jac >= t_min
-        out_i.append(rows[hit])
-        out_j.append(cols[hit])
-        out_s.append(jac[hit])
-        out_c.append(frac[hit])
-    n = x.shape[0]
-    angles[-1] += n * (n - 1) // 2 - angles.sum()  # disjoint pairs: theta = pi/2
-    truth = Truth(*(np.concatenate(v) for v in (out_i, out_j, out_s, out_c)))
-    return truth, angles
-
-
-def pair_jaccard(x: Any, i: int, j: int) -> float:
-    """Jaccard of one pair (for examples of errors)."""
-    a = set(x.indices[x.indptr[i] : x.indptr[i + 1]])
-    b = set(x.indices[x.indptr[j] : x.indptr[j + 1]])
-    return len(a & b) / len(a | b)
 
 
 # ---------------------------------------------------------------- fingerprints
-def hamming_histogram(fps: np.ndarray) -> np.ndarray:
-    """Counts of all pairs i < j by Hamming distance 0..64."""
-    hist = np.zeros(65, dtype=np.int64)
-    n = len(fps)
-    for a in range(0, n, _BLOCK):
-        rows = fps[a : a + _BLOCK]
-        d = popcount(rows[:, None] ^ fps[None, a:])
-        upper = np.arange(d.shape[1])[None, :] > np.arange(d.shape[0])[:, None]
-        hist += np.bincount(d[upper].ravel(), minlength=65)
-    return hist
-
-
 def baseline_fingerprints(texts: list[str]) -> np.ndarray | None:
     """PyPI simhash over word 3-shingles (occurrences counted), or None if absent."""
     try:
@@ -188,67 +116,7 @@ def idf_table(x: Any, train: np.ndarray, shingle_names: list[str], seed: int = 0
     return IdfTable(table, default=1.0 + math.log((n + 1) / 2.0), seed=seed)
 
 
-# ---------------------------------------------------------------- scoring
-def metrics(
-    predicted: np.ndarray, tp: dict[float, np.ndarray], positives: dict[float, int]
-) -> dict[str, Any]:
-    """P/R/F1 for every k and threshold from predicted and true-positive counts per k."""
-    result: dict[str, Any] = {"predicted": _clean(predicted), "by_threshold": {}}
-    for t in THRESHOLDS:
-        npos, hits = positives[t], tp[t]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            p = np.where(predicted > 0, hits / np.maximum(predicted, 1e-300), np.nan)
-            r = hits / npos if npos else np.full(len(KS), np.nan)
-            f1 = np.where(hits > 0, 2 * hits / (predicted + npos), 0.0)
-        best = int(np.argmax(f1))
-        result["by_threshold"][str(t)] = {
-            "positives": npos,
-            "tp": _clean(hits),
-            "precision": _clean(p),
-            "recall": _clean(r),
-            "f1": _clean(f1),
-            "best": {
-                "k": best,
-                "precision": _num(p[best]),
-                "recall": _num(r[best]),
-                "f1": _num(f1[best]),
-            },
-        }
-    return result
-
-
-def score(fps: np.ndarray, truth: Truth) -> dict[str, Any]:
-    """Observed P/R/F1 of Hamming <= k over all pairs of fps."""
-    predicted = np.cumsum(hamming_histogram(fps))[: len(KS)]
-    d = popcount(fps[truth.i] ^ fps[truth.j])
-    tp, positives = {}, {}
-    for t in THRESHOLDS:
-        pos = d[truth.jac >= t]
-        positives[t] = len(pos)
-        tp[t] = np.array([(pos <= k).sum() for k in KS], dtype=np.float64)
-    return metrics(predicted.astype(np.float64), tp, positives)
-
-
-def ideal_score(truth: Truth, angles: np.ndarray) -> dict[str, Any]:
-    """Expected P/R/F1 of an ideal 64-bit simhash of the binary 3-shingle vectors.
-
-    Model: the Hamming distance of a pair is Binomial(64, theta/pi) (independent random
-    hyperplanes), theta the angle between the two shingle sets. No 64-bit fingerprint of
-    these sets does better on average; it is the ceiling of the estimator, not of this code.
-    """
-    from scipy.stats import binom
-
-    ks = np.array(KS)[:, None]
-    centres = (np.arange(ANGLE_BINS) + 0.5) / (2 * ANGLE_BINS)
-    predicted = binom.cdf(ks, 64, centres[None, :]) @ angles
-    tp, positives = {}, {}
-    for t in THRESHOLDS:
-        frac = truth.angle[truth.jac >= t]
-        positives[t] = len(frac)
-        tp[t] = binom.cdf(ks, 64, frac[None, :]).sum(axis=1)
-    return metrics(predicted, tp, positives)
-
-
+# ---------------------------------------------------------------- seeds and errors
 def seed_spread(
     texts: list[str],
     cfg: FingerprintConfig,
@@ -270,26 +138,23 @@ def seed_spread(
         idf = idf_for(seed) if idf_for else None
         curves.append(score(simstore.fingerprints(texts, seeded, idf=idf), truth))
     predicted = np.array([c["predicted"] for c in curves], dtype=np.float64)
-    out: dict[str, Any] = {"seeds": seeds, "predicted_mean": _clean(predicted.mean(axis=0))}
+    out: dict[str, Any] = {"seeds": seeds, "predicted_mean": clean(predicted.mean(axis=0))}
     for t in THRESHOLDS:
         f1 = np.array([c["by_threshold"][str(t)]["f1"] for c in curves], dtype=np.float64)
         k = int(np.argmax(f1.mean(axis=0)))
+        at_k = {
+            f"{m}_by_seed": [c["by_threshold"][str(t)][m][k] for c in curves]
+            for m in ("precision", "recall")
+        }
         out[str(t)] = {
             "k": k,
-            "f1_mean": _num(f1[:, k].mean()),
-            "f1_sd": _num(f1[:, k].std()),
-            "f1_by_seed": _clean(f1[:, k]),
-            "f1_mean_by_k": _clean(f1.mean(axis=0)),
+            "f1_mean": num(f1[:, k].mean()),
+            "f1_sd": num(f1[:, k].std()),
+            "f1_by_seed": clean(f1[:, k]),
+            **at_k,
+            "f1_mean_by_k": clean(f1.mean(axis=0)),
         }
     return out
-
-
-def _num(v: float) -> float | None:
-    return None if not math.isfinite(v) else round(float(v), 4)
-
-
-def _clean(a: np.ndarray) -> list[float | None]:
-    return [_num(v) for v in a]
 
 
 def error_examples(
@@ -392,7 +257,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parts = (__doc__ or "").split("\n\n")
     ap = argparse.ArgumentParser(
         prog="eval_quality.py",
-        description="\n\n".join(parts[:5]),
+        description="\n\n".join(parts[:6]),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument(
@@ -420,9 +285,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--hash-seeds",
         type=int,
         default=5,
-        help="score every simstore pipeline under murmur3 seeds 0..N-1 to show how "
-        "much of a difference is luck (default 5; 1 = off); seeds are "
-        "measured, never chosen",
+        help="score every simstore pipeline (and the similarity mode, and datasketch's "
+        "MinHash) under hash seeds 0..N-1 to show how much of a difference is luck "
+        "(default 5; 1 = off); seeds are measured, never chosen",
     )
     ap.add_argument(
         "--repeat",
@@ -438,7 +303,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "they sit at Hamming 0 and inflate every score); for comparison with evaluations "
         "that keep them",
     )
-    ap.add_argument("--no-baseline", action="store_true", help="skip the PyPI simhash baseline")
+    ap.add_argument(
+        "--part",
+        choices=("all", "simhash", "similarity"),
+        default="all",
+        help="simhash: the Hamming <= k evaluation only; similarity: simstore.find_similar "
+        "against datasketch MinHashLSH and the default simhash pipeline only (default all)",
+    )
+    ap.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip the peers (the PyPI simhash baseline, datasketch MinHashLSH)",
+    )
     ap.add_argument("--no-idf", action="store_true", help="skip the held-out IDF experiment")
     ap.add_argument("--json", metavar="PATH", help="write every number to PATH")
     args = ap.parse_args(argv)
@@ -455,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the evaluation; print tables; optionally write JSON."""
     args = parse_args(argv)
     t_start = time.perf_counter()
+    load_start, date = os.getloadavg(), time.strftime("%Y-%m-%d %H:%M:%S %z")
 
     def log(msg: str) -> None:
         print(f"[{time.perf_counter() - t_start:6.1f}s] {msg}", file=sys.stderr, flush=True)
@@ -462,19 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     corpus = _corpus.load(
         args.sources, args.max_docs, args.seed, args.min_tokens, args.keep_exact_duplicates
     )
-    for note in corpus.notes:
-        print(f"warning: {note}", file=sys.stderr)
     n = len(corpus.texts)
     nbytes = sum(len(t.encode("utf-8")) for t in corpus.texts)
-    print(
-        f"corpus: {n} documents, {nbytes / 1e6:.1f} MB, {sum(len(t) for t in corpus.tokens)} tokens"
-    )
-    for src, st in corpus.stats.items():
-        print(
-            f"  {src:<10} found {st['found']:>6}  read {st['read']:>5}  short {st['short']:>4}"
-            f"  exact-dup {st['duplicate']:>4}  unreadable {st['unreadable']:>3}"
-            f"  kept {st['kept']:>5}"
-        )
+    print_corpus(corpus, nbytes)
     if n < 2:
         print("error: fewer than 2 documents found; nothing to evaluate", file=sys.stderr)
         return 1
@@ -488,11 +355,88 @@ def main(argv: list[str] | None = None) -> int:
     )
     log("ground truth done")
 
+    report: dict[str, Any] = {
+        "command": " ".join(
+            ["python", "tools/eval_quality.py"] + (argv if argv is not None else sys.argv[1:])
+        ),
+        "date": date,
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "numpy": np.__version__,
+        },
+        "corpus": {
+            "documents": n,
+            "bytes": nbytes,
+            "tokens": sum(len(t) for t in corpus.tokens),
+            "distinct_3_shingles": int(x.shape[1]),
+            "sources": corpus.stats,
+            "notes": corpus.notes,
+            "max_docs": args.max_docs,
+            "seed": args.seed,
+            "min_tokens": args.min_tokens,
+        },
+        "thresholds": list(THRESHOLDS),
+        "positives": positives,
+    }
+    report.update(run_simhash(corpus, truth, angles, (x, shingle_names), nbytes, args, log))
+    if args.part != "simhash":
+        default = {"name": CURRENT_DEFAULT, **report["pipelines"][CURRENT_DEFAULT]}
+        report["similarity"] = evaluate_similarity(
+            corpus.texts,
+            truth,
+            (x, shingle_names),
+            default,
+            nbytes,
+            args.hash_seeds,
+            not args.no_baseline,
+            log,
+        )
+    report["seconds_total"] = round(time.perf_counter() - t_start, 1)
+    report["load_average_1_5_15"] = {"start": load_start, "end": os.getloadavg()}
+    log("finished")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+            f.write("\n")
+    return 0
+
+
+def print_corpus(corpus: _corpus.Corpus, nbytes: int) -> None:
+    """Notes, size and per-source counts of the corpus."""
+    for note in corpus.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    print(
+        f"corpus: {len(corpus.texts)} documents, {nbytes / 1e6:.1f} MB, "
+        f"{sum(len(t) for t in corpus.tokens)} tokens"
+    )
+    for src, st in corpus.stats.items():
+        print(
+            f"  {src:<10} found {st['found']:>6}  read {st['read']:>5}  short {st['short']:>4}"
+            f"  exact-dup {st['duplicate']:>4}  unreadable {st['unreadable']:>3}"
+            f"  kept {st['kept']:>5}"
+        )
+
+
+def run_simhash(
+    corpus: _corpus.Corpus,
+    truth: Truth,
+    angles: np.ndarray,
+    matrix3: tuple[Any, list[str]],
+    nbytes: int,
+    args: argparse.Namespace,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """The Hamming <= k evaluation (only the default pipeline for --part similarity)."""
+    only_default = args.part == "similarity"
     results: dict[str, dict[str, Any]] = {}
     fps_of: dict[str, np.ndarray] = {}
     for ngram in NGRAMS:
         for weighting in WEIGHTINGS:
             name = f"simstore n={ngram} {weighting}"
+            if only_default and name != CURRENT_DEFAULT:
+                continue
             cfg = FingerprintConfig(ngram=ngram, weighting=weighting)
             fps, times = timed(lambda c=cfg: simstore.fingerprints(corpus.texts, c), args.repeat)
             fps_of[name] = fps
@@ -507,6 +451,9 @@ def main(argv: list[str] | None = None) -> int:
                 res["seeds"] = seed_spread(corpus.texts, cfg, res["score"], truth, args.hash_seeds)
             results[name] = res
         log(f"simstore ngram={ngram} done")
+    out: dict[str, Any] = {"ks": list(KS), "pipelines": results}
+    if only_default:
+        return out
 
     if not args.no_baseline:
         base, times = timed(lambda: baseline_fingerprints(corpus.texts), 1)
@@ -528,17 +475,16 @@ def main(argv: list[str] | None = None) -> int:
         (k for k in results if k.startswith("simstore")), key=lambda k: _rank(results[k])
     )
     idf_results: dict[str, dict[str, Any]] = {}
-    if not args.no_idf and n >= 4:
-        idf_results = run_idf(corpus, truth, (x, shingle_names), best_name, args)
+    if not args.no_idf and len(corpus.texts) >= 4:
+        idf_results = run_idf(corpus, truth, matrix3, best_name, args)
         log("IDF experiment done")
     examples = {}
     for t in (0.95, 0.9):
         k = results[best_name]["score"]["by_threshold"][str(t)]["best"]["k"]
         examples[str(t)] = {
             "k": k,
-            **error_examples(fps_of[best_name], truth, x, corpus.names, t, k),
+            **error_examples(fps_of[best_name], truth, matrix3[0], corpus.names, t, k),
         }
-    log("finished")
 
     print()
     print(
@@ -563,42 +509,12 @@ def main(argv: list[str] | None = None) -> int:
         print(summary_table(idf_results))
     print()
     print(f"best simstore pipeline (mean best F1 over J>=0.95 and J>=0.9): {best_name}")
-
-    if args.json:
-        report = {
-            "command": " ".join(
-                ["python", "tools/eval_quality.py"] + (argv if argv is not None else sys.argv[1:])
-            ),
-            "machine": {
-                "platform": platform.platform(),
-                "python": platform.python_version(),
-                "cpus": os.cpu_count(),
-                "numpy": np.__version__,
-            },
-            "corpus": {
-                "documents": n,
-                "bytes": nbytes,
-                "tokens": sum(len(t) for t in corpus.tokens),
-                "distinct_3_shingles": int(x.shape[1]),
-                "sources": corpus.stats,
-                "notes": corpus.notes,
-                "max_docs": args.max_docs,
-                "seed": args.seed,
-                "min_tokens": args.min_tokens,
-            },
-            "thresholds": list(THRESHOLDS),
-            "ks": list(KS),
-            "positives": positives,
-            "pipelines": results,
-            "idf": idf_results,
-            "best_pipeline": best_name,
-            "error_examples": {"pipeline": best_name, **examples},
-            "seconds_total": round(time.perf_counter() - t_start, 1),
-        }
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
-            f.write("\n")
-    return 0
+    out.update(
+        idf=idf_results,
+        best_pipeline=best_name,
+        error_examples={"pipeline": best_name, **examples},
+    )
+    return out
 
 
 def run_idf(
