@@ -48,6 +48,8 @@ def put_sorted(cur: Any, keys: list[bytes], values: list[bytes], *, append: bool
 def read_rows(txn: Any, db: Any, key_size: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Every (key, internal id) of a dupsort table as uint64 arrays, in table order.
 
+    Keys of key_size <= 8 bytes are read as big-endian unsigned integers.
+
     None if an entry is not key_size + 8 bytes (a damaged table).
     """
     kb: list[bytes] = []
@@ -57,7 +59,10 @@ def read_rows(txn: Any, db: Any, key_size: int) -> tuple[np.ndarray, np.ndarray]
             return None
         kb.append(key)
         vb.append(val)
-    keys = np.frombuffer(b"".join(kb), dtype=f">u{key_size}").astype(np.uint64)
+    raw = np.frombuffer(b"".join(kb), dtype=np.uint8).reshape(len(kb), key_size)
+    padded = np.zeros((len(kb), 8), dtype=np.uint8)
+    padded[:, 8 - key_size :] = raw
+    keys = padded.view(">u8").ravel().astype(np.uint64)
     return keys, np.frombuffer(b"".join(vb), dtype=">u8").astype(np.uint64)
 
 
@@ -89,18 +94,35 @@ class Tables:
             b"".join(s[1] for s in specs),
             b"".join(s[2] for s in specs),
         )
-        tails = [64 - layout.header_bits(t) for t in range(n)]
-        masks = [_probe_masks(64 - tail, layout.radius, tail) for tail in tails]
-        self._ranges = _core.query_ranges_fn(*self._specs, bytes(tails), masks)
+        self._tails = [64 - layout.header_bits(t) for t in range(n)]
         self._verify = _core.CandidateVerifier(n)
-        # Per table: (table index, db, first and past-last index of its (lo, hi)
-        # range keys in the tuple self._ranges returns).
-        rows = []
-        pos = n
-        for t, db in enumerate(self.dbs):
-            rows.append((t, db, pos, pos + 2 * len(masks[t])))
-            pos += 2 * len(masks[t])
-        self._plan = tuple(rows)
+        self._probes: dict[int, tuple[Any, tuple[tuple[int, Any, int, int], ...]]] = {}
+        self._by_k = self._probes.copy()  # the same plans, looked up by query k
+
+    def _probe_plan(self, k: int) -> tuple[Any, tuple[tuple[int, Any, int, int], ...]]:
+        """(ranges function, per-table rows) of the probes answering distance k.
+
+        A row is (table index, db, first and past-last index of the table's
+        (lo, hi) range keys in the tuple the ranges function returns). Built
+        once per radius: a k below the layout's needs a smaller radius.
+        """
+        got = self._by_k.get(k)
+        if got is not None:
+            return got
+        radius = self.layout.radius_for(k)
+        got = self._probes.get(radius)
+        if got is None:
+            tails = self._tails
+            masks = [_probe_masks(64 - tail, radius, tail) for tail in tails]
+            ranges = _core.query_ranges_fn(*self._specs, bytes(tails), masks)
+            rows = []
+            pos = len(tails)
+            for t, db in enumerate(self.dbs):
+                rows.append((t, db, pos, pos + 2 * len(masks[t])))
+                pos += 2 * len(masks[t])
+            got = self._probes[radius] = (ranges, tuple(rows))
+        self._by_k[k] = got
+        return got
 
     # --- single writes -------------------------------------------------------------
 
@@ -122,7 +144,8 @@ class Tables:
 
     def search(self, txn: Any, q: int, k: int) -> list[tuple[int, bytes]]:
         """(distance, internal id) of every doc within k <= the layout's k of q."""
-        ranges, raw = self._ranges(q)
+        ranges_fn, plan = self._by_k.get(k) or self._probe_plan(k)
+        ranges, raw = ranges_fn(q)
         cursor = txn.cursor
         # The first (smallest) internal id under a key names its fingerprint:
         # docs with one fingerprint share one id list in every table.
@@ -131,7 +154,7 @@ class Tables:
         tabs: list[int] = []
         firsts: list[bytes] = []
         curs = []
-        for t, db, start, stop in self._plan:
+        for t, db, start, stop in plan:
             cur = cursor(db)
             curs.append(cur)
             if stop - start == 2:  # one range (radius 0): the common case, kept lean

@@ -98,6 +98,22 @@ class Layout:
             pos += w
         return bytes(src), bytes(width), bytes(dst)
 
+    def radius_for(self, k: int) -> int:
+        """The header radius that answers distance k (<= max_k) exactly.
+
+        A full Manku layout (every s-of-B block combination a table, as
+        :func:`plan` makes) needs only radius_bound(B, s, k): a query below
+        the store's k probes far fewer headers. Any other layout keeps its radius.
+        """
+        s = len(self.tables[0])
+        nblocks = len(self.blocks)
+        full = all(len(t) == s for t in self.tables) and sorted(self.tables) == list(
+            itertools.combinations(range(nblocks), s)
+        )
+        if not full or k >= self.max_k:
+            return self.radius
+        return min(self.radius, radius_bound(nblocks, s, k))
+
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form (for a store's metadata)."""
         return {

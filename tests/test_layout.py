@@ -114,3 +114,17 @@ def test_plan_refuses_bad_arguments() -> None:
         L.plan(3, -1)
     with pytest.raises(InvalidConfigError):
         L.plan(3, 10, max_tables=0)
+
+
+@pytest.mark.parametrize("k", range(0, 11))
+def test_radius_for_a_smaller_k_still_guarantees_it(k):
+    """A planned layout queried at any k' <= k with radius_for(k') finds every pair within k'."""
+    from dataclasses import replace
+
+    layout = L.plan(k, 1_000_000).layout
+    for kq in range(k + 1):
+        r = layout.radius_for(kq)
+        assert r <= layout.radius
+        assert L.guarantees(replace(layout, radius=r), kq)
+        if r > 0:  # and it is tight: one less would miss some pair
+            assert not L.guarantees(replace(layout, radius=r - 1), kq)
