@@ -7,6 +7,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ._harness import DEFAULT_WORKDIR, machine_info, peak_rss, reset_peak_rss, write_json
 from ._peers import DEFAULT_PYBIND_DIR
@@ -17,6 +18,7 @@ from .find_all import cmd_find_all
 from .fingerprint import cmd_fingerprint
 from .load import cmd_load
 from .query import cmd_query
+from .similarity import cmd_similarity
 
 DESCRIPTION = "simstore benchmarks against peer libraries, measured in one process run."
 
@@ -33,6 +35,19 @@ def _reps(text: str) -> int:
     if v < 3:
         raise argparse.ArgumentTypeError(f"{text} is not a valid repetition count, must be >= 3")
     return v
+
+
+def _pair(kind: type) -> Any:
+    """A parser of "LO,HI" (LO <= HI) into a tuple of two kind."""
+    def parse(text: str) -> tuple[Any, Any]:
+        try:
+            lo, hi = (kind(v.replace("_", "")) for v in text.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text} is not a valid LO,HI pair") from None
+        if not 0 < lo <= hi:
+            raise argparse.ArgumentTypeError(f"{text} is not a valid range, must be 0 < LO <= HI")
+        return lo, hi
+    return parse
 
 
 def _sizes(text: str) -> list[int]:
@@ -131,6 +146,39 @@ def build_parser() -> argparse.ArgumentParser:
     fa.add_argument("--brute-max", type=_positive, default=50_000,
                     help="largest n for numpy brute force (default %(default)s)")
     fa.set_defaults(func=cmd_find_all)
+
+    si = sub.add_parser("similarity", help="Jaccard signatures MB/s, similarity store, "
+                                           "find_similar vs datasketch",
+                        description=sys.modules[cmd_similarity.__module__].__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    common(si)
+    si.add_argument("--docs", type=_positive, default=3000,
+                    help="~5 KB English documents for the signature MB/s (default %(default)s)")
+    si.add_argument("--doc-bytes", type=_positive, default=5000,
+                    help="document size cap in UTF-8 bytes (default %(default)s)")
+    si.add_argument("--peer-docs", type=_positive, default=500,
+                    help="documents given to datasketch MinHash (default %(default)s)")
+    si.add_argument("--n", type=_positive, default=1_000_000,
+                    help="synthetic documents in the store and find_similar (default %(default)s)")
+    si.add_argument("--features", type=_pair(int), default=(300, 1000),
+                    help="LO,HI distinct feature hashes per synthetic document "
+                         "(default 300,1000)")
+    si.add_argument("--planted", type=int, default=10_000,
+                    help="near-copy pairs among the N docs, true Jaccard 0.80..0.98, at most "
+                         "N/4 (default %(default)s)")
+    si.add_argument("--queries", type=_positive, default=2000,
+                    help="similar() queries, each a near copy of a stored doc "
+                         "(default %(default)s)")
+    si.add_argument("--query-jaccard", type=_pair(float), default=(0.93, 0.98),
+                    help="LO,HI true Jaccard of a query and its stored doc (default 0.93,0.98)")
+    si.add_argument("--adds", type=_positive, default=2000,
+                    help="timed add_if_new calls of new documents (default %(default)s)")
+    si.add_argument("--lsh-max", type=int, default=100_000,
+                    help="documents given to datasketch MinHashLSH, 0 = skip it; slow and "
+                         "memory hungry (default %(default)s)")
+    si.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
+                    help="where the scratch store goes (default %(default)s)")
+    si.set_defaults(func=cmd_similarity)
 
     al = sub.add_parser("all", help="everything at default sizes; JSON, Markdown tables, plot",
                         description=cmd_all.__doc__)
