@@ -7,12 +7,9 @@ process after ``fork()`` or a rebuild gets fresh handles the same way.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import gc
 import os
-import secrets
-import shutil
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -21,6 +18,8 @@ from typing import Any, TypeVar
 
 import lmdb
 
+from ._create import MAX_DBS, create_aside
+from ._errors import translate
 from .exceptions import (
     CorruptStoreError,
     NotAStoreError,
@@ -34,10 +33,8 @@ from .exceptions import (
 T = TypeVar("T")
 
 PAGE = 4096
-_MAX_DBS = 64
 _MAX_GROWTHS = 40
 LOCK_FILE = "simstore.lock"
-_MIN_FREE = 4 << 20  # bytes a new store needs free (lock file, first pages)
 # Module state, kept to what fork() needs: os.getpid() is a system call, so a fork
 # hook keeps the current pid here (read on every query's fast path), and every live
 # handle's lock is replaced in a child, since the thread that may hold it in the
@@ -139,61 +136,10 @@ class Env:
             raise
 
     def _create_aside(self) -> None:
-        """Create the store in a sibling directory, then rename it into place.
-
-        All or nothing: a failed create (no space, no memory for the map, a
-        kill) leaves no half store at the path, only possibly a hidden
-        ``.NAME.creating-*`` sibling. Another process creating the same store
-        at the same time wins the rename or loses it; the loser opens the winner's.
-        """
-        target = os.path.abspath(self.path)
-        parent, base = os.path.split(target)
-        try:
-            free = os.statvfs(parent)
-        except OSError as exc:
-            raise StoreAccessError(
-                f"cannot create store {self.path!r}: {exc.strerror or exc} (its parent "
-                "directory must exist)"
-            ) from exc
-        if free.f_bavail * free.f_frsize < _MIN_FREE:
-            raise StoreAccessError(
-                f"cannot create store {self.path!r}: the filesystem has less than "
-                f"{_MIN_FREE >> 20} MiB free; free some space or choose another path"
-            )
-        tmp = os.path.join(parent, f".{base}.creating-{os.getpid()}-{secrets.token_hex(4)}")
-        try:
-            os.mkdir(tmp, 0o777)
-        except OSError as exc:
-            raise StoreAccessError(
-                f"cannot create store {self.path!r}: {exc.strerror or exc}; give a path this "
-                "process may write"
-            ) from exc
-        try:
-            try:
-                env = lmdb.open(
-                    tmp, map_size=self.map_size, subdir=True, max_dbs=_MAX_DBS,
-                    max_readers=self.max_readers, lock=True, create=True,
-                )
-            except lmdb.Error as exc:
-                raise translate(exc, self.path) from exc
-            try:
-                on_open = self._on_open()
-                if on_open is None:
-                    raise StoreClosedError(f"store {self.path!r}: its SimStore is gone")
-                with self.translated():
-                    on_open(env, True)
-            finally:
-                env.close()
-            try:
-                os.rename(tmp, target)  # replaces a missing path or an empty directory
-            except OSError as exc:
-                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                    raise StoreAccessError(
-                        f"cannot create store {self.path!r}: {exc.strerror or exc}"
-                    ) from exc
-                # another process created the store first: open theirs
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        on_open = self._on_open()
+        if on_open is None:
+            raise StoreClosedError(f"store {self.path!r}: its SimStore is gone")
+        create_aside(self.path, self.map_size, self.max_readers, on_open)
 
     def _check_path(self) -> bool:
         """Whether the store must be created; NotAStoreError for foreign paths."""
@@ -225,7 +171,7 @@ class Env:
                     readonly=self.readonly,
                     sync=self.durable,
                     metasync=self.durable,
-                    max_dbs=_MAX_DBS,
+                    max_dbs=MAX_DBS,
                     max_readers=self.max_readers,
                     lock=True,
                     create=creating,
@@ -552,35 +498,3 @@ def _close_inherited(path: str) -> bool:
             env.close()
             closed = True
     return closed
-
-
-def translate(exc: lmdb.Error, path: str) -> StoreError:
-    """A simstore error, with a hint, for a raw LMDB error (by class, then by text)."""
-    text = str(exc)
-    if "already open in this process" in text:
-        return StoreInUseError(
-            f"store {path!r} is already open in this process; LMDB allows one handle "
-            "per process, so reuse the open SimStore (or close it first)"
-        )
-    if "Read-only file system" in text or "Permission denied" in text:
-        return StoreAccessError(
-            f"store {path!r} cannot be written here ({text}); give a path this process may "
-            "write, or open the store with readonly=True"
-        )
-    if isinstance(exc, lmdb.ReadonlyError):
-        return ReadOnlyError(f"store {path!r} is read-only here: {text}")
-    if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError,
-                        lmdb.VersionMismatchError, lmdb.BadDbiError)):
-        return CorruptStoreError(
-            f"store {path!r} looks damaged or was written by an incompatible LMDB: {text}"
-        )
-    if isinstance(exc, lmdb.ReadersFullError):
-        return StoreError(
-            f"store {path!r}: too many concurrent readers ({text}); open it with a larger "
-            "max_readers (first process to open sets it) or end stale processes"
-        )
-    if isinstance(exc, lmdb.MapFullError):
-        return StoreError(f"store {path!r}: the map is full ({text}); it could not be grown")
-    if isinstance(exc, (lmdb.DiskError, lmdb.TlsFullError)):
-        return StoreError(f"store {path!r}: LMDB failed ({text}); check free disk space")
-    return StoreError(f"store {path!r}: LMDB error: {text}")

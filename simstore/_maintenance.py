@@ -16,50 +16,34 @@ import lmdb
 import numpy as np
 
 from . import _format as F
-from . import batch
-from ._env import Env, translate
+from . import _verify, batch
+from ._env import Env
+from ._errors import translate
 from ._schema import Handles
 from ._tables import Tables
 from .exceptions import StoreError
 from .layout import plan
 
-_MAX_LISTED = 20
 Snapshot = Callable[[], tuple[list[Any], np.ndarray]]
 
 
-def verify(txn: Any, h: Handles) -> list[str]:
-    """Every broken invariant of the store, as sentences; [] when all hold."""
-    problems: list[str] = []
-    cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_sketches=True, problems=problems)
-    assert cols.encs is not None
-    bad_ids = 0
-    for key, enc in zip(cols.keys, cols.encs, strict=True):
-        got = txn.get(F.id_key(enc), db=h.ids)
-        if got is None or bytes(got) != key:
-            bad_ids += 1
-            if bad_ids <= _MAX_LISTED:
-                problems.append(
-                    f"doc {_safe_id(enc)!r}: the ids table "
-                    + ("lacks it" if got is None else "points to another record")
-                )
-    if bad_ids > _MAX_LISTED:
-        problems.append(f"... and {bad_ids - _MAX_LISTED} more docs with bad ids entries")
-    n_ids = int(txn.stat(h.ids)["entries"])
-    if n_ids != len(cols.keys):
-        problems.append(
-            f"the ids table has {n_ids} entries for {len(cols.keys)} docs (orphans or gaps)"
-        )
-    problems.extend(h.tables.check(txn, cols.iids, cols.fps))
-    if h.bands is not None:
-        problems.extend(h.bands.check(txn, cols.iids, cols.bands))
-    return problems
+def verify(txn: Any, h: Handles, *, timeout: float | None = None) -> list[str]:
+    """Every broken invariant of the store, as sentences; [] when all hold.
 
-
-def _safe_id(enc: bytes) -> Any:
-    try:
-        return F.decode_id(enc)
-    except Exception:  # noqa: BLE001 - a damaged id must not stop the report
-        return enc
+    The check runs in a child process (:mod:`simstore._verify`): a damaged
+    file that makes LMDB abort or loop is reported as a problem, never
+    kills the caller. The child checks the newest committed snapshot; when
+    ``txn`` is this process's open batch (its id is past that snapshot), the
+    batch's own writes are then checked here, over pages the child found
+    sound. ``timeout``: seconds before the check counts as hung (default:
+    :func:`simstore._verify.default_timeout`, from the file's size).
+    """
+    report = _verify.isolated(h.path, timeout=timeout)
+    if report.problems or report.txnid is None:
+        return report.problems
+    if int(txn.id()) > report.txnid:
+        return _verify.records(txn, h)
+    return []
 
 
 def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int | None) -> None:
