@@ -21,7 +21,7 @@ from ._env import Env
 from ._errors import translate
 from ._schema import Handles
 from ._tables import Tables
-from .exceptions import StoreError
+from .exceptions import SimstoreTypeError, StoreAccessError, StoreError
 from .layout import plan
 
 Snapshot = Callable[[], tuple[list[Any], np.ndarray]]
@@ -98,11 +98,28 @@ def compact(env: Env, dest: str | os.PathLike[str]) -> None:
     The copy is made in a sibling temporary directory and renamed into place,
     so ``dest`` is either absent or a complete store, whatever happens.
     """
-    target = os.fspath(dest)
-    if os.path.exists(target):
-        raise StoreError(f"compact destination {target!r} exists; give a new path")
+    try:
+        target = os.path.abspath(os.fspath(dest))  # "dest/" names the directory dest
+    except TypeError:
+        raise SimstoreTypeError(
+            f"'dest' must be a str or os.PathLike (got {type(dest).__name__})"
+        ) from None
+    if os.path.lexists(target):
+        raise StoreError(f"compact destination {os.fspath(dest)!r} exists; give a new path")
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        raise StoreAccessError(
+            f"compact destination {os.fspath(dest)!r}: its parent {parent!r} is not an "
+            "existing directory"
+        )
     tmp = f"{target}.tmp-{os.getpid()}"
-    os.makedirs(tmp)
+    try:
+        os.mkdir(tmp)
+    except OSError as exc:
+        raise StoreAccessError(
+            f"cannot write the compacted copy next to {os.fspath(dest)!r}: "
+            f"{exc.strerror or exc}"
+        ) from exc
     try:
         with env.lock:
             lenv = env.live()
@@ -110,7 +127,12 @@ def compact(env: Env, dest: str | os.PathLike[str]) -> None:
                 lenv.copy(tmp, compact=True)
             except lmdb.Error as exc:
                 raise translate(exc, env.path) from exc
-        os.rename(tmp, target)
+        try:
+            os.rename(tmp, target)
+        except OSError as exc:
+            raise StoreAccessError(
+                f"cannot move the compacted copy to {os.fspath(dest)!r}: {exc.strerror or exc}"
+            ) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

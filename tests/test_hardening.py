@@ -163,3 +163,20 @@ def test_two_processes_creating_one_store_agree(tmp_path) -> None:
         assert sorted(s) == ["p0", "p1", "p2", "p3"] and s.verify() == []
     time.sleep(0)
     assert _leftovers(tmp_path) == ["s"]
+
+
+def test_compact_destinations_that_cannot_work_are_refused_cleanly(tmp_path) -> None:
+    """compact('dest/'), a destination under a file, or an existing one: package errors, no debris."""
+    with SimStore(tmp_path / "s") as s:
+        s.add("a", 1)
+        s.compact(str(tmp_path / "copy") + "/")  # a trailing slash names the directory
+        with SimStore(tmp_path / "copy", readonly=True) as c:
+            assert c["a"] == 1
+        (tmp_path / "file").write_text("x")
+        with pytest.raises(StoreAccessError, match="not an existing directory"):
+            s.compact(tmp_path / "file" / "dest")
+        with pytest.raises(StoreError, match="exists"):
+            s.compact(tmp_path / "copy")
+        with pytest.raises(StoreError, match="exists"):
+            s.compact(tmp_path / "file")
+    assert sorted(os.listdir(tmp_path)) == ["copy", "file", "s"]
