@@ -8,118 +8,37 @@ field it follows, so a damaged page is reported as a sentence instead.
 It reads the file with ``os.pread`` (never a memory map), so nothing it
 reads can kill the process.
 
-The layout it checks (LMDB 0.9 data files, little-endian, 64-bit builds):
+The layout is written down in :mod:`simstore._lmdbfile`.
 
-* Every page starts with a 16-byte header: page number (u64), pad (u16),
-  flags (u16: 1 branch, 2 leaf, 4 overflow, 8 meta, 0x20 fixed-size-key
-  leaf, 0x40 sub-page), then ``lower`` and ``upper`` (u16 each), or for an
-  overflow page the number of pages of its run (u32). A page's node offsets
-  (u16 each) follow the header up to ``lower``; the nodes sit from ``upper``
-  to the page's end.
-* Pages 0 and 1 are meta pages: after the header, magic 0xBEEFC0DE (u32),
-  data version 1 (u32), address and map size (u64 each), two 48-byte
-  database records (the free-page tree, then the main tree), the last used
-  page number and the transaction id (u64 each). LMDB uses the meta of the
-  higher transaction id. A database record is: pad (u32; the page size in
-  the free tree's record, the key size of a fixed-size-key tree), flags
-  (u16), depth (u16), branch, leaf and overflow page counts, entries, root
-  page (u64 each; all ones when the tree is empty).
-* A node is: two u16 halves of a number, flags (u16), key size (u16), the
-  key. In a branch node the number, with the flags as bits 32..47, is the
-  child page. In a leaf node it is the data size and the data follows the
-  key, unless flag 1 (big data) says the data is a run of overflow pages
-  whose first page number (u64) follows the key. Flag 2 marks a database
-  record as data (named databases in the main tree); flag 4 marks the
-  duplicates of a key, either as a sub-page inside the node or, with flag
-  2, as a database record of their own tree.
-* The free-page tree maps a transaction id to the pages it freed: a count
-  (u64) then that many page numbers.
-
-Checked: both meta pages' fields; in the snapshot's meta, every tree:
-page numbers in range and matching the page's header, each page reached
-once, the page kind each level needs, depth equal to the record's, offsets
-and sizes inside their page, overflow runs inside the file, sub-pages and
-nested trees, flags LMDB defines, key sizes within LMDB's limit, the page
-and entry counts each record claims; free pages in range and not in use.
-Not checked: key order and the bytes of keys and values (verify's record
-checks look at those).
+Checked: both meta pages (the one in use, and the older one, which the
+next commit overwrites: consecutive transaction ids, fields that fit the file); in
+the snapshot's meta, every tree: page numbers in range and equal to the
+number in the page's header, each page reached once, the page kind each
+level needs, depth equal to the record's, node offsets and sizes inside
+their page, nodes tiling the page from ``upper`` to its end (LMDB closes
+up a deleted node's space at once), overflow runs inside the file,
+sub-pages and nested duplicate trees, the flags LMDB defines, key sizes
+within LMDB's limit, entry counts (and page counts, except of databases
+with duplicates, where LMDB lets them drift); free pages in range, not in
+use and not listed twice; every page either in use or free, and pages
+past the file's end free. Not checked: key order, and the bytes of keys
+and values (verify's record checks cross-check those).
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import Any
 
-PAGE_HEADER = 16
-NODE_HEADER = 8
-DB_RECORD = 48
-MAGIC = 0xBEEFC0DE
-DATA_VERSION = 1
-NUM_METAS = 2
-EMPTY = (1 << 64) - 1  # the root of an empty tree
-MAX_DEPTH = 32  # LMDB's cursor stack
-MAX_KEY = 511  # LMDB's key size limit (the default build)
+import numpy as np
+
+from . import _lmdbfile as L
+
 MAX_LISTED = 20
-
-P_BRANCH, P_LEAF, P_OVERFLOW, P_META, P_LEAF2, P_SUBP = 0x01, 0x02, 0x04, 0x08, 0x20, 0x40
-P_KIND = P_BRANCH | P_LEAF | P_OVERFLOW | P_META | P_LEAF2 | P_SUBP
-P_STATE = 0x10 | 0x4000 | 0x8000  # dirty, loose, keep: in-memory marks, ignored
-F_BIGDATA, F_SUBDATA, F_DUPDATA = 0x01, 0x02, 0x04
-DB_REVERSEKEY, DB_DUPSORT, DB_INTEGERKEY, DB_DUPFIXED = 0x02, 0x04, 0x08, 0x10
-DB_INTEGERDUP, DB_REVERSEDUP = 0x20, 0x40
-DB_FLAGS = 0x7E
-DUP_ONLY = DB_DUPFIXED | DB_INTEGERDUP | DB_REVERSEDUP
-DUPS_TREE_FLAGS = DB_DUPFIXED | DB_INTEGERKEY | DB_REVERSEKEY  # a key's duplicates' tree
-
-_HEADER = struct.Struct("<QHHHH")
-_OVERFLOW = struct.Struct("<QHHI")
-_NODE = struct.Struct("<HHHH")
-_RECORD = struct.Struct("<IHHQQQQQ")
-_META = struct.Struct("<IIQQ")
-_TAIL = struct.Struct("<QQ")
-_U64 = struct.Struct("<Q")
-
-
-@dataclass(frozen=True)
-class Record:
-    """A database record (the 48 bytes that describe one B-tree)."""
-
-    pad: int
-    flags: int
-    depth: int
-    branch: int
-    leaf: int
-    overflow: int
-    entries: int
-    root: int
-
-    @classmethod
-    def parse(cls, buf: bytes, offset: int) -> Record:
-        return cls(*_RECORD.unpack_from(buf, offset))
-
-
-@dataclass(frozen=True)
-class Meta:
-    """One meta page's fields."""
-
-    magic: int
-    version: int
-    mapsize: int
-    free: Record
-    main: Record
-    last_pg: int
-    txnid: int
-
-    @classmethod
-    def parse(cls, page: bytes) -> Meta:
-        magic, version, _addr, mapsize = _META.unpack_from(page, PAGE_HEADER)
-        base = PAGE_HEADER + _META.size
-        last_pg, txnid = _TAIL.unpack_from(page, base + 2 * DB_RECORD)
-        return cls(
-            magic, version, mapsize, Record.parse(page, base),
-            Record.parse(page, base + DB_RECORD), last_pg, txnid,
-        )
+MAX_MAP = 1 << 47  # bytes: more than a 64-bit process can map on common systems
+_PAGE_SIZES = frozenset(1 << i for i in range(9, 17))
 
 
 class _Stop(Exception):
@@ -127,7 +46,12 @@ class _Stop(Exception):
 
 
 class FileCheck:
-    """The structural check of one data.mdb; ``seen`` and ``free`` mark pages after run()."""
+    """The structural check of one data.mdb.
+
+    After :meth:`run`: ``seen`` and ``free`` mark the pages in use and the
+    free ones (a byte per page), ``names`` maps each named database to its
+    record.
+    """
 
     def __init__(self, path: str, psize: int) -> None:
         self.path = path
@@ -139,37 +63,24 @@ class FileCheck:
         self._fd = -1
         self._more = 0
         self._free_lists: list[bytes] = []
+        self.names: dict[bytes, L.Record] = {}
 
     # --- entry points ---------------------------------------------------------------
-
-    def metas(self) -> list[Meta | None]:
-        """Both meta pages (None for one that is not a meta page of this layout)."""
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            out: list[Meta | None] = []
-            for pg in range(NUM_METAS):
-                page = os.pread(fd, self.psize, pg * self.psize)
-                if len(page) < self.psize:
-                    out.append(None)
-                    continue
-                pgno, _, flags, _, _ = _HEADER.unpack_from(page)
-                meta = Meta.parse(page)
-                ok = pgno == pg and flags & ~P_STATE == P_META
-                out.append(meta if ok and meta.magic == MAGIC else None)
-            return out
-        finally:
-            os.close(fd)
 
     def run(self, txnid: int, *, full: bool = True) -> list[str] | None:
         """Problems of the snapshot of transaction txnid; None if no meta page holds it.
 
-        ``full=False`` checks the metas, the main tree and the ``meta``
-        database only (what opening a store reads).
+        ``full=False`` checks what opening a store reads (the meta pages, the
+        main tree, the ``meta`` database), every other database's root page,
+        and the free-page tree (so that a file ending before the last page is
+        told from a truncated one).
         """
-        metas = self.metas()
-        meta = next((m for m in metas if m is not None and m.txnid == txnid), None)
-        if meta is None:
+        metas = L.read_metas(self.path, self.psize)
+        slot = next((i for i, m in enumerate(metas) if m is not None and m.txnid == txnid), -1)
+        if slot < 0:
             return None
+        meta = metas[slot]
+        assert meta is not None
         self.problems = []
         self._more = 0
         self._free_lists = []
@@ -178,11 +89,11 @@ class FileCheck:
         self.seen = bytearray(self.npages)
         self.free = bytearray(self.npages)
         try:
-            self._check_meta(meta, size)
+            self._check_metas(meta, slot, metas[1 - slot], size)
             if not self.problems:
                 self._fd = os.open(self.path, os.O_RDONLY)
                 try:
-                    self._walk_all(meta, full)
+                    self._walk_all(meta, full, size)
                 finally:
                     os.close(self._fd)
                     self._fd = -1
@@ -194,58 +105,94 @@ class FileCheck:
 
     # --- meta ----------------------------------------------------------------------
 
-    def _check_meta(self, meta: Meta, size: int) -> None:
-        if meta.version != DATA_VERSION:
-            self._bad(f"the meta page holds data version {meta.version}, not {DATA_VERSION}")
-        if meta.free.pad != self.psize:
-            self._bad(f"the meta page records page size {meta.free.pad}, not {self.psize}")
-        if meta.last_pg < NUM_METAS - 1 or self.npages * self.psize > size:
-            self._bad(
-                f"the meta page says pages reach {self.npages * self.psize} bytes; "
-                f"the file has {size}"
-            )
-        for name, rec in (("free-page tree", meta.free), ("main tree", meta.main)):
-            if rec.flags & ~DB_FLAGS or rec.root != EMPTY and rec.root >= self.npages:
-                self._bad(f"the meta page's {name} record is damaged ({rec})")
-
-    def _walk_all(self, meta: Meta, full: bool) -> None:
-        names = self._tree("the main tree", meta.main, main=True)
-        if not full:
-            if b"meta" in names:
-                self._tree("database 'meta'", names[b"meta"])
+    def _check_metas(self, meta: L.Meta, slot: int, other: L.Meta | None, size: int) -> None:
+        """The snapshot's meta page, and the other one (LMDB checks little of either)."""
+        label = f"meta page {slot} (the one in use)"
+        what = meta_fields(meta, self.psize)
+        if what:
+            self._bad(f"{label} holds {what}")
+        if size < L.NUM_METAS * self.psize:
+            self._bad(f"the file has {size} bytes, less than its two meta pages")
+        if meta.txnid and meta.txnid & 1 != slot:
+            self._bad(f"{label} holds transaction {meta.txnid}, which LMDB writes to the other")
+        old = f"meta page {1 - slot} (the older one; the next commit rewrites it)"
+        if other is None:
+            self._bad(f"{old} is damaged: its header or magic number is wrong")
             return
+        if other.txnid > meta.txnid:
+            return  # a writer committed since the snapshot was pinned
+        want = meta.txnid - 1 if meta.txnid else 0
+        if other.txnid != want:
+            self._bad(
+                f"the meta pages hold transactions {meta.txnid} and {other.txnid}; LMDB "
+                f"writes consecutive ones ({other.txnid} is damaged, or {meta.txnid} is)"
+            )
+        what = meta_fields(other, self.psize)
+        if what is None and other.last_pg > meta.last_pg:
+            what = f"last page {other.last_pg}, past the newer one's {meta.last_pg}"
+        if what:
+            self._bad(f"{old} is damaged: it holds {what}")
+
+    def _walk_all(self, meta: L.Meta, full: bool, size: int) -> None:
+        names = self.names = self._tree("the main tree", meta.main, main=True)
         for name, rec in sorted(names.items()):
-            self._tree(f"database {name.decode('latin-1')!r}", rec)
+            label = f"database {name.decode('latin-1')!r}"
+            if full or name == b"meta":
+                self._tree(label, rec)
+            else:
+                self._root(label, rec)
         self._tree("the free-page tree", meta.free, free=True)
         self._check_free(self._free_lists)
-        if not self.problems:
-            lost = self.npages - NUM_METAS - sum(self.seen) - sum(self.free)
+        if self.problems:
+            return
+        # The file may end before the last page: pages a transaction took and gave
+        # back are never written. They must all be free pages.
+        end = min(size // self.psize, self.npages)
+        past = [pg for pg in range(end, self.npages) if not self.free[pg]]
+        if past:
+            self._bad(
+                f"the file has {size} bytes but page {past[0]} past its end is in use "
+                f"(truncated?); {len(past)} such pages"
+            )
+        elif full:
+            lost = self.npages - L.NUM_METAS - sum(self.seen) - sum(self.free)
             if lost:
                 self._bad(f"{lost} pages are neither in use nor on the free-page list")
+
+    def _root(self, name: str, rec: L.Record) -> None:
+        """The root page of a tree: in range, inside the file, of the kind its depth needs."""
+        if rec.root == L.EMPTY or not 1 <= rec.depth <= L.MAX_DEPTH:
+            return
+        page = self._page(rec.root, name)
+        if page is not None:
+            kind = L.HEADER.unpack_from(page)[2] & ~L.P_STATE
+            want = L.P_BRANCH if rec.depth > 1 else L.P_LEAF
+            if kind != want:
+                self._bad(f"{name}: its root page {rec.root} has flags {kind:#x}, not {want:#x}")
 
     # --- trees ---------------------------------------------------------------------
 
     def _tree(
-        self, name: str, rec: Record, *, main: bool = False, free: bool = False,
+        self, name: str, rec: L.Record, *, main: bool = False, free: bool = False,
         dups: int = 0,
-    ) -> dict[bytes, Record]:
+    ) -> dict[bytes, L.Record]:
         """Walk one tree; returns the named database records (main tree) or {}.
 
         ``dups``: walking the duplicates' tree of a key (1) or of a
         fixed-size duplicates key (2), whose leaves hold bare keys.
         """
-        names: dict[bytes, Record] = {}
-        allowed = DUPS_TREE_FLAGS if dups else DB_FLAGS
+        names: dict[bytes, L.Record] = {}
+        allowed = L.DUPS_TREE_FLAGS if dups else L.DB_FLAGS
         if rec.flags & ~allowed or (
-            not dups and rec.flags & DUP_ONLY and not rec.flags & DB_DUPSORT
+            not dups and rec.flags & L.DUP_ONLY and not rec.flags & L.DB_DUPSORT
         ):
             self._bad(f"{name}: its record has unknown flags {rec.flags:#x}")
             return names
-        if rec.root == EMPTY:
+        if rec.root == L.EMPTY:
             if rec.depth or rec.entries or rec.branch or rec.leaf or rec.overflow:
                 self._bad(f"{name}: its record says empty but counts {rec.entries} entries")
             return names
-        if not 1 <= rec.depth <= MAX_DEPTH:
+        if not 1 <= rec.depth <= L.MAX_DEPTH:
             self._bad(f"{name}: its record has depth {rec.depth}")
             return names
         counts = [0, 0, 0, 0]  # branch, leaf, overflow pages, entries
@@ -256,99 +203,152 @@ class FileCheck:
             page = self._page(pgno, name)
             if page is None:
                 continue
-            kind = _HEADER.unpack_from(page)[2] & ~P_STATE
-            lower, upper = _HEADER.unpack_from(page)[3:]
+            kind = L.HEADER.unpack_from(page)[2] & ~L.P_STATE
+            lower, upper = L.HEADER.unpack_from(page)[3:]
             leaf = level == rec.depth
-            want = (P_LEAF | P_LEAF2 if fixed else P_LEAF) if leaf else P_BRANCH
+            want = (L.P_LEAF | L.P_LEAF2 if fixed else L.P_LEAF) if leaf else L.P_BRANCH
             if kind != want:
                 self._bad(
                     f"{name}: page {pgno} at level {level} of {rec.depth} has flags "
                     f"{kind:#x}, not {want:#x} ({'leaf' if leaf else 'branch'})"
                 )
                 continue
-            if not PAGE_HEADER <= lower <= upper <= self.psize or lower & 1:
+            if not L.PAGE_HEADER <= lower <= upper <= self.psize or lower & 1:
                 self._bad(f"{name}: page {pgno} has bounds lower={lower} upper={upper}")
                 continue
-            n = (lower - PAGE_HEADER) >> 1
+            n = (lower - L.PAGE_HEADER) >> 1
             if n == 0 or (not leaf and n < 2):
                 self._bad(f"{name}: page {pgno} holds {n} entries")
                 continue
             counts[0 if not leaf else 1] += 1
             if fixed and leaf:
-                if PAGE_HEADER + n * fixed > self.psize:
+                if L.PAGE_HEADER + n * fixed > self.psize:
                     self._bad(f"{name}: page {pgno} holds more {fixed}-byte keys than fit")
                     continue
                 counts[3] += n
                 continue
-            ptrs = struct.unpack_from(f"<{n}H", page, PAGE_HEADER)
+            ptrs = struct.unpack_from(f"<{n}H", page, L.PAGE_HEADER)
+            before = len(self.problems) + self._more
             if not leaf:
                 for child in self._branch_nodes(name, pgno, page, ptrs, upper):
                     stack.append((child, level + 1))
-                continue
-            self._leaf_nodes(
-                name, pgno, page, ptrs, upper, rec.flags, counts,
-                names if main else None, free, dups,
-            )
+            else:
+                if main or free:
+                    rest: Sequence[int] = range(n)
+                else:
+                    plain, rest = self._plain_nodes(page, n, upper, dups)
+                    counts[3] += plain
+                if rest:
+                    self._leaf_nodes(
+                        name, pgno, page, ptrs, rest, upper, rec.flags, counts,
+                        names if main else None, free, dups,
+                    )
+            if len(self.problems) + self._more == before and not self._packed(page, n, leaf):
+                self._bad(
+                    f"{name}: page {pgno}: its nodes do not tile it from upper={upper} to its "
+                    "end (a size or offset field is damaged)"
+                )
         self._check_counts(name, rec, counts)
         return names
+
+    def _packed(self, page: bytes, n: int, leaf: bool) -> bool:
+        """Whether a page's nodes (already checked one by one) tile it from upper to its end.
+
+        LMDB keeps them so: a deleted node's space is closed up at once. Each
+        node takes its header, key and data (8 bytes for a big-data node,
+        none in a branch), rounded up to an even size.
+        """
+        words = np.frombuffer(page, dtype="<u2")
+        ptrs = np.sort(words[L.PAGE_HEADER // 2:L.PAGE_HEADER // 2 + n].astype(np.int64))
+        at = ptrs >> 1
+        size = L.NODE_HEADER + words[at + 3].astype(np.int64)
+        if leaf:
+            dsize = words[at] | words[at + 1].astype(np.int64) << 16
+            size += np.where(words[at + 2] & L.F_BIGDATA, 8, dsize)
+        size = (size + 1) & ~1
+        upper = int(L.HEADER.unpack_from(page)[4])
+        ends = ptrs + size
+        return bool(
+            ptrs[0] == upper and ends[-1] == self.psize and np.array_equal(ends[:-1], ptrs[1:])
+        )
 
     def _branch_nodes(
         self, name: str, pgno: int, page: bytes, ptrs: tuple[int, ...], upper: int
     ) -> list[int]:
         children = []
         for i, ptr in enumerate(ptrs):
-            if not upper <= ptr <= self.psize - NODE_HEADER or ptr & 1:
+            if not upper <= ptr <= self.psize - L.NODE_HEADER or ptr & 1:
                 self._bad(f"{name}: page {pgno} node {i} lies at offset {ptr}, outside its page")
                 return []
-            lo, hi, flags, ksize = _NODE.unpack_from(page, ptr)
-            if ksize > MAX_KEY or ptr + NODE_HEADER + ksize > self.psize:
+            lo, hi, flags, ksize = L.NODE.unpack_from(page, ptr)
+            if ksize > L.MAX_KEY or ptr + L.NODE_HEADER + ksize > self.psize:
                 self._bad(f"{name}: page {pgno} node {i} has a {ksize}-byte key past its page")
                 return []
             child = lo | hi << 16 | flags << 32
-            if not NUM_METAS <= child < self.npages:
+            if not L.NUM_METAS <= child < self.npages:
                 self._bad(f"{name}: page {pgno} node {i} points to page {child}, out of range")
                 return []
             children.append(child)
         children.reverse()  # popped in key order
         return children
 
+    def _plain_nodes(self, page: bytes, n: int, upper: int, dups: int) -> tuple[int, list[int]]:
+        """(how many leaf nodes are plain and sound, the indices of the others), in numpy.
+
+        Plain: no flags, key and data inside the page (a duplicate: no data).
+        The others go through :meth:`_leaf_nodes` one by one.
+        """
+        words = np.frombuffer(page, dtype="<u2")
+        ptrs = words[L.PAGE_HEADER // 2:L.PAGE_HEADER // 2 + n].astype(np.int64)
+        ok = (ptrs >= upper) & (ptrs <= self.psize - L.NODE_HEADER) & (ptrs & 1 == 0)
+        at = np.where(ok, ptrs >> 1, 0)
+        dsize = words[at] | words[at + 1].astype(np.int64) << 16
+        ksize = words[at + 3].astype(np.int64)
+        ok &= (words[at + 2] == 0) & (ksize <= L.MAX_KEY)
+        ok &= ptrs + L.NODE_HEADER + ksize + dsize <= self.psize
+        if dups:
+            ok &= dsize == 0
+        others = np.flatnonzero(~ok).tolist()
+        return n - len(others), others
+
     def _leaf_nodes(
-        self, name: str, pgno: int, page: bytes, ptrs: tuple[int, ...], upper: int,
-        db_flags: int, counts: list[int], names: dict[bytes, Record] | None, free: bool,
-        dups: int,
+        self, name: str, pgno: int, page: bytes, ptrs: tuple[int, ...], which: Sequence[int],
+        upper: int, db_flags: int, counts: list[int], names: dict[bytes, L.Record] | None,
+        free: bool, dups: int,
     ) -> None:
         psize = self.psize
-        dupsort = bool(db_flags & DB_DUPSORT) and not dups
-        for i, ptr in enumerate(ptrs):
+        dupsort = bool(db_flags & L.DB_DUPSORT) and not dups
+        for i in which:
+            ptr = ptrs[i]
             where = f"{name}: page {pgno} node {i}"
-            if not upper <= ptr <= psize - NODE_HEADER or ptr & 1:
+            if not upper <= ptr <= psize - L.NODE_HEADER or ptr & 1:
                 self._bad(f"{where} lies at offset {ptr}, outside its page")
                 return
-            lo, hi, flags, ksize = _NODE.unpack_from(page, ptr)
+            lo, hi, flags, ksize = L.NODE.unpack_from(page, ptr)
             dsize = lo | hi << 16
-            start = ptr + NODE_HEADER + ksize
-            if ksize > MAX_KEY or start > psize:
+            start = ptr + L.NODE_HEADER + ksize
+            if ksize > L.MAX_KEY or start > psize:
                 self._bad(f"{where} has a {ksize}-byte key past its page")
                 return
             if dups and (flags or dsize):
                 self._bad(f"{where}: a duplicate carries data (flags {flags:#x}, {dsize} bytes)")
                 return
-            if flags & ~(F_BIGDATA | F_SUBDATA | F_DUPDATA) or (
-                flags & F_BIGDATA and flags != F_BIGDATA
+            if flags & ~(L.F_BIGDATA | L.F_SUBDATA | L.F_DUPDATA) or (
+                flags & L.F_BIGDATA and flags != L.F_BIGDATA
             ):
                 self._bad(f"{where} has unknown node flags {flags:#x}")
                 return
-            if flags & F_DUPDATA and not dupsort:
+            if flags & L.F_DUPDATA and not dupsort:
                 self._bad(f"{where} holds duplicates in a database without them")
                 return
-            if flags == F_SUBDATA and names is None:
+            if flags == L.F_SUBDATA and names is None:
                 self._bad(f"{where} holds a database record outside the main tree")
                 return
-            if flags & F_BIGDATA:
+            if flags & L.F_BIGDATA:
                 if start + 8 > psize:
                     self._bad(f"{where}: its overflow page number lies past its page")
                     return
-                first = _U64.unpack_from(page, start)[0]
+                first = L.U64.unpack_from(page, start)[0]
                 data = self._overflow(where, first, dsize, counts, read=free)
                 counts[3] += 1
                 if data is not None and free:
@@ -357,13 +357,13 @@ class FileCheck:
             if start + dsize > psize:
                 self._bad(f"{where} has {dsize} bytes of data past its page")
                 return
-            if flags & F_SUBDATA:
-                if dsize != DB_RECORD:
+            if flags & L.F_SUBDATA:
+                if dsize != L.DB_RECORD:
                     self._bad(f"{where} holds a {dsize}-byte database record")
                     return
-                sub = Record.parse(page, start)
-                if flags & F_DUPDATA:
-                    fixed = bool(db_flags & DB_DUPFIXED)
+                sub = L.Record.parse(page, start)
+                if flags & L.F_DUPDATA:
+                    fixed = bool(db_flags & L.DB_DUPFIXED)
                     before = len(self.problems) + self._more
                     self._tree(f"{where} (duplicates)", sub, dups=2 if fixed else 1)
                     counts[3] += sub.entries
@@ -374,10 +374,10 @@ class FileCheck:
                         return
                 else:
                     assert names is not None
-                    names[bytes(page[ptr + NODE_HEADER:start])] = sub
+                    names[bytes(page[ptr + L.NODE_HEADER:start])] = sub
                     counts[3] += 1
                 continue
-            if flags & F_DUPDATA:
+            if flags & L.F_DUPDATA:
                 got = self._subpage(where, page[start:start + dsize], db_flags)
                 if got is None:
                     return
@@ -390,33 +390,33 @@ class FileCheck:
     def _subpage(self, where: str, sub: bytes, db_flags: int) -> int | None:
         """The number of duplicates in a sub-page, or None if it is damaged."""
         size = len(sub)
-        if size < PAGE_HEADER:
+        if size < L.PAGE_HEADER:
             self._bad(f"{where}: its {size}-byte sub-page is smaller than a page header")
             return None
-        _, pad, kind, lower, upper = _HEADER.unpack_from(sub)
-        fixed = bool(db_flags & DB_DUPFIXED)
-        want = P_SUBP | P_LEAF | (P_LEAF2 if fixed else 0)
-        if kind & ~P_STATE != want:
+        _, pad, kind, lower, upper = L.HEADER.unpack_from(sub)
+        fixed = bool(db_flags & L.DB_DUPFIXED)
+        want = L.P_SUBP | L.P_LEAF | (L.P_LEAF2 if fixed else 0)
+        if kind & ~L.P_STATE != want:
             self._bad(f"{where}: its sub-page has flags {kind:#x}, not {want:#x}")
             return None
-        if not PAGE_HEADER <= lower <= upper <= size or lower & 1:
+        if not L.PAGE_HEADER <= lower <= upper <= size or lower & 1:
             self._bad(f"{where}: its sub-page has bounds lower={lower} upper={upper} of {size}")
             return None
-        n = (lower - PAGE_HEADER) >> 1
+        n = (lower - L.PAGE_HEADER) >> 1
         if n == 0:
             self._bad(f"{where}: its sub-page holds no duplicates")
             return None
         if fixed:
-            if pad == 0 or pad > MAX_KEY or PAGE_HEADER + n * pad > size:
+            if pad == 0 or pad > L.MAX_KEY or L.PAGE_HEADER + n * pad > size:
                 self._bad(f"{where}: its sub-page holds {n} keys of {pad} bytes in {size}")
                 return None
             return n
-        for i, ptr in enumerate(struct.unpack_from(f"<{n}H", sub, PAGE_HEADER)):
-            if not upper <= ptr <= size - NODE_HEADER or ptr & 1:
+        for i, ptr in enumerate(struct.unpack_from(f"<{n}H", sub, L.PAGE_HEADER)):
+            if not upper <= ptr <= size - L.NODE_HEADER or ptr & 1:
                 self._bad(f"{where}: its sub-page's node {i} lies outside it")
                 return None
-            ksize = _NODE.unpack_from(sub, ptr)[3]
-            if ksize > MAX_KEY or ptr + NODE_HEADER + ksize > size:
+            ksize = L.NODE.unpack_from(sub, ptr)[3]
+            if ksize > L.MAX_KEY or ptr + L.NODE_HEADER + ksize > size:
                 self._bad(f"{where}: its sub-page's node {i} has a key past its end")
                 return None
         return n
@@ -428,9 +428,9 @@ class FileCheck:
         page = self._page(first, where, overflow=True)
         if page is None:
             return None
-        pgno, _, kind, pages = _OVERFLOW.unpack_from(page)
-        need = (PAGE_HEADER - 1 + dsize) // self.psize + 1
-        if kind & ~P_STATE != P_OVERFLOW:
+        pgno, _, kind, pages = L.OVERFLOW.unpack_from(page)
+        need = (L.PAGE_HEADER - 1 + dsize) // self.psize + 1
+        if kind & ~L.P_STATE != L.P_OVERFLOW:
             self._bad(f"{where}: its overflow page {first} has flags {kind:#x}")
             return None
         if not need <= pages or first + pages > self.npages:
@@ -447,13 +447,13 @@ class FileCheck:
         counts[2] += pages
         if not read:
             return b""
-        if dsize <= self.psize - PAGE_HEADER:
-            return bytes(page[PAGE_HEADER:PAGE_HEADER + dsize])
-        rest = os.pread(self._fd, dsize - (self.psize - PAGE_HEADER), (first + 1) * self.psize)
-        return bytes(page[PAGE_HEADER:]) + rest
+        if dsize <= self.psize - L.PAGE_HEADER:
+            return bytes(page[L.PAGE_HEADER:L.PAGE_HEADER + dsize])
+        rest = os.pread(self._fd, dsize - (self.psize - L.PAGE_HEADER), (first + 1) * self.psize)
+        return bytes(page[L.PAGE_HEADER:]) + rest
 
     def _page(self, pgno: int, name: str, *, overflow: bool = False) -> bytes | None:
-        if not NUM_METAS <= pgno < self.npages:
+        if not L.NUM_METAS <= pgno < self.npages:
             self._bad(f"{name}: page number {pgno} is out of range (the file has {self.npages})")
             return None
         if self.seen[pgno]:
@@ -464,16 +464,20 @@ class FileCheck:
         if len(page) < self.psize:
             self._bad(f"{name}: page {pgno} lies past the file's end")
             return None
-        if _U64.unpack_from(page)[0] != pgno:
+        if L.U64.unpack_from(page)[0] != pgno:
             self._bad(
-                f"{name}: page {pgno} says it is page {_U64.unpack_from(page)[0]} "
+                f"{name}: page {pgno} says it is page {L.U64.unpack_from(page)[0]} "
                 "(overwritten?)"
             )
             return None
         return page
 
-    def _check_counts(self, name: str, rec: Record, counts: list[int]) -> None:
+    def _check_counts(self, name: str, rec: L.Record, counts: list[int]) -> None:
+        # LMDB does not always keep a duplicates database's page counts exact when
+        # the tree of one key's duplicates shrinks: only its entries are compared.
         branch, leaf, over, entries = counts
+        if rec.flags & L.DB_DUPSORT:
+            branch, leaf, over = rec.branch, rec.leaf, rec.overflow
         got = (rec.branch, rec.leaf, rec.overflow, rec.entries)
         if got != (branch, leaf, over, entries):
             self._bad(
@@ -488,12 +492,12 @@ class FileCheck:
             if len(data) < 8:
                 self._bad(f"a free-page list of {len(data)} bytes")
                 continue
-            n = _U64.unpack_from(data)[0]
+            n = L.U64.unpack_from(data)[0]
             if 8 * (n + 1) > len(data):
                 self._bad(f"a free-page list claims {n} pages in {len(data)} bytes")
                 continue
             for pg in struct.unpack_from(f"<{n}Q", data, 8):
-                if not NUM_METAS <= pg < self.npages:
+                if not L.NUM_METAS <= pg < self.npages:
                     self._bad(f"the free-page list names page {pg}, out of range")
                 elif self.seen[pg]:
                     self._bad(f"page {pg} is both in use and on the free-page list")
@@ -509,3 +513,76 @@ class FileCheck:
                 raise _Stop
             return
         self.problems.append(f"data.mdb: {text}")
+
+
+def meta_fields(meta: L.Meta, psize: int) -> str | None:
+    """What is wrong with one meta page's own fields (as "a ... "), or None."""
+    if meta.version != L.DATA_VERSION:
+        return f"data version {meta.version}, not {L.DATA_VERSION}"
+    if meta.free.pad != psize:
+        return f"page size {meta.free.pad}, not {psize}"
+    if meta.last_pg < L.NUM_METAS - 1:
+        return f"last page {meta.last_pg}"
+    if not (meta.last_pg + 1) * psize <= meta.mapsize <= MAX_MAP:
+        return f"map size {meta.mapsize} for {meta.last_pg + 1} pages"
+    for name, rec in (("free-page tree", meta.free), ("main tree", meta.main)):
+        empty = rec.root == L.EMPTY
+        if (
+            rec.flags & ~L.DB_FLAGS or rec.depth > L.MAX_DEPTH or empty != (rec.depth == 0)
+            or not empty and not L.NUM_METAS <= rec.root <= meta.last_pg
+        ):
+            return f"a damaged {name} record (root {rec.root}, depth {rec.depth})"
+    return None
+
+
+def meta_problems(path: str) -> list[str]:
+    """What is wrong with a store's meta pages, read as bytes; [] if nothing is seen.
+
+    For when LMDB refuses to open data.mdb with a bare system error (a
+    damaged map size makes it fail with ENOMEM or EINVAL): this says why.
+    """
+    data = os.path.join(path, "data.mdb")
+    try:
+        with open(data, "rb") as fh:
+            head = fh.read(L.PAGE_HEADER + L.META_SIZE)
+    except OSError:
+        return []
+    if len(head) < L.PAGE_HEADER + L.META_SIZE:
+        return [f"data.mdb: the file has {len(head)} bytes, less than a meta page"]
+    psize = L.Meta.parse(head).free.pad
+    if L.Meta.parse(head).magic != L.MAGIC or psize not in _PAGE_SIZES:
+        return ["data.mdb: meta page 0 is damaged: its magic number or page size is wrong"]
+    metas = L.read_metas(data, psize)
+    problems = []
+    for slot, meta in enumerate(metas):
+        what = "a wrong header or magic number" if meta is None else meta_fields(meta, psize)
+        if what:
+            problems.append(f"data.mdb: meta page {slot} holds {what}")
+    a, b = metas
+    if a is not None and b is not None and abs(a.txnid - b.txnid) > 1:
+        problems.append(
+            f"data.mdb: the meta pages hold transactions {a.txnid} and {b.txnid}; LMDB "
+            "writes consecutive ones"
+        )
+    return problems
+
+
+def check_open(env: Any, path: str) -> list[str]:
+    """Structural problems of what opening a store reads; [] when none are found.
+
+    ``env`` is the just-opened lmdb environment of the store at ``path``.
+    A read transaction pins the snapshot while its pages are read (a writer
+    in another process may commit meanwhile). Cost: a few pages plus the
+    free-page tree, whatever the store's size.
+    """
+    data = os.path.join(path, "data.mdb")
+    psize = int(env.stat()["psize"])
+    for _ in range(L.ATTEMPTS):
+        txn = L.begin(env)
+        try:
+            problems = FileCheck(data, psize).run(txn.id(), full=False)
+        finally:
+            txn.abort()
+        if problems is not None:
+            return problems
+    return []  # the meta pages kept changing under us: leave it to LMDB

@@ -14,6 +14,7 @@ from ._peers import DEFAULT_PYBIND_DIR
 from ._render import DOCS_MD
 from .ab import cmd_ab
 from .all import cmd_all
+from .corpus import add_corpus_options, cmd_corpus
 from .find_all import cmd_find_all
 from .fingerprint import cmd_fingerprint
 from .load import cmd_load
@@ -180,6 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where the scratch store goes (default %(default)s)")
     si.set_defaults(func=cmd_similarity)
 
+    co = sub.add_parser("corpus", help="simstore-cli dedup-corpus end to end on a >= 1 GB "
+                                       "JSONL of real text (docs/s, MB/s, peak RSS)",
+                        description=sys.modules[cmd_corpus.__module__].__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_corpus_options(co)
+    co.set_defaults(func=cmd_corpus)
+
     al = sub.add_parser("all", help="everything at default sizes; JSON, Markdown tables, plot",
                         description=cmd_all.__doc__)
     common(al)
@@ -210,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--seed", type=int, default=20240601, help="RNG seed (default %(default)s)")
     ab.add_argument("--out", type=Path, default=None, help="write the JSON result here")
     ab.set_defaults(func=cmd_ab)
+
     return p
 
 

@@ -1,0 +1,90 @@
+"""Store-wide commands: init, plan, stats, verify, rebuild, compact."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .. import layout as _layout
+from ..store import SimStore
+from ._common import PROG, CliError, Out, open_store, progress_of, signature_config
+
+
+def cmd_init(args: argparse.Namespace, out: Out) -> int:
+    if os.path.exists(args.path) and not (os.path.isdir(args.path) and not os.listdir(args.path)):
+        raise CliError(f"{args.path!r} already exists; 'init' needs a new or empty directory")
+    config = signature_config(args) if args.similarity else None
+    with SimStore(args.path, k=args.k, expected_size=args.expected_size, config=config) as store:
+        info = store.stats()
+    kind = (
+        f", similarity: {info['sketch_bytes']} B sketch + {info['band_key_bytes']} B band keys"
+        if info["similarity"] else ""
+    )
+    out.record(info, f"created {args.path} (max k={info['k']}, {info['tables']} tables{kind})")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace, out: Out) -> int:
+    p = _layout.plan(args.k, args.expected_size)
+    info = p.as_dict()
+    if args.similarity:
+        cfg = signature_config(args)
+        info["sketch_bytes_per_document"] = cfg.sketch_bits // 8
+        info["band_key_bytes_per_document"] = 4 * cfg.bands
+        info["band_table_entries_per_document"] = cfg.bands
+    out.record(info, "\n".join(f"{key}: {val}" for key, val in info.items()))
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace, out: Out) -> int:
+    with open_store(args, readonly=True) as store:
+        info = store.stats()
+    out.record(info, "\n".join(f"{key}: {val}" for key, val in info.items()))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace, out: Out) -> int:
+    with open_store(args, readonly=True) as store, \
+            progress_of(args).step(f"verifying {args.path}"):
+        problems = store.verify()
+        n = len(store)
+    if problems:
+        for p in problems:
+            out.record({"problem": p}, f"PROBLEM: {p}")
+        print(
+            f"{PROG}: {args.path} has {len(problems)} problem(s); "
+            f"'{PROG} rebuild {args.path}' re-lays the tables from the docs table",
+            file=sys.stderr,
+        )
+        return 1
+    out.record({"ok": True, "documents": n}, f"ok: {n} documents, every invariant holds")
+    return 0
+
+
+_SHOWN = ("k", "tables", "header_bits", "radius")
+
+
+def cmd_rebuild(args: argparse.Namespace, out: Out) -> int:
+    with open_store(args) as store:
+        before = store.stats()
+        with progress_of(args).step(f"rebuilding {args.path}"):
+            after = store.rebuild(k=args.k, expected_size=args.expected_size)
+    changed = {key: [before[key], after[key]] for key in _SHOWN if before[key] != after[key]}
+    what = "; ".join(
+        f"{'max k' if key == 'k' else key.replace('_', ' ')} {a} -> {b}"
+        for key, (a, b) in changed.items()
+    ) or "layout unchanged (tables re-derived from the docs table)"
+    out.record({**after, "before": {key: before[key] for key in _SHOWN}, "changed": changed},
+               f"rebuilt {args.path} ({after['count']} documents): {what}")
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace, out: Out) -> int:
+    if os.path.exists(args.dest):
+        raise CliError(f"destination {args.dest!r} exists; give a new path")
+    with open_store(args, readonly=True) as store, \
+            progress_of(args).step(f"compacting to {args.dest}"):
+        store.compact(args.dest)
+    out.record({"dest": args.dest}, f"compacted copy written to {args.dest}")
+    return 0

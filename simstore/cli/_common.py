@@ -1,0 +1,167 @@
+"""What every command shares: errors, output (stdout or -o FILE), argument types, opening."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import replace
+from typing import IO, Any
+
+from .._progress import Progress
+from .._writers import Output
+from ..exceptions import SimstoreError
+from ..fingerprinting import SIGNATURE_CONFIG, FingerprintConfig
+from ..similar import check_threshold
+from ..store import SimStore
+from ._tsv import format_id
+
+PROG = "simstore-cli"
+
+
+class CliError(Exception):
+    """A failure to report as one line on stderr with exit code 1."""
+
+
+class UsageError(Exception):
+    """A usage error detected after parsing (exit code 2)."""
+
+
+class Out:
+    """Records to stdout or to -o FILE: human lines (TSV), or JSON lines with --json.
+
+    A FILE is opened on the first record, under a temporary name, and renamed
+    into place by close(True); a failed command leaves no file behind.
+    """
+
+    def __init__(self, as_json: bool, int_fps: bool = False, path: str | None = None) -> None:
+        self.as_json, self.int_fps = as_json, int_fps
+        self.path = None if path in (None, "-") else path
+        self._output: Output | None = None
+        self._stream: IO[str] | None = None
+
+    @property
+    def stream(self) -> IO[str]:
+        if self._stream is None:
+            if self.path is None:
+                self._stream = sys.stdout
+            else:
+                self._output = Output(self.path)
+                self._stream = open(self._output.tmp, "w", encoding="utf-8")  # noqa: SIM115
+        return self._stream
+
+    def fp(self, fp: int) -> Any:
+        """A fingerprint for JSON: "0x%016x" by default, an int with --int-fps."""
+        return fp if self.int_fps else f"0x{fp:016x}"
+
+    def record(self, obj: dict[str, Any], human: str) -> None:
+        self.stream.write((json.dumps(obj, ensure_ascii=False) if self.as_json else human) + "\n")
+
+    def close(self, ok: bool) -> None:
+        if self._output is not None:
+            assert self._stream is not None
+            self._stream.close()
+            if ok:
+                self._output.commit()
+            else:
+                self._output.discard()
+            self._output = None
+        self._stream = None
+
+
+def fp_hex(fp: int) -> str:
+    return f"0x{fp:016x}"
+
+
+def tsv_id(doc_id: Any) -> str:
+    return format_id(doc_id)
+
+
+def progress_of(args: argparse.Namespace) -> Progress:
+    return Progress(quiet=bool(getattr(args, "quiet", False)),
+                    every=float(getattr(args, "progress_every", 30.0)), prefix=f"{PROG}: ")
+
+
+def say(args: argparse.Namespace, text: str) -> None:
+    """A note on stderr (not with --quiet)."""
+    if not getattr(args, "quiet", False):
+        print(f"{PROG}: {text}", file=sys.stderr)
+
+
+def open_store(args: argparse.Namespace, readonly: bool = False, create: bool = False,
+               config: FingerprintConfig | None = None, k: int | None = None) -> SimStore:
+    """The store at args.path (created if `create`, with `config` and `k` when new)."""
+    exists = os.path.exists(args.path)
+    if not create and not exists:
+        raise CliError(f"no store at {args.path!r}; create one with '{PROG} init {args.path}'")
+    if exists:
+        return SimStore(args.path, readonly=readonly)
+    return SimStore(args.path, readonly=readonly, config=config, k=k)
+
+
+def need_similarity(store: SimStore) -> None:
+    if not store.config.has_signature:
+        raise CliError(
+            f"{store.path!r} keeps fingerprints only; --threshold needs a similarity store "
+            f"('{PROG} init PATH --similarity', then index the documents into it)"
+        )
+
+
+def signature_config(args: argparse.Namespace) -> FingerprintConfig:
+    bits = getattr(args, "sketch_bits", None)
+    return replace(SIGNATURE_CONFIG, sketch_bits=bits or SIGNATURE_CONFIG.sketch_bits)
+
+
+# --------------------------------------------------------------------------- argument types
+
+
+def k_arg(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"k must be an integer in 0..64 (got {text!r})") from None
+    if not 0 <= v <= 64:
+        raise argparse.ArgumentTypeError(f"k must be an integer in 0..64 (got {v})")
+    return v
+
+
+def size_arg(text: str) -> int:
+    try:
+        v = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (got {text!r})") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (got {v})")
+    return v
+
+
+def seconds_arg(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0 (got {text!r})") \
+            from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0 (got {text!r})")
+    return v
+
+
+def threshold_arg(text: str) -> float:
+    try:
+        return check_threshold(float(text))
+    except (ValueError, SimstoreError):
+        raise argparse.ArgumentTypeError(
+            f"the threshold must be a number in (0, 1] (got {text!r})"
+        ) from None
+
+
+def sketch_bits_arg(text: str) -> int:
+    try:
+        v = int(text)
+        replace(SIGNATURE_CONFIG, sketch_bits=v)
+    except (ValueError, SimstoreError):
+        raise argparse.ArgumentTypeError(
+            f"sketch bits must be a multiple of 64 in 64..4096 (got {text!r})"
+        ) from None
+    return v

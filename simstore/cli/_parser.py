@@ -1,0 +1,306 @@
+"""The argparse parser of simstore-cli: every command, its options, defaults and examples."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from typing import Any
+
+from .. import __version__
+from .._sources import CHUNK_DOCS
+from ..fingerprinting import SIGNATURE_CONFIG
+from ._admin import cmd_compact, cmd_init, cmd_plan, cmd_rebuild, cmd_stats, cmd_verify
+from ._common import PROG, k_arg, seconds_arg, size_arg, sketch_bits_arg, threshold_arg
+from ._load import cmd_add, cmd_dedup_corpus, cmd_index
+from ._search import cmd_dedup, cmd_export, cmd_fingerprint, cmd_query
+
+DESCRIPTION = "Build, query, deduplicate, check and rebuild simstore stores from the shell."
+
+K_PARAGRAPH = """\
+store k and query k: a store's k (init --k, default 5; rebuild --k to change it)
+is the largest Hamming distance its tables answer by index lookups; it fixes the
+table layout and is recorded in the store. A query's k (query, dedup, index
+--dedup) may be anything from 0 to 64 and defaults to the store's k: up to the
+store's k the tables answer fast; above it the answer is still exact but comes
+from a scan of every stored fingerprint, slow on a big store. k = 5 suits
+"Jaccard >= 0.9", k = 3 "Jaccard >= 0.95" (docs/quality.md); similarity stores
+(init --similarity) answer "estimated Jaccard >= T" directly with --threshold T."""
+
+EPILOG = f"""\
+{K_PARAGRAPH}
+
+progress: long commands show a progress bar (tqdm) when stderr is a terminal,
+and otherwise a one-line report every --progress-every seconds; --quiet shows
+neither. Exit codes: 0 ok, 1 failure (bad input, damaged store), 2 usage error,
+130 interrupted.
+
+examples:
+  {PROG} init pages.simstore --k 5
+  {PROG} index pages.simstore /usr/share/common-licenses --dedup 5
+  {PROG} query pages.simstore --text /usr/share/common-licenses/GPL-3
+  {PROG} dedup-corpus crawl.jsonl.gz -o kept.jsonl.gz --removed removed.jsonl
+  {PROG} COMMAND --help"""
+
+
+class Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown beside every option that has one; epilogs kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "%(default)" in text:
+            return text
+        if isinstance(action.default, (list, tuple)) and not action.default:
+            return text
+        return super()._get_help_string(action) or text
+
+
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {PROG} {line}" for line in lines)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    """--json, --quiet, --progress-every: accepted before or after the command."""
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                   help="print JSON lines (fingerprints as \"0x%%016x\" strings)")
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="no progress and no notes on stderr")
+    p.add_argument("--progress-every", type=seconds_arg, default=argparse.SUPPRESS,
+                   metavar="SECONDS",
+                   help="when stderr is not a terminal, a progress line every SECONDS "
+                   "(0: none; default 30)")
+
+
+def _output(p: argparse.ArgumentParser, fps: bool = True) -> None:
+    p.add_argument("-o", "--output", metavar="FILE", default=None,
+                   help="write the records to FILE (complete or not at all) instead of stdout")
+    if fps:
+        p.add_argument("--int-fps", action="store_true",
+                       help="JSON fingerprints as integers instead of \"0x%%016x\" strings")
+
+
+def _similarity(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--similarity", action="store_true",
+                   help=f"keep similarity signatures ({SIGNATURE_CONFIG.scheme}) for "
+                   "Jaccard-threshold queries")
+    p.add_argument("--sketch-bits", type=sketch_bits_arg, default=None, metavar="B",
+                   help="sketch size of a similarity store (implies --similarity; default "
+                   f"{SIGNATURE_CONFIG.sketch_bits})")
+
+
+def _inputs(p: argparse.ArgumentParser, chunk: bool = True) -> None:
+    g = p.add_argument_group("input")
+    g.add_argument("--jsonl", action="store_true",
+                   help="read every input as JSON lines, whatever its name")
+    g.add_argument("--id-field", default="id", metavar="NAME",
+                   help="JSON field / Parquet column of the document id")
+    g.add_argument("--text-field", default="text", metavar="NAME",
+                   help="JSON field / Parquet column of the text")
+    g.add_argument("--follow-symlinks", action="store_true",
+                   help="read symbolic links met in directories (skipped by default)")
+    g.add_argument("--exclude", action="append", metavar="GLOB",
+                   help="leave out files and directories whose name or path matches GLOB "
+                   "(repeatable)")
+    g.add_argument("--encoding-errors", choices=("strict", "replace"), default="strict",
+                   help="undecodable UTF-8: a bad record (strict) or U+FFFD (replace)")
+    if chunk:
+        g.add_argument("--chunk", type=size_arg, default=CHUNK_DOCS, metavar="N",
+                       help="documents per chunk: read, fingerprinted and committed together in "
+                       "one transaction (at most ~16 MB of text); larger chunks hold more "
+                       "memory (the transaction's dirty pages)")
+    g.add_argument("--skip-bad", action="store_true",
+                   help="skip bad records (reported on stderr) instead of stopping with "
+                   "nothing written")
+
+
+INPUT_HELP = ("text files, directories (walked; binary files, symlinks left out), .jsonl / "
+              ".ndjson (.gz .bz2 .xz), .parquet, or - for JSON lines on stdin")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of simstore-cli."""
+    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=Formatter)
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s (simstore) {__version__}")
+    parser.add_argument("--json", action="store_true", help="print JSON lines")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress and no notes on stderr")
+    parser.add_argument("--progress-every", type=seconds_arg, default=30.0, metavar="SECONDS",
+                        help="when stderr is not a terminal, a progress line every SECONDS "
+                        "(0: none)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Any, help_: str, epilog: str, more: str = "") -> Any:
+        text = help_ + ("\n\n" + textwrap.fill(more, 79) if more else "")
+        p = sub.add_parser(name, help=help_, description=text,
+                           epilog=epilog, formatter_class=Formatter)
+        _common(p)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("init", cmd_init, "create an empty store",
+            _examples("init pages.simstore --k 5", "init sims.simstore --similarity"),
+            K_PARAGRAPH)
+    p.add_argument("path")
+    p.add_argument("--k", type=k_arg, default=None,
+                   help="largest k the tables serve, at most 16 (default 5)")
+    p.add_argument("--expected-size", type=size_arg, default=None, metavar="N",
+                   help="documents expected; tunes the tables (default 1,000,000)")
+    _similarity(p)
+
+    p = add("plan", cmd_plan, "print the table layout for k and an expected size",
+            _examples("plan --k 3 --expected-size 10000000"))
+    p.add_argument("--k", type=k_arg, required=True)
+    p.add_argument("--expected-size", type=size_arg, required=True, metavar="N")
+    _similarity(p)
+
+    p = add("add", cmd_add, "add doc ids with fingerprints (TSV id<TAB>fp, or JSON lines)",
+            _examples("add pages.simstore fps.tsv", "export old.simstore | simstore-cli add "
+                      "new.simstore -"),
+            "TSV ids: int ids are written i:42, str ids as text with \\\\ \\t \\n \\r escaped "
+            "(s: in front of ids that start with i: s: # { or a space); export writes them so, "
+            "so export | add copies a store. Fingerprints: decimal or 0x-hex.")
+    p.add_argument("path")
+    p.add_argument("file", nargs="?", default="-",
+                   help="input file (.gz .bz2 .xz read as such), or - for stdin")
+    p.add_argument("--int-ids", action="store_true",
+                   help="plain-integer TSV ids are int ids (i:42 always is)")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="skip bad lines instead of failing with nothing added")
+
+    p = add("index", cmd_index, "fingerprint texts (files, directories, JSONL, Parquet) and "
+            "add them, chunk by chunk",
+            _examples("index pages.simstore /usr/share/doc --exclude '*.html'",
+                      "index pages.simstore crawl.jsonl.gz --dedup 5 --id-field url",
+                      "index sims.simstore part-*.parquet --threshold 0.9"),
+            "Each chunk is one write transaction: durable at its commit; other processes see "
+            "all of it or none, and with --dedup/--threshold no other writer runs between a "
+            "document's check and its insertion. Ids already stored are skipped without "
+            "fingerprinting, so after Ctrl-C the same command goes on where it stopped. The "
+            "whole input is checked before the first write unless --skip-bad.")
+    p.add_argument("path", help="the store (created if missing; a similarity store with "
+                   "--threshold)")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help=INPUT_HELP)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--dedup", type=k_arg, default=None, metavar="K",
+                   help="add only documents with no stored near-duplicate within K "
+                   "(add_if_new)")
+    g.add_argument("--threshold", type=threshold_arg, default=None, metavar="T",
+                   help="add only documents with no stored document at estimated Jaccard >= T "
+                   "(a similarity store)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print each skipped near-duplicate")
+    _inputs(p)
+
+    p = add("query", cmd_query, "print the stored near-duplicates of fingerprints or a text",
+            _examples("query pages.simstore 0xd93d35968e1855ee --k 3",
+                      "query pages.simstore --text page.txt",
+                      "query sims.simstore --text page.txt --threshold 0.9"),
+            K_PARAGRAPH)
+    p.add_argument("path")
+    p.add_argument("fps", nargs="*", help="fingerprints (decimal or 0x-hex), or - for stdin")
+    p.add_argument("--text", metavar="FILE", help="fingerprint this file's text (- = stdin)")
+    p.add_argument("--k", type=k_arg, default=None,
+                   help="Hamming radius, 0..64 (default: the store's k)")
+    p.add_argument("--threshold", type=threshold_arg, default=None, metavar="T",
+                   help="stored documents at estimated Jaccard >= T with --text's text "
+                   "(a similarity store)")
+    _output(p)
+
+    p = add("dedup", cmd_dedup, "print all near-duplicate pairs, or clusters, of a store",
+            _examples("dedup pages.simstore", "dedup pages.simstore --clusters --hide-exact",
+                      "dedup pages.simstore --clusters --components --k 3",
+                      "dedup sims.simstore --clusters --threshold 0.9"),
+            "--clusters: by default each cluster is a representative and its members, every "
+            "member near the representative itself (what add_if_new would have kept, in "
+            "insertion order: the first document of a group represents it); printed as "
+            "representative<TAB>member<TAB>distance (or Jaccard). --components gives "
+            "connected components instead, which chain: a~b~c puts a and c together however "
+            "far apart they are.")
+    p.add_argument("path")
+    p.add_argument("--k", type=k_arg, default=None,
+                   help="Hamming radius, 0..16 (default: the store's k)")
+    p.add_argument("--threshold", type=threshold_arg, default=None, metavar="T",
+                   help="pairs at estimated Jaccard >= T instead of within k (a similarity "
+                   "store)")
+    p.add_argument("--clusters", action="store_true",
+                   help="clusters instead of pairs (representative mode)")
+    p.add_argument("--components", action="store_true",
+                   help="with --clusters: connected components (the old behaviour; they chain)")
+    p.add_argument("--hide-exact", action="store_true",
+                   help="with --clusters: leave out members with the representative's exact "
+                   "fingerprint")
+    _output(p)
+
+    p = add("dedup-corpus", cmd_dedup_corpus,
+            "write a corpus without its near-duplicates, and a report of what was removed",
+            _examples("dedup-corpus crawl.jsonl.gz -o kept.jsonl.gz --removed removed.jsonl",
+                      "dedup-corpus part-*.parquet -o kept.parquet --keep longest",
+                      "dedup-corpus day2.jsonl -o day2-kept.jsonl --store seen.simstore",
+                      "dedup-corpus docs/ -o kept.jsonl --k 3 --keep score"),
+            "Kept documents go out in their input's format: JSON lines as read (every field), "
+            "Parquet rows (a .parquet output, or all inputs Parquet), text files as "
+            "{id, text} lines. The removed report has one JSON line per removed document: "
+            "id, source (file:line), kept (the representative), jaccard or distance. With "
+            "--store the run is incremental: documents stored by earlier runs count as kept, "
+            "new near-duplicates of them are removed, kept documents are added.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help=INPUT_HELP)
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="kept documents (.jsonl, .jsonl.gz/.bz2/.xz or .parquet)")
+    p.add_argument("--removed", metavar="FILE", default=None,
+                   help="JSON lines naming each removed document, its kept representative "
+                   "and their similarity")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--threshold", type=threshold_arg, default=None, metavar="T",
+                   help="near-duplicates: estimated Jaccard >= T (default 0.9)")
+    g.add_argument("--k", type=k_arg, default=None, metavar="K",
+                   help="near-duplicates: fingerprints within Hamming distance K instead")
+    p.add_argument("--store", metavar="PATH", default=None,
+                   help="a store remembering kept documents across runs (created if missing)")
+    p.add_argument("--keep", default="first", metavar="first|longest|FIELD",
+                   help="which document of a group stays: the first read (one pass), the "
+                   "longest text, or the largest value of a numeric FIELD (two passes, "
+                   "~2 KB of memory per document at the peak)")
+    _inputs(p)
+
+    p = add("fingerprint", cmd_fingerprint, "print the fingerprint of texts (no store needed)",
+            _examples("fingerprint /usr/share/common-licenses/GPL-3",
+                      "echo 'some text' | simstore-cli fingerprint",
+                      "fingerprint docs.jsonl --similarity --json",
+                      "fingerprint page.txt --store pages.simstore"))
+    p.add_argument("inputs", nargs="*", metavar="INPUT",
+                   help="text files, directories, JSONL, Parquet; - or nothing: stdin (one "
+                   "text, or JSON lines when it starts with '{')")
+    p.add_argument("--store", metavar="PATH", default=None,
+                   help="use the fingerprint scheme recorded in this store")
+    _similarity(p)
+    _inputs(p, chunk=False)
+    _output(p)
+
+    p = add("rebuild", cmd_rebuild, "re-lay every table from the docs table (crash-safe); "
+            "prints what changed", _examples("rebuild pages.simstore --k 3"), K_PARAGRAPH)
+    p.add_argument("path")
+    p.add_argument("--k", type=k_arg, default=None, help="new largest k (default: keep it)")
+    p.add_argument("--expected-size", type=size_arg, default=None, metavar="N",
+                   help="documents expected (default: keep the header sizes)")
+
+    p = add("verify", cmd_verify, "check every invariant; exit 1 with a report if any fails",
+            _examples("verify pages.simstore"))
+    p.add_argument("path")
+
+    p = add("stats", cmd_stats, "counts, layout and sizes", _examples("stats pages.simstore"))
+    p.add_argument("path")
+
+    p = add("export", cmd_export, "write every (id, fingerprint) as TSV, JSONL or Parquet",
+            _examples("export pages.simstore > fps.tsv",
+                      "export pages.simstore --format parquet -o fps.parquet"),
+            "TSV ids are escaped so that export | add round-trips (see add --help).")
+    p.add_argument("path")
+    p.add_argument("--format", choices=("tsv", "jsonl", "parquet"), default="tsv")
+    _output(p)
+
+    p = add("compact", cmd_compact, "write a compacted copy of the store to DEST",
+            _examples("compact pages.simstore pages-compact.simstore"))
+    p.add_argument("path")
+    p.add_argument("dest")
+    return parser
