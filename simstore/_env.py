@@ -20,6 +20,7 @@ import lmdb
 
 from ._create import MAX_DBS, create_aside
 from ._errors import translate
+from ._pagecheck import check_open, meta_problems
 from .exceptions import (
     CorruptStoreError,
     NotAStoreError,
@@ -111,6 +112,11 @@ class Env:
         try:
             env = self._lmdb_open(creating)
         except lmdb.Error as exc:
+            damage = meta_problems(self.path)
+            if damage:
+                raise CorruptStoreError(
+                    f"store {self.path!r} looks damaged: {damage[0]}; restore data.mdb from a copy"
+                ) from exc
             raise translate(exc, self.path) from exc
         except OSError as exc:
             raise StoreAccessError(
@@ -184,21 +190,22 @@ class Env:
         raise AssertionError("unreachable")
 
     def _check_file(self, env: Any) -> None:
-        """Free reader slots of dead processes; refuse a data file shorter than its pages.
+        """Free reader slots of dead processes; refuse a file whose structure is damaged.
 
         LMDB maps data.mdb and trusts it: a truncated file would kill the
-        process with SIGBUS on the first read past its end.
+        process with SIGBUS, a damaged root or free-list page with an
+        assertion. :func:`simstore._pagecheck.check_open` reads what opening
+        touches (meta pages, roots, the free list) as plain bytes first.
         """
         try:
             env.reader_check()
-            need = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
         except lmdb.Error as exc:
             raise translate(exc, self.path) from exc
-        size = os.path.getsize(os.path.join(self.path, "data.mdb"))
-        if 0 < size < need:
+        problems = check_open(env, self.path)
+        if problems:
             raise CorruptStoreError(
-                f"store {self.path!r} looks damaged: data.mdb has {size} bytes but its pages "
-                f"reach {need} bytes (truncated); restore it from a copy"
+                f"store {self.path!r} looks damaged: {problems[0]}; restore data.mdb from a "
+                "copy (simstore-cli verify says more)"
             )
 
     def _take_shared_lock(self) -> None:

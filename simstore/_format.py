@@ -78,7 +78,13 @@ def decode_id(enc: bytes) -> DocId:
     """Inverse of :func:`encode_id`."""
     tag, payload = enc[:1], enc[1:]
     if tag == b"s":
-        return bytes(payload).decode("utf-8", "surrogatepass")
+        try:
+            return bytes(payload).decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as exc:
+            raise CorruptStoreError(
+                f"a docs record holds an id that is not UTF-8 ({exc.reason} at byte "
+                f"{exc.start}): the store looks damaged; run verify()"
+            ) from None
     if tag == b"i":
         return int.from_bytes(payload, "big", signed=True)
     raise CorruptStoreError(f"a docs record holds an id with unknown type tag {bytes(tag)!r}")

@@ -451,14 +451,17 @@ class SimStore(SimilarityMethods):
 
     # --- whole-store operations (simstore._maintenance) -----------------------------------
 
-    def verify(self) -> list[str]:
+    def verify(self, timeout: float | None = None) -> list[str]:
         """Every broken invariant, as sentences; [] when the store is sound.
 
-        Checks each doc is in every permutation table exactly once, no table
-        or ids entry is an orphan, and records and metadata parse.
+        Checks the file's structure (as plain bytes), then that each doc is in
+        every permutation and band table exactly once, no table or ids entry
+        is an orphan, and records and metadata parse. Runs in a child process:
+        a damaged file that would make LMDB abort is reported, never kills the
+        caller. ``timeout``: seconds before the check counts as hung.
         """
         with self._env.reading() as txn:
-            return _maintenance.verify(txn, self._h)
+            return _maintenance.verify(txn, self._h, timeout=timeout)
 
     def rebuild(self, k: int | None = None, expected_size: int | None = None) -> dict[str, Any]:
         """Re-derive every table (and the ids map) from the docs table: new k, or repair.
