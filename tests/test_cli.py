@@ -661,3 +661,11 @@ def test_threshold_on_a_hamming_store_and_bad_thresholds_are_refused(store_path,
             main(["dedup", store_path, "--threshold", bad])
         assert exc.value.code == 2
     capsys.readouterr()
+
+
+def test_spark_dedup_is_handed_to_simstore_spark(capsys):
+    """simstore-cli spark-dedup reaches simstore.spark's own parser (its --help, its usage errors)."""
+    assert main(["spark-dedup", "--help"]) == 0
+    assert "--threshold" in capsys.readouterr().out
+    assert main(["spark-dedup"]) == 2
+    assert "spark-dedup" in capsys.readouterr().err

@@ -26,6 +26,9 @@ __all__ = ["main", "build_parser"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run simstore-cli; returns the exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["spark-dedup"]:
+        return _spark_dedup(args_list[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "sketch_bits", None):
@@ -52,3 +55,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         out.close(ok)
+
+
+def _spark_dedup(argv: list[str]) -> int:
+    """simstore-cli spark-dedup: handed whole to simstore.spark (imported only here)."""
+    try:
+        from ..spark import main_spark_dedup
+    except ImportError as exc:
+        print(f"{PROG} spark-dedup: error: {exc}", file=sys.stderr)
+        return 1
+    return main_spark_dedup(argv)

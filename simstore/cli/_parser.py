@@ -263,6 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "~2 KB of memory per document at the peak)")
     _inputs(p)
 
+    sub.add_parser(
+        "spark-dedup", add_help=False, formatter_class=Formatter,
+        help="deduplicate a Parquet dataset on Apache Spark (simstore[spark]; "
+        "'spark-dedup --help' for its options)",
+        epilog=_examples("spark-dedup docs.parquet kept.parquet --threshold 0.9",
+                         "spark-dedup docs.parquet kept.parquet --k 3 --removed removed.parquet"),
+    )
+
     p = add("fingerprint", cmd_fingerprint, "print the fingerprint of texts (no store needed)",
             _examples("fingerprint /usr/share/common-licenses/GPL-3",
                       "echo 'some text' | simstore-cli fingerprint",

@@ -20,6 +20,7 @@ from .fingerprint import cmd_fingerprint
 from .load import cmd_load
 from .query import cmd_query
 from .similarity import cmd_similarity
+from .spark import add_parser as add_spark_parser
 
 DESCRIPTION = "simstore benchmarks against peer libraries, measured in one process run."
 
@@ -219,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--out", type=Path, default=None, help="write the JSON result here")
     ab.set_defaults(func=cmd_ab)
 
+    add_spark_parser(sub, common, _positive, _sizes, DEFAULT_WORKDIR)
     return p
 
 
