@@ -157,12 +157,6 @@ class Tables:
         for t, db, start, stop in plan:
             cur = cursor(db)
             curs.append(cur)
-            if stop - start == 2:  # one range (radius 0): the common case, kept lean
-                if not cur.set_range(ranges[start]):
-                    continue
-                at = cur.key()
-                if at > ranges[start + 1]:
-                    continue
             at = None  # the key the cursor is on; _PAST_END once it ran off the table
             for j in range(start, stop, 2):
                 if at is None or at < ranges[j]:

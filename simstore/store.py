@@ -17,11 +17,13 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import lmdb
 import numpy as np
 
 from . import _format as F
 from . import _inputs, _maintenance, _reads, _schema, _writes
 from ._env import PAGE, Env, current_pid
+from ._errors import translate
 from ._format import MAX_DOC_ID_BYTES, DocId
 from ._reads import Match, SimilarMatch
 from ._similarity import SimilarityMethods
@@ -271,12 +273,13 @@ class SimStore(SimilarityMethods):
                 with env.reading() as txn:
                     return self._search(txn, q, kk)
             # The fast path: a fresh read transaction, no fork or batch to handle.
-            with env.translated():
-                txn = env.begin(False)
-                try:
-                    return self._search(txn, q, kk)
-                finally:
-                    txn.abort()
+            txn = env.begin(False)
+            try:
+                return self._search(txn, q, kk)
+            except lmdb.Error as exc:
+                raise translate(exc, env.path) from exc
+            finally:
+                txn.abort()
 
     def query_many(self, fps: Any, k: int | None = None) -> list[list[Match]]:
         """:meth:`query` for each fingerprint (a uint64 array or an iterable of ints)."""
