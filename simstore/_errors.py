@@ -40,6 +40,11 @@ def translate(exc: lmdb.Error, path: str) -> StoreError:
         )
     if isinstance(exc, lmdb.MapFullError):
         return StoreError(f"store {path!r}: the map is full ({text}); it could not be grown")
+    if "No space left" in text or "Input/output error" in text:
+        return StoreError(
+            f"store {path!r}: the write failed ({text}); the disk is full or failing: free "
+            "space and retry (committed writes are safe, the failed one was not applied)"
+        )
     if isinstance(exc, (lmdb.DiskError, lmdb.TlsFullError)):
         return StoreError(f"store {path!r}: LMDB failed ({text}); check free disk space")
     return StoreError(f"store {path!r}: LMDB error: {text}")
