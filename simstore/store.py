@@ -1,7 +1,11 @@
 """The persistent near-duplicate index: ``SimStore``, a thin face over its seams.
 
 - :mod:`simstore._format`: the on-disk format (records, ids, metadata);
-- :mod:`simstore._env`: the LMDB environment (locks, fork, transactions, growth, errors);
+- :mod:`simstore._env`: the LMDB environment (locks, fork, transactions, growth);
+  :mod:`simstore._errors` translates LMDB's errors, :mod:`simstore._create` creates stores;
+- :mod:`simstore._schema`, :mod:`simstore._writes`, :mod:`simstore._reads`: the handles
+  of one open environment, the write operations, the answers;
+- :mod:`simstore._bands`: the band table of a similarity store;
 - :mod:`simstore._tables`: the permutation tables (probe plan, search with the C
   tail verifier, bulk fill, checks);
 - :mod:`simstore._maintenance`: verify, rebuild, compact, all-pairs over a store.
