@@ -141,3 +141,12 @@ def count_corpus(summary: Any, c: Chunk, status: list[int] | Any) -> None:
             summary.already_stored += 1
     if len(c):
         summary.last = c.location(len(c) - 1)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a corpus run; ``summary`` (an IndexSummary or CorpusSummary of
+    :mod:`simstore.corpus`) counts the committed chunks only."""
+
+    def __init__(self, summary: Any) -> None:
+        super().__init__("interrupted")
+        self.summary = summary

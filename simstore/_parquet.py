@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ._records import BadRecord, Chunk, check_doc_id, keep_value
 from .exceptions import SimstoreError
 
 if TYPE_CHECKING:
-    from ._readers import Chunk, OnBad
+    from ._records import OnBad
     from ._sources import ReadOptions, Source
 
 
@@ -35,7 +36,6 @@ def _is_string(t: Any) -> bool:
 
 def parquet_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Chunk]:
     """The rows of one Parquet file as chunks; each row's where is its 1-based row number."""
-    from ._readers import Chunk, _Bad, _number, check_doc_id
 
     pa = pyarrow()
     try:
@@ -84,9 +84,9 @@ def parquet_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Ch
             try:
                 check_doc_id(doc_id, opts.id_field)
                 if text is None:
-                    raise _Bad(f"{opts.text_field!r} is null")
-                v = _number(value, opts.keep_field) if opts.keep_field else 0.0
-            except _Bad as exc:
+                    raise BadRecord(f"{opts.text_field!r} is null")
+                v = keep_value(value, opts.keep_field) if opts.keep_field else 0.0
+            except BadRecord as exc:
                 on_bad(f"{src.name}:row {row + i + 1}", str(exc))
                 continue
             good.append(i)

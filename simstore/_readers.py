@@ -13,13 +13,13 @@ validation pass: everything read and parsed, nothing kept.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-from ._format import DocId, encode_id
+from ._format import DocId
+from ._parquet import parquet_chunks
 from ._progress import Progress
+from ._records import BadRecord, Chunk, OnBad, check_doc_id, keep_value
 from ._sources import (
     _DECOMPRESS_ERRORS,
     COMPRESSED,
@@ -30,92 +30,32 @@ from ._sources import (
     _suffixes,
     open_binary,
 )
-from .exceptions import SimstoreError
 
 __all__ = ["BadInputError", "Chunk", "Inputs", "OnBad", "ReadOptions", "Source", "check_all",
            "check_doc_id", "iter_chunks", "raise_bad"]
 
 
-class _Bad(Exception):
-    """One record is bad (the reason); the reader adds where."""
-
-
-@dataclass
-class Chunk:
-    """Documents read together; where[i] is a line/row number, or a path for text files."""
-
-    kind: str
-    source: Source | None
-    ids: list[DocId] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    where: list[Any] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
-    raw: list[bytes] = field(default_factory=list)
-    batch: Any = None  # pyarrow RecordBatch of the chunk's rows (Parquet, with_rows)
-    nbytes: int = 0  # input bytes consumed, for progress
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def location(self, i: int) -> str:
-        """``file:line`` of document i (``file:row N`` for Parquet, the path of a text file)."""
-        if self.kind == "text":
-            return str(self.where[i])
-        assert self.source is not None
-        sep = ":row " if self.kind == "parquet" else ":"
-        return f"{self.source.name}{sep}{self.where[i]}"
-
-
-OnBad = Callable[[str, str], None]
-
-
-# --------------------------------------------------------------------------- records
-
-
-def check_doc_id(value: Any, name: str) -> DocId:
-    """A document id as the store takes it (a non-empty str or an int), else _Bad."""
-    if value is None:
-        raise _Bad(f"{name!r} is null")
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise _Bad(f"{name!r} must be a str or an int (got {type(value).__name__} "
-                   f"{value!r:.40})")
-    try:
-        encode_id(value)
-    except SimstoreError as exc:
-        raise _Bad(f"{name!r}: {exc}") from None
-    return value
-
-
-def _number(value: Any, name: str) -> float:
-    """A keep-field value: a number; missing or null ranks last."""
-    if value is None:
-        return -math.inf
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _Bad(f"{name!r} must be a number (got {type(value).__name__} {value!r:.40})")
-    return float(value)
-
-
 def parse_line(line: bytes, opts: ReadOptions) -> tuple[DocId, str, float]:
-    """(id, text, keep value) of one JSON line, else _Bad."""
+    """(id, text, keep value) of one JSON line, else BadRecord."""
     try:
         s = line.decode("utf-8", opts.encoding_errors)
     except UnicodeDecodeError as exc:
-        raise _Bad(f"not valid UTF-8 at byte {exc.start + 1} of the line") from None
+        raise BadRecord(f"not valid UTF-8 at byte {exc.start + 1} of the line") from None
     try:
         obj = json.loads(s)
     except json.JSONDecodeError as exc:
-        raise _Bad(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+        raise BadRecord(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(obj, dict):
-        raise _Bad(f"a line must be a JSON object (got {type(obj).__name__})")
+        raise BadRecord(f"a line must be a JSON object (got {type(obj).__name__})")
     if opts.id_field not in obj:
-        raise _Bad(f"no {opts.id_field!r} field (--id-field names it)")
+        raise BadRecord(f"no {opts.id_field!r} field (--id-field names it)")
     doc_id = check_doc_id(obj[opts.id_field], opts.id_field)
     text = obj.get(opts.text_field)
     if not isinstance(text, str):
         if opts.text_field not in obj:
-            raise _Bad(f"no {opts.text_field!r} field (--text-field names it)")
-        raise _Bad(f"{opts.text_field!r} must be a string (got {type(text).__name__})")
-    value = _number(obj.get(opts.keep_field), opts.keep_field) if opts.keep_field else 0.0
+            raise BadRecord(f"no {opts.text_field!r} field (--text-field names it)")
+        raise BadRecord(f"{opts.text_field!r} must be a string (got {type(text).__name__})")
+    value = keep_value(obj.get(opts.keep_field), opts.keep_field) if opts.keep_field else 0.0
     return doc_id, text, value
 
 
@@ -143,8 +83,6 @@ def iter_chunks(sources: Sequence[Source], opts: ReadOptions, on_bad: OnBad) -> 
         if src.kind == "jsonl":
             yield from _jsonl_chunks(src, opts, on_bad)
         else:
-            from ._parquet import parquet_chunks
-
             yield from parquet_chunks(src, opts, on_bad)
     if len(text_chunk) or text_chunk.nbytes:
         yield text_chunk
@@ -190,7 +128,7 @@ def _jsonl_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Chu
                 continue
             try:
                 doc_id, text, value = parse_line(line, opts)
-            except _Bad as exc:
+            except BadRecord as exc:
                 on_bad(f"{src.name}:{lineno}", str(exc))
                 continue
             chunk.ids.append(doc_id)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ._greedy import representative_clusters
-from ._ingest import NEAR, NEW, STORED, Mode, _items, count_corpus
+from ._ingest import NEAR, NEW, STORED, Interrupted, Mode, _items, count_corpus
 from ._progress import Progress
 from ._readers import Chunk, OnBad, bad_handler, ignore_bad, iter_chunks
 from ._sources import Inputs, ReadOptions
@@ -133,7 +133,6 @@ def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, 
              summary: Any, mode: Mode, keep: str, skip_bad: bool, on_bad: OnBad | None,
              progress: Progress) -> None:
     """keep="longest" / FIELD (see the module docstring)."""
-    from .corpus import Interrupted
 
     handler = bad_handler(skip_bad, on_bad, summary)
     opts.with_rows = False

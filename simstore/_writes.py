@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _format as F
 from ._bands import band_keys32, key_bytes
+from ._reads import SimilarMatch, similar
 from ._schema import Handles
 from ._tables import PUT_CHUNK, put_sorted
 from .exceptions import CorruptStoreError
@@ -156,3 +157,14 @@ def add_many(
 
     sub = fps[new] if len(new) != n else fps
     h.tables.fill(txn, sub, iids[new], before=write_docs_ids_and_bands)
+
+
+def add_if_similar(
+    txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra,
+    sketch: np.ndarray, keys: list[bytes], t: float,
+) -> list[SimilarMatch]:
+    """Store one doc unless a stored doc has estimated Jaccard >= t; the matches found."""
+    found = similar(h, txn, fp, sketch, keys, t)
+    if not found:
+        add(txn, h, idkey, enc, fp, extra)
+    return found

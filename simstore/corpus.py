@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._greedy import Representatives, representative_clusters
-from ._ingest import NEAR, NEW, Decided, Mode, Stream, count_corpus
+from ._ingest import NEAR, NEW, Decided, Interrupted, Mode, Stream, count_corpus
 from ._parquet import MissingDependencyError, store_table
 from ._progress import SILENT, Progress
 from ._readers import Chunk, bad_handler, check_all, iter_chunks
@@ -97,14 +97,6 @@ class CorpusSummary:
                 "documents": self.documents, "bytes": self.bytes,
                 "seconds": round(self.seconds, 3), "output": self.output,
                 "removed_report": self.removed_report}
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during a corpus run; ``summary`` counts the committed chunks only."""
-
-    def __init__(self, summary: IndexSummary | CorpusSummary) -> None:
-        super().__init__("interrupted")
-        self.summary = summary
 
 
 def _read_options(kw: dict[str, Any]) -> ReadOptions:

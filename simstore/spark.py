@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ._spark_cli import main_spark_dedup
 from ._spark_columns import (
     check_config,
     fp_from_hex,
@@ -81,7 +80,6 @@ __all__ = [
     "from_long",
     "import_store",
     "local_session",
-    "main_spark_dedup",
     "to_long",
     "with_fingerprints",
     "with_signatures",

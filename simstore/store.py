@@ -46,7 +46,7 @@ from .exceptions import (
     StoreError,
 )
 from .fingerprinting import DEFAULT_CONFIG, FingerprintConfig, fingerprints
-from .layout import Layout, plan
+from .layout import Layout, Plan, plan
 from .signature import Signature
 from .similar import DEFAULT_THRESHOLD, check_threshold
 
@@ -120,15 +120,15 @@ class SimStore(SimilarityMethods):
         self._want_config = config
         self._expected_size = size
         self._map_size = map_size
-        plan_k = DEFAULT_K if self._want_k is None else self._want_k
-        self._layout: Layout = plan(plan_k, size).layout
+        planned = plan(DEFAULT_K if self._want_k is None else self._want_k, size)
+        self._layout: Layout = planned.layout
         self._config: FingerprintConfig = config or DEFAULT_CONFIG
         self._env = Env(
             spath,
             readonly=bool(readonly),
             durable=bool(durable),
             max_readers=max_readers,
-            map_size=map_size or _initial_map_size(self._layout, size),
+            map_size=map_size or _initial_map_size(planned, size),
             on_open=self._on_open,
         )
         self._scanner = _reads.Scanner(self._env)
@@ -232,7 +232,7 @@ class SimStore(SimilarityMethods):
             t = check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold)
             keys = extra[1]
             return self._write(  # type: ignore[no-any-return]
-                _op_add_if_similar, F.id_key(enc), enc, q, extra, fp.sketch, keys, t
+                _writes.add_if_similar, F.id_key(enc), enc, q, extra, fp.sketch, keys, t
             )
         if threshold is not None:
             raise InvalidConfigError(
@@ -533,20 +533,9 @@ def _reopen(
     )
 
 
-def _initial_map_size(layout: Layout, expected_size: int) -> int:
-    est = plan(layout.max_k, expected_size).bytes_per_fingerprint * max(expected_size, 1) // 4
+def _initial_map_size(planned: Plan, expected_size: int) -> int:
+    est = planned.bytes_per_fingerprint * max(expected_size, 1) // 4
     # Only a starting size (the map grows on demand): capped so a huge expected_size
     # cannot ask for more address space than the machine has.
     size = min(max(_MIN_MAP_SIZE, est), _MAX_INITIAL_MAP)
     return -(-size // PAGE) * PAGE
-
-
-def _op_add_if_similar(
-    txn: Any, h: _schema.Handles, idkey: bytes, enc: bytes, fp: int, extra: _writes.Extra,
-    sketch: np.ndarray, keys: list[bytes], t: float,
-) -> list[SimilarMatch]:
-    """add_if_new by similarity, in one write transaction."""
-    found = _reads.similar(h, txn, fp, sketch, keys, t)
-    if not found:
-        _writes.add(txn, h, idkey, enc, fp, extra)
-    return found

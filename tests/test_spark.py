@@ -15,6 +15,7 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 import simstore  # noqa: E402
 from simstore import spark as ss  # noqa: E402
+from simstore._spark_cli import main_spark_dedup  # noqa: E402
 from simstore.exceptions import (  # noqa: E402
     InvalidDistanceError,
     InvalidDocIdError,
@@ -379,12 +380,12 @@ def test_cli_spark_dedup(spark, tmp_path, texts):
     spark.createDataFrame(list(enumerate(texts)), "id long, text string").write.parquet(str(src))
     out, rem = tmp_path / "out.parquet", tmp_path / "rem.parquet"
     argv = [str(src), str(out), "--threshold", "0.9", "--removed", str(rem)]
-    assert ss.main_spark_dedup(argv) == 0
+    assert main_spark_dedup(argv) == 0
     kept = {r.id for r in spark.read.parquet(str(out)).collect()}
     removed = {r.id for r in spark.read.parquet(str(rem)).collect()}
     want = _greedy(len(texts), *simstore.find_similar(simstore.signatures(texts), 0.9), nearer=-1)
     assert removed == set(want) and kept == set(range(len(texts))) - set(want)
-    assert ss.main_spark_dedup(argv) == 1  # outputs exist
-    assert ss.main_spark_dedup([str(tmp_path / "nope"), str(tmp_path / "o2")]) == 1
-    assert ss.main_spark_dedup([str(src), str(out), "--k", "99"]) == 2
-    assert ss.main_spark_dedup([str(src), str(out), "--k", "3", "--threshold", "0.9"]) == 2
+    assert main_spark_dedup(argv) == 1  # outputs exist
+    assert main_spark_dedup([str(tmp_path / "nope"), str(tmp_path / "o2")]) == 1
+    assert main_spark_dedup([str(src), str(out), "--k", "99"]) == 2
+    assert main_spark_dedup([str(src), str(out), "--k", "3", "--threshold", "0.9"]) == 2

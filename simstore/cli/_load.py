@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._readers import _Bad, check_doc_id
+from .._records import BadRecord, check_doc_id
 from .._sources import (
     _DECOMPRESS_ERRORS,
     CHUNK_DOCS,
@@ -95,7 +95,7 @@ def _records(path: str, name: str, int_ids: bool, on_bad: Any) -> Iterator[tuple
             try:
                 doc_id, fp = parse_record(line, int_ids)
                 check_doc_id(doc_id, "id")
-            except (ValueError, _Bad) as exc:
+            except (ValueError, BadRecord) as exc:
                 on_bad(f"{name}:{lineno}", str(exc))
                 continue
             yield doc_id, fp
