@@ -157,6 +157,53 @@ int ss_sort_table(const uint64_t *fps, const uint64_t *iids, size_t n,
                   uint64_t *out_vals);
 /* QUERY-END */
 
+/* --- probe engine over in-memory sorted runs (csrc/probe.c) ---------- */
+/* PROBE-BEGIN */
+/* One run of keys: table >= 0, its permuted keys ascending with a directory
+ * dir of 2**dbits + 1 entries (ss_build_dir); table -1, a scan run of
+ * unpermuted fingerprints in any order (dir and dbits unused). vals[i] is
+ * the value (internal doc id) of keys[i]. */
+typedef struct {
+    const uint64_t *keys;
+    const uint64_t *vals;
+    const uint64_t *dir;
+    size_t n;
+    int32_t table;
+    int32_t dbits;
+} ss_segment;
+/* The probes of a query at one radius: ntables (1..64) permutations of
+ * nblocks (1..64) blocks each (ntables rows of nblocks bytes, see
+ * ss_permute_blocks), each table's tail bit count (64 - header bits, 0..63)
+ * and its nmasks[t] distinct header XOR masks (concatenated table after
+ * table, already shifted left by tails[t]; ascending keeps probes that share
+ * directory lines together, any order gives the same answer). */
+typedef struct {
+    int32_t ntables;
+    int32_t nblocks;
+    const uint8_t *src_shift;
+    const uint8_t *width;
+    const uint8_t *dst_shift;
+    const uint8_t *tails;
+    const uint64_t *masks;
+    const int32_t *nmasks;
+} ss_probe_plan;
+/* The directory of n ascending keys: dir[p] = the first index whose key's top
+ * dbits (0..26) are >= p, for p in 0..2**dbits (dir[2**dbits] = n). Returns
+ * 0, -2 bad arguments (keys not ascending included). */
+int ss_build_dir(const uint64_t *keys, size_t n, int dbits, uint64_t *dir);
+/* Every value within k (0..64) of q over nsegs runs, in one call. A sorted run
+ * of table t (dbits <= its header bits) is probed at each of t's masks m:
+ * the keys in [lo, lo | tailmask], lo = (q permuted for t, tail cleared) ^ m,
+ * that are within k of the permuted q. A scan run checks every key against
+ * q. The distinct values (least distance of each) ascending go to out_vals
+ * and out_dist, at most cap of them. Returns how many there are (more than
+ * cap: call again with room for that many), -1 out of memory, -2 bad
+ * arguments. */
+int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
+                 const ss_segment *segs, size_t nsegs, uint64_t *out_vals,
+                 uint8_t *out_dist, size_t cap);
+/* PROBE-END */
+
 /* --- similarity signatures (csrc/signature.c) ------------------------ */
 /* SIGNATURE-BEGIN */
 /* A signature of a set of 64-bit feature hashes (seed s, sketch_bits b,

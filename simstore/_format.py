@@ -30,8 +30,11 @@ from .exceptions import CorruptStoreError, InvalidDocIdError, SimstoreTypeError
 DocId = Union[str, int]  # noqa: UP007 - a runtime alias, kept valid on Python 3.10
 
 FORMAT = "simstore"
-FORMAT_VERSION = 1  # Hamming stores; similarity stores (docs records version 2) are format 2
-FORMAT_VERSIONS = (1, 2)
+# 1: Hamming stores, 2: similarity stores (docs records version 2), both with
+# dupsort permutation tables; 3: either, with run tables (simstore._runs).
+FORMAT_VERSION = 3
+FORMAT_VERSIONS = (1, 2, 3)
+RUNS_FROM = 3  # the first format version with run tables
 MAX_DOC_ID_BYTES = 1 << 16
 MAX_KEY_BYTES = 511  # LMDB's key limit: longer ids are keyed by a digest
 _FP_END = 9  # a record is [version byte][fingerprint: bytes 1..8][encoded id]
@@ -347,9 +350,14 @@ def from_json(raw: bytes | None, name: str) -> dict[str, Any]:
     return value
 
 
-def format_meta(similarity: bool = False) -> dict[str, Any]:
-    """The ``format`` metadata this simstore writes (2: a similarity store)."""
-    return {"format": FORMAT, "version": 2 if similarity else 1}
+def format_meta() -> dict[str, Any]:
+    """The ``format`` metadata this simstore writes for a new (or rebuilt) store."""
+    return {"format": FORMAT, "version": FORMAT_VERSION}
+
+
+def has_runs(meta: dict[str, Any]) -> bool:
+    """Whether a store of this ``format`` metadata keeps run tables (else dupsort tables)."""
+    return int(meta["version"]) >= RUNS_FROM
 
 
 def is_known_format(meta: dict[str, Any]) -> bool:

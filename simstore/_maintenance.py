@@ -19,8 +19,8 @@ from . import _format as F
 from . import _verify, batch
 from ._env import Env
 from ._errors import translate
+from ._runs import RunTables
 from ._schema import Handles
-from ._tables import Tables
 from .exceptions import SimstoreTypeError, StoreAccessError, StoreError
 from .layout import plan
 
@@ -71,7 +71,9 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             txn.cursor(h.ids).putmulti(id_items, append=True)
             del id_items
             txn.put(b"layout", F.to_json(layout.to_dict()), db=h.meta)
-            fresh = Tables(env.env, txn, layout, create=True)
+            txn.put(b"format", F.to_json(F.format_meta()), db=h.meta)  # run tables
+            fresh = RunTables(env.env, txn, layout, h.docs, h.codec, create=True)
+            fresh.init(txn)
             fresh.fill(txn, cols.fps, cols.iids)
             if h.bands is not None:
                 h.bands.drop(txn)

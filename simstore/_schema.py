@@ -12,6 +12,7 @@ from typing import Any
 
 from . import _format as F
 from ._bands import Bands
+from ._runs import RunTables
 from ._tables import Tables
 from .exceptions import (
     ConfigMismatchError,
@@ -35,24 +36,36 @@ class Handles:
     meta: Any
     docs: Any
     ids: Any
-    tables: Tables
+    tables: Tables | RunTables
     bands: Bands | None
 
 
 def bind(
-    env: Any, txn: Any, path: str, layout: Layout, config: FingerprintConfig, *, create: bool
+    env: Any, txn: Any, path: str, layout: Layout, config: FingerprintConfig, *, create: bool,
+    runs: bool = True,
 ) -> Handles:
-    """Open (or create, inside txn) the named databases of a layout and config."""
+    """Open (or create, inside txn) the named databases of a layout and config.
+
+    runs: run tables (format 3), else the dupsort tables of formats 1 and 2.
+    """
     sig = config.has_signature
+    codec = F.RecordCodec(config.sketch_bits // 64, config.bands) if sig else F.RecordCodec()
+    meta = env.open_db(b"meta", txn=txn, create=create)
+    docs = env.open_db(b"docs", txn=txn, create=create)
+    tables: Tables | RunTables
+    if runs:
+        tables = RunTables(env, txn, layout, docs, codec, create=create)
+    else:
+        tables = Tables(env, txn, layout, create=create)
     return Handles(
         path=path,
         layout=layout,
         config=config,
-        codec=F.RecordCodec(config.sketch_bits // 64, config.bands) if sig else F.RecordCodec(),
-        meta=env.open_db(b"meta", txn=txn, create=create),
-        docs=env.open_db(b"docs", txn=txn, create=create),
+        codec=codec,
+        meta=meta,
+        docs=docs,
         ids=env.open_db(b"ids", txn=txn, create=create),
-        tables=Tables(env, txn, layout, create=create),
+        tables=tables,
         bands=Bands(env, txn, config.bands, create=create) if sig else None,
     )
 
@@ -64,10 +77,12 @@ def create(env: Any, path: str, layout: Layout, config: FingerprintConfig) -> Ha
         if txn.get(b"meta") is not None:
             return None
         meta = env.open_db(b"meta", txn=txn)
-        txn.put(b"format", F.to_json(F.format_meta(config.has_signature)), db=meta)
+        fmt = F.format_meta()
+        txn.put(b"format", F.to_json(fmt), db=meta)
         txn.put(b"layout", F.to_json(layout.to_dict()), db=meta)
         txn.put(b"fingerprint", F.to_json(config.to_dict()), db=meta)
-        handles = bind(env, txn, path, layout, config, create=True)
+        handles = bind(env, txn, path, layout, config, create=True, runs=F.has_runs(fmt))
+        handles.tables.init(txn)
         txn.commit()
         txn = None
         return handles
@@ -100,7 +115,7 @@ def load(
         )
     finally:
         txn.abort()
-    if (fmt["version"] == 2) != config.has_signature:
+    if not F.has_runs(fmt) and (fmt["version"] == 2) != config.has_signature:
         raise CorruptStoreError(
             f"store {path!r}: format version {fmt['version']} does not go with its config "
             f"{config.scheme}"
@@ -116,7 +131,7 @@ def load(
             f"{want_config.scheme}; open it without config or with the same one"
         )
     # Handles opened inside a read transaction die with it: open them on their own.
-    return bind(env, None, path, layout, config, create=False)
+    return bind(env, None, path, layout, config, create=False, runs=F.has_runs(fmt))
 
 
 def read_layout(txn: Any, meta: Any) -> Layout:

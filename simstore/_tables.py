@@ -81,6 +81,8 @@ def _probe_masks(header_bits: int, radius: int, tail: int) -> list[int]:
 class Tables:
     """Handles and query plan of one layout's permutation tables in one environment."""
 
+    runs = False
+
     def __init__(self, env: Any, txn: Any, layout: Layout, *, create: bool) -> None:
         self.layout = layout
         n = len(layout.tables)
@@ -125,6 +127,14 @@ class Tables:
         return got
 
     # --- single writes -------------------------------------------------------------
+
+    def init(self, txn: Any) -> None:
+        """Nothing to write at creation (the run tables keep a state record)."""
+
+    def next_iid(self, txn: Any, docs: Any) -> int:
+        """The next internal id: one past the last docs key."""
+        cur = txn.cursor(docs)
+        return int.from_bytes(cur.key(), "big") + 1 if cur.last() else 0
 
     def _keys(self, fp: int) -> list[bytes]:
         keys = _core.permute_tables(fp, len(self.dbs), *self._specs)

@@ -28,9 +28,8 @@ def extra_of(sketch: np.ndarray, bands: np.ndarray) -> tuple[bytes, list[bytes]]
 
 
 def next_iid(txn: Any, h: Handles) -> int:
-    """The next internal id: one past the last docs key."""
-    cur = txn.cursor(h.docs)
-    return int.from_bytes(cur.key(), "big") + 1 if cur.last() else 0
+    """The next internal id (never a removed doc's in a store with run tables)."""
+    return h.tables.next_iid(txn, h.docs)
 
 
 def _unindex(txn: Any, h: Handles, iid: bytes, rec: bytes) -> None:
@@ -41,21 +40,25 @@ def _unindex(txn: Any, h: Handles, iid: bytes, rec: bytes) -> None:
 
 
 def add(txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra) -> None:
-    """Store one doc; an existing id gets the new fingerprint (and signature)."""
+    """Store one doc; an existing id gets the new fingerprint (and signature).
+
+    A changed doc gets a new internal id (it moves to the end of insertion
+    order): run tables find new docs by internal id, and never reuse one.
+    """
     sketch, keys = extra if extra is not None else (b"", [])
     new = h.codec.record(fp, enc, sketch, b"".join(keys))
     old = txn.get(idkey, db=h.ids)
     if old is not None:
-        iid = bytes(old)
-        rec = txn.get(iid, db=h.docs)
+        oid = bytes(old)
+        rec = txn.get(oid, db=h.docs)
         if h.codec.parse(rec)[1] != enc:
             raise CorruptStoreError(F.collision_message(h.path))
         if rec == new:
             return
-        _unindex(txn, h, iid, rec)
-    else:
-        iid = F.iid_bytes(next_iid(txn, h))
-        txn.put(idkey, iid, db=h.ids)
+        _unindex(txn, h, oid, rec)
+        txn.delete(oid, db=h.docs)
+    iid = F.iid_bytes(next_iid(txn, h))
+    txn.put(idkey, iid, db=h.ids)
     txn.put(iid, new, db=h.docs)
     h.tables.index(txn, iid, fp)
     if h.bands is not None:

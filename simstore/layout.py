@@ -34,11 +34,16 @@ from .exceptions import InvalidConfigError
 LAYOUT_VERSION = 1
 MAX_TABLES = 20
 MAX_BLOCKS = 16
-PROBE_US = 1.5
-CANDIDATE_US = 0.3
-TABLE_US = 0.5
-TABLE_ENTRY_BYTES = 24
-DOC_RECORD_BYTES = 48
+# The cost model of the run tables (simstore._runs): probes and candidates are
+# checked in one C call over sorted arrays in memory, so a probe (a directory
+# lookup and a short search) and a candidate (a popcount) are cheap next to a
+# table, which costs 12 bytes per fingerprint on disk and in memory and a share
+# of every merge: the planner weighs a table like ~50 probes.
+PROBE_US = 0.02
+CANDIDATE_US = 0.002
+TABLE_US = 1.0
+TABLE_ENTRY_BYTES = 12
+DOC_RECORD_BYTES = 70
 
 
 @dataclass(frozen=True)
@@ -217,7 +222,7 @@ def probes(header_bits: int, radius: int) -> int:
 
 
 def evaluate(layout: Layout, k: int, expected_size: int) -> Plan:
-    """The cost model of one layout: cursor probes, candidates and disk per table."""
+    """The cost model of one layout: probes, candidates and disk per table."""
     n = max(int(expected_size), 1)
     hs = tuple(layout.header_bits(t) for t in range(len(layout.tables)))
     nprobes = sum(probes(h, layout.radius) for h in hs)
@@ -243,8 +248,8 @@ def plan(k: int, expected_size: int, max_tables: int = MAX_TABLES) -> Plan:
     """The cheapest layout answering every query up to distance k exactly.
 
     Searches B = 1..16 blocks and s = 1..B header blocks with at most
-    max_tables tables; cost ≈ 1.5 µs per cursor probe + 0.3 µs per candidate
-    + 0.5 µs per table (a stand-in for disk and write cost).
+    max_tables tables; cost ≈ PROBE_US per probe + CANDIDATE_US per candidate
+    + TABLE_US per table (a stand-in for disk, memory and merge cost).
     """
     k = check_k(k, "k", MAX_K)
     expected_size = check_expected_size(expected_size)

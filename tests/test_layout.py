@@ -41,12 +41,22 @@ def test_radius_bound_is_exact(nblocks: int, k: int) -> None:
             assert not L.guarantees(tighter, k)
 
 
-def test_k3_at_1m_is_the_ten_table_manku_layout() -> None:
-    """k=3 at 1M picks 5 blocks, 2-block headers: 10 tables, r=0, 25-26-bit headers."""
+def test_k3_at_1m_is_two_tables_of_32_bits_at_radius_1() -> None:
+    """k=3 at 1M: two 32-bit halves probed at radius 1 (66 probes in C), < 1 candidate.
+
+    With probes in C a table costs more than a probe: the planner takes the
+    fewest tables whose probes stay cheap (multi-index hashing, r > 0).
+    """
     p = L.plan(3, 1_000_000)
-    assert (len(p.layout.blocks), p.tables, p.radius) == (5, 10, 0)
-    assert set(p.header_bits) == {25, 26}
+    assert (len(p.layout.blocks), p.tables, p.radius) == (2, 2, 1)
+    assert p.header_bits == (32, 32) and p.probes_per_query == 66
     assert p.candidates_per_query < 1
+
+
+def test_k8_at_1m_is_three_tables_at_radius_2() -> None:
+    """k=8 at 1M: three ~21-bit headers at radius 2 (faiss MultiHash's 3 x 21, 2 bits flipped)."""
+    p = L.plan(8, 1_000_000)
+    assert (p.tables, p.radius, p.header_bits) == (3, 2, (22, 21, 21))
 
 
 def test_guarantees_rejects_a_layout_that_misses_pairs() -> None:

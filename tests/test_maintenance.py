@@ -39,10 +39,13 @@ def test_verify_passes_on_a_sound_store(tmp_path):
         assert s.verify() == []
 
 
-def test_verify_reports_missing_and_orphan_entries_and_rebuild_repairs(tmp_path):
-    """Table and ids damage (missing, orphan entries) is reported; rebuild repairs all."""
+def test_verify_reports_missing_and_orphan_entries_and_rebuild_repairs(tmp_path, monkeypatch):
+    """A format-1 store (dupsort tables): table and ids damage (missing, orphan entries)
+    is reported; rebuild repairs all (and moves the store to run tables)."""
     path = tmp_path / "s"
+    monkeypatch.setattr(simstore._format, "FORMAT_VERSION", 1)
     _fill(path, [1, 2, 3, 1 << 40]).close()
+    monkeypatch.undo()
     env = _raw(path)
     with env.begin(write=True) as txn:
         t1 = env.open_db(b"t01", txn=txn, dupsort=True, dupfixed=True)
@@ -61,6 +64,7 @@ def test_verify_reports_missing_and_orphan_entries_and_rebuild_repairs(tmp_path)
         s.rebuild()
         assert s.verify() == []
         assert sorted(s) == ["d0", "d1", "d2", "d3"]
+        assert s._h.tables.runs and [m.doc_id for m in s.query(1 << 40, 0)] == ["d3"]
 
 
 def test_verify_reports_a_doc_missing_from_ids(tmp_path):

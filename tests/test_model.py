@@ -42,7 +42,10 @@ class StoreMachine(RuleBasedStateMachine):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _put(self, doc_id, fp: int) -> None:
-        # a re-added id keeps its insertion position (the store keeps its internal id)
+        # a re-added id with a changed fingerprint moves to the end of insertion
+        # order (it gets a new internal id); with the same one it stays put
+        if self.model.get(doc_id, fp) != fp:
+            del self.model[doc_id]
         self.model[doc_id] = fp
 
     @rule(target=fps, fp=fingerprints)
@@ -62,7 +65,9 @@ class StoreMachine(RuleBasedStateMachine):
     def add_many(self, items) -> None:
         self.store.add_many([d for d, _ in items], [fp for _, fp in items])
         last = {d: (n, fp) for n, (d, fp) in enumerate(items)}  # the last duplicate wins
-        for d, (_, fp) in sorted(last.items(), key=lambda kv: kv[1][0]):
+        # stored ids are updated first, then the new ones appended (each in call order)
+        ordered = sorted(last.items(), key=lambda kv: (kv[0] not in self.model, kv[1][0]))
+        for d, (_, fp) in ordered:
             self._put(d, fp)
 
     @rule(doc_id=doc_ids)

@@ -70,6 +70,7 @@ class Pristine:
     size: int
     in_use: bytearray  # 1 per page the store's newest snapshot uses (metas included)
     expect: str  # JSON file: samples and content digest for the probe
+    big: dict[int, int] = field(default_factory=dict)  # overflow page -> bytes used in it
 
 
 @dataclass
@@ -160,7 +161,46 @@ def build(root: str, seed: int, docs: int) -> list[Pristine]:
         epath = os.path.join(root, f"expect-{name}.json")
         with open(epath, "w", encoding="utf-8") as fh:
             json.dump(expect, fh)
-        out.append(Pristine(name, path, os.path.getsize(data), in_use, epath))
+        out.append(Pristine(name, path, os.path.getsize(data), in_use, epath,
+                            _overflow_bytes(data, in_use)))
+    return out
+
+
+def _overflow_bytes(data: str, in_use: bytearray) -> dict[int, int]:
+    """For every page of a used overflow run: how many of its bytes the value fills.
+
+    A big value is a header then its bytes over contiguous pages; the last
+    page's tail past the value is unused. Sizes come from the leaf nodes that
+    point to the runs.
+    """
+    sizes: dict[int, int] = {}  # first page of a run -> value size
+    runs: dict[int, int] = {}  # first page -> pages
+    with open(data, "rb") as fh:
+        pg = 2
+        while pg < len(in_use):
+            if not in_use[pg]:
+                pg += 1
+                continue
+            fh.seek(pg * PSIZE)
+            page = fh.read(PSIZE)
+            _, _, flags, lower, _ = L.HEADER.unpack_from(page)
+            if flags & L.P_OVERFLOW:
+                runs[pg] = max(1, L.OVERFLOW.unpack_from(page)[3])
+                pg += runs[pg]
+                continue
+            if flags & L.P_LEAF and not flags & L.P_LEAF2:
+                for i in range((lower - L.PAGE_HEADER) // 2):
+                    ptr = int.from_bytes(page[16 + 2 * i:18 + 2 * i], "little")
+                    lo, hi, nflags, ksize = L.NODE.unpack_from(page, ptr)
+                    if nflags & L.F_BIGDATA:
+                        at = ptr + L.NODE_HEADER + ksize
+                        sizes[int.from_bytes(page[at:at + 8], "little")] = lo | hi << 16
+            pg += 1
+    out: dict[int, int] = {}
+    for first, pages in runs.items():
+        left = L.PAGE_HEADER + sizes.get(first, pages * PSIZE)
+        for j in range(pages):
+            out[first + j] = max(0, min(PSIZE, left - j * PSIZE))
     return out
 
 
@@ -213,15 +253,19 @@ def _hits_bytes_in_use(p: Pristine, offset: int, length: int) -> bool:
 
     Unused: free pages, the gap between a page's node offsets and its nodes,
     a node's padding byte, the pad field of a page header, the bytes of a
-    meta page after its fields.
+    meta page after its fields, the tail of a big value's last page.
     """
     with open(os.path.join(p.path, "data.mdb"), "rb") as fh:
         for pg in range(offset // PSIZE, (offset + length - 1) // PSIZE + 1):
             if pg >= len(p.in_use) or not p.in_use[pg]:
                 continue
+            lo, hi = max(offset - pg * PSIZE, 0), min(offset + length - pg * PSIZE, PSIZE)
+            if pg in p.big:  # a page of a big value: in use up to the value's end
+                if lo < p.big[pg]:
+                    return True
+                continue
             fh.seek(pg * PSIZE)
             used = _used_bytes(fh.read(PSIZE), pg)
-            lo, hi = max(offset - pg * PSIZE, 0), min(offset + length - pg * PSIZE, PSIZE)
             if any(used[lo:hi]):
                 return True
     return False

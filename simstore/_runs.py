@@ -1,0 +1,481 @@
+"""Run tables: the permutation tables as sorted runs, probed in C from process memory.
+
+Every permutation table is derived from the docs table, so the tables split
+the docs by internal id into three *levels*:
+
+- **base**: docs with iid < ``base_end``; **L1**: ``base_end <= iid < l1_end``.
+  Each is, per table, a sorted array of (permuted fingerprint, iid) stored as
+  *runs*: records of LMDB database ``r00``, ``r01``, ... keyed by the level
+  byte and the run's first permuted fingerprint (8 bytes big-endian), holding
+  up to ``RUN_ENTRIES`` keys (uint64 little-endian) then their iids (4 or 8
+  bytes). Runs never split a key, so first keys are unique.
+- **recent**: docs with iid >= ``l1_end``, read straight from the docs table
+  and checked by a popcount scan: an add writes only the docs and ids records
+  and a 56-byte state record (database ``runs``), not a B-tree entry per table.
+
+A write that leaves more than ``RECENT_MAX`` recent docs merges them into L1
+(sorted arrays merged, runs rewritten); when L1 outgrows ``live / L1_SHARE``
+(or removed docs leave too many stale entries) the levels are rebuilt from
+the docs table into one base. Each merge is part of the write transaction
+that triggers it, so it is atomic and crash-safe like any LMDB commit;
+readers never wait on it (MVCC).
+
+Removing a doc leaves its entries in base/L1 *stale*: a query drops hits
+whose docs record is gone (iids are never reused), and the state counts
+them. A process keeps each level it has read in memory (numpy arrays, keyed
+by a random generation number written with the level), plus the recent
+docs (validated by an XOR hash of (iid, fp) the writers keep in the state),
+so a query is one state read and one C call (:class:`simstore._core.Prober`).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._format import iid_bytes
+from .exceptions import CorruptStoreError
+from .layout import Layout
+
+STATE_DB = b"runs"
+STATE_KEY = b"state"
+RUN_ENTRIES = 1 << 15  # keys per run: 256 KB of keys, read in one get
+RECENT_MAX = 4096  # recent docs scanned by popcount before a merge into L1
+L1_MIN = 1 << 16  # L1 may hold this many docs, or live / L1_SHARE if more
+L1_SHARE = 16
+STALE_SHARE = 8  # rebuild the levels when stale entries exceed live / STALE_SHARE
+_STATE = struct.Struct("<7Q")
+_RUN_HEAD = struct.Struct("<IB3s")  # entries, iid width (4 or 8), zeros
+BASE, L1 = 0, 1
+_EMPTY = np.empty(0, dtype=np.uint64)
+
+
+def table_name(t: int) -> bytes:
+    """The LMDB database name of run table t."""
+    return b"r%02d" % t
+
+
+@dataclass(frozen=True)
+class State:
+    """The levels' bounds and generations (record ``state`` of database ``runs``)."""
+
+    next: int = 0  # the next internal id (iids are never reused)
+    base_end: int = 0
+    l1_end: int = 0
+    base_gen: int = 0
+    l1_gen: int = 0
+    stale: int = 0  # entries per table whose doc was removed
+    recent_xor: int = 0  # XOR of _mix(iid, fp) over the live recent docs
+
+    def pack(self) -> bytes:
+        return _STATE.pack(self.next, self.base_end, self.l1_end, self.base_gen,
+                           self.l1_gen, self.stale, self.recent_xor)
+
+    @classmethod
+    def unpack(cls, raw: Any) -> State:
+        if raw is None or len(raw) != _STATE.size:
+            raise CorruptStoreError("the run tables' state record is missing or malformed")
+        return cls(*_STATE.unpack(raw))
+
+
+_M1 = 0xBF58476D1CE4E5B9
+_M2 = 0x94D049BB133111EB
+_GOLD = 0x9E3779B97F4A7C15
+_MASK = (1 << 64) - 1
+
+
+def _mix(iid: int, fp: int) -> int:
+    """A 64-bit hash of (iid, fp) (splitmix64 finalizer)."""
+    x = (fp ^ (iid * _GOLD)) & _MASK
+    x = ((x ^ (x >> 30)) * _M1) & _MASK
+    x = ((x ^ (x >> 27)) * _M2) & _MASK
+    return x ^ (x >> 31)
+
+
+def _mix_xor(iids: np.ndarray, fps: np.ndarray) -> int:
+    """XOR of _mix over many (iid, fp) pairs."""
+    if not len(iids):
+        return 0
+    with np.errstate(over="ignore"):
+        x = fps ^ (iids * np.uint64(_GOLD))
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(_M1)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(_M2)
+        x = x ^ (x >> np.uint64(31))
+    return int(np.bitwise_xor.reduce(x))
+
+
+def _new_gen() -> int:
+    return int.from_bytes(os.urandom(8), "little") | 1
+
+
+# --- runs on disk ---------------------------------------------------------------------
+
+
+def _run_bounds(keys: np.ndarray) -> list[int]:
+    """Start offsets of runs of about RUN_ENTRIES keys that never split a key."""
+    starts = [0]
+    n = len(keys)
+    at = RUN_ENTRIES
+    while at < n:
+        cut = int(np.searchsorted(keys, keys[at], side="left"))
+        if cut <= starts[-1]:
+            cut = int(np.searchsorted(keys, keys[at], side="right"))
+        if cut >= n:
+            break
+        starts.append(cut)
+        at = cut + RUN_ENTRIES
+    return starts
+
+
+def write_level(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray) -> None:
+    """Replace one level of a run table by sorted (keys, vals)."""
+    drop_level(txn, db, level)
+    n = len(keys)
+    if not n:
+        return
+    wide = bool(vals.max() >= 1 << 32)
+    vtype = "<u8" if wide else "<u4"
+    starts = _run_bounds(keys)
+    lead = bytes((level,))
+    for i, a in enumerate(starts):
+        b = starts[i + 1] if i + 1 < len(starts) else n
+        head = _RUN_HEAD.pack(b - a, 8 if wide else 4, bytes(3))
+        body = keys[a:b].astype("<u8").tobytes() + vals[a:b].astype(vtype).tobytes()
+        txn.put(lead + int(keys[a]).to_bytes(8, "big"), head + body, db=db)
+
+
+def drop_level(txn: Any, db: Any, level: int) -> None:
+    """Delete every run of one level."""
+    cur = txn.cursor(db)
+    lead = bytes((level,))
+    if not cur.set_range(lead):
+        return
+    while bytes(cur.key()[:1]) == lead:
+        if not cur.delete():
+            break
+
+
+def read_level(txn: Any, db: Any, level: int) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, vals) of one level as uint64 arrays, in key order."""
+    cur = txn.cursor(db)
+    lead = bytes((level,))
+    keys: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    if cur.set_range(lead):
+        for key, val in cur.iternext():
+            if bytes(key[:1]) != lead:
+                break
+            if len(key) != 9 or len(val) < _RUN_HEAD.size:
+                raise CorruptStoreError(f"a run record of table level {level} is malformed")
+            n, width, pad = _RUN_HEAD.unpack_from(val)
+            if width not in (4, 8) or pad != bytes(3) or len(val) != _RUN_HEAD.size + n * (
+                8 + width
+            ):
+                raise CorruptStoreError(f"a run record of table level {level} is malformed")
+            raw = bytes(val)
+            off = _RUN_HEAD.size
+            keys.append(np.frombuffer(raw, dtype="<u8", count=n, offset=off))
+            vals.append(np.frombuffer(raw, dtype="<u4" if width == 4 else "<u8", count=n,
+                                      offset=off + 8 * n))
+    if not keys:
+        return _EMPTY, _EMPTY
+    k = np.concatenate(keys).astype(np.uint64, copy=False)
+    if len(k) > 1 and bool((k[1:] < k[:-1]).any()):
+        raise CorruptStoreError(f"the runs of table level {level} are out of key order")
+    return k, np.concatenate(vals).astype(np.uint64, copy=False)
+
+
+# --- the process cache ------------------------------------------------------------------
+
+
+@dataclass
+class _Level:
+    gen: int
+    keys: list[np.ndarray]  # per table
+    vals: list[np.ndarray]
+    segments: dict[int, tuple[int, np.ndarray, np.ndarray, Any, int]] = field(
+        default_factory=dict
+    )  # per table: the prober's segment (with its directory), built on first use
+
+
+@dataclass
+class _Recent:
+    l1_end: int
+    upto: int
+    xor: int
+    iids: np.ndarray
+    fps: np.ndarray
+
+
+class RunTables:
+    """Handles, cache and query plan of one layout's run tables in one environment."""
+
+    runs = True
+
+    def __init__(self, env: Any, txn: Any, layout: Layout, docs: Any, codec: Any, *,
+                 create: bool) -> None:
+        self.layout = layout
+        n = len(layout.tables)
+        self.dbs = [env.open_db(table_name(t), txn=txn, create=create) for t in range(n)]
+        self._meta = env.open_db(STATE_DB, txn=txn, create=create)
+        self._docs = docs
+        self._codec = codec
+        self._specs = [layout.shifts(t) for t in range(n)]
+        self._hbits = [layout.header_bits(t) for t in range(n)]
+        self._radius = {k: layout.radius_for(k) for k in range(layout.max_k + 1)}
+        self._prober = _core.Prober(self._specs, self._hbits)
+        self._levels: dict[int, _Level] = {}
+        self._recent: _Recent | None = None
+        self._wired: tuple[int, ...] | None = None  # what the prober holds
+
+    # --- state ---------------------------------------------------------------------------
+
+    def state(self, txn: Any) -> State:
+        """The run tables' state as this transaction sees it."""
+        return State.unpack(txn.get(STATE_KEY, db=self._meta))
+
+    def _put_state(self, txn: Any, st: State) -> None:
+        txn.put(STATE_KEY, st.pack(), db=self._meta)
+
+    def init(self, txn: Any) -> None:
+        """Write the state of an empty store (at creation)."""
+        self._put_state(txn, State())
+
+    def next_iid(self, txn: Any, docs: Any = None) -> int:
+        """The next internal id (never a removed doc's)."""
+        return self.state(txn).next
+
+    # --- single writes -----------------------------------------------------------------
+
+    def index(self, txn: Any, iid: bytes, fp: int) -> None:
+        """Note a doc just written to the docs table at iid (>= next); merge if due."""
+        st = self.state(txn)
+        i = int.from_bytes(iid, "big")
+        st = replace(st, next=max(st.next, i + 1), recent_xor=st.recent_xor ^ _mix(i, fp))
+        self._put_state(txn, self._maybe_merge(txn, st))
+
+    def unindex(self, txn: Any, iid: bytes, fp: int) -> None:
+        """Note a doc about to leave the docs table: a stale entry, or out of recent."""
+        st = self.state(txn)
+        i = int.from_bytes(iid, "big")
+        if i < st.l1_end:
+            st = replace(st, stale=st.stale + 1)
+        else:
+            st = replace(st, recent_xor=st.recent_xor ^ _mix(i, fp))
+        self._put_state(txn, st)
+
+    # --- bulk fill -----------------------------------------------------------------------
+
+    def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray, before: Any = None) -> None:
+        """Note many docs written (by ``before()``, if given) at new iids; merge if due."""
+        if before is not None:
+            before()
+        if not len(iids):
+            return
+        st = self.state(txn)
+        fps = np.ascontiguousarray(fps, dtype=np.uint64)
+        iids = np.ascontiguousarray(iids, dtype=np.uint64)
+        top = int(iids.max()) + 1
+        if st.next == 0 and st.l1_end == 0 and int(txn.stat(self._docs)["entries"]) == len(iids):
+            # An empty store filled at once: the arrays are the whole base.
+            self._write_base(txn, fps, iids)
+            gen = _new_gen()
+            self._put_state(txn, State(next=top, base_end=top, l1_end=top, base_gen=gen,
+                                       l1_gen=gen ^ 2))
+            return
+        st = replace(st, next=max(st.next, top),
+                     recent_xor=st.recent_xor ^ _mix_xor(iids, fps))
+        self._put_state(txn, self._maybe_merge(txn, st))
+
+    # --- merges --------------------------------------------------------------------------
+
+    def _walk(self, txn: Any, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """(iids, fps) of the docs with iid >= start, in iid order."""
+        cur = txn.cursor(self._docs)
+        if not cur.set_range(iid_bytes(start)):
+            return _EMPTY, _EMPTY
+        cols = self._codec.walk(cur.iternext(), with_ids=False)
+        return cols.iids, cols.fps
+
+    def _write_base(self, txn: Any, fps: np.ndarray, iids: np.ndarray) -> None:
+        for t, db in enumerate(self.dbs):
+            keys, vals = _core.sort_table(fps, iids, *self._specs[t])
+            write_level(txn, db, BASE, keys, vals)
+            drop_level(txn, db, L1)
+
+    def _maybe_merge(self, txn: Any, st: State) -> State:
+        """Merge recent docs into L1, or rebuild the levels, when due; the new state."""
+        pending = st.next - st.l1_end
+        if pending <= RECENT_MAX and st.stale <= RECENT_MAX:
+            return st
+        live = int(txn.stat(self._docs)["entries"])
+        l1_docs = st.l1_end - st.base_end
+        if st.stale * STALE_SHARE > live or l1_docs + pending > max(L1_MIN, live // L1_SHARE):
+            return self.rebuild_levels(txn, st)
+        if pending <= RECENT_MAX:
+            return st
+        new_iids, new_fps = self._walk(txn, st.l1_end)
+        old = self._level(txn, L1, st.l1_gen)
+        for t, db in enumerate(self.dbs):
+            nk, nv = _core.sort_table(new_fps, new_iids, *self._specs[t])
+            keys = np.concatenate((old.keys[t], nk))
+            vals = np.concatenate((old.vals[t], nv))
+            order = np.argsort(keys, kind="stable")  # two sorted runs: a linear merge
+            write_level(txn, db, L1, keys[order], vals[order])
+        return replace(st, l1_end=st.next, l1_gen=_new_gen(), recent_xor=0)
+
+    def rebuild_levels(self, txn: Any, st: State) -> State:
+        """Every live doc into one base level (no stale entries); the new state."""
+        iids, fps = self._walk(txn, 0)
+        self._write_base(txn, fps, iids)
+        gen = _new_gen()
+        return replace(st, base_end=st.next, l1_end=st.next, base_gen=gen, l1_gen=gen ^ 2,
+                       stale=0, recent_xor=0)
+
+    # --- the cache -----------------------------------------------------------------------
+
+    def _level(self, txn: Any, level: int, gen: int) -> _Level:
+        """A level's arrays, from the cache when its generation matches."""
+        got = self._levels.get(level)
+        if got is not None and got.gen == gen:
+            return got
+        keys, vals = [], []
+        for db in self.dbs:
+            k, v = read_level(txn, db, level)
+            keys.append(k)
+            vals.append(v)
+        got = self._levels[level] = _Level(gen, keys, vals)
+        return got
+
+    def _recent_docs(self, txn: Any, st: State) -> _Recent:
+        """The recent docs (iid >= l1_end), extended or re-read as the state says."""
+        rec = self._recent
+        if rec is not None and rec.l1_end == st.l1_end and rec.upto == st.next \
+                and rec.xor == st.recent_xor:
+            return rec
+        if rec is not None and rec.l1_end == st.l1_end and rec.upto < st.next:
+            iids, fps = self._walk(txn, rec.upto)
+            xor = rec.xor ^ _mix_xor(iids, fps)
+            if xor == st.recent_xor:
+                rec = _Recent(st.l1_end, st.next, xor, np.concatenate((rec.iids, iids)),
+                              np.concatenate((rec.fps, fps)))
+                self._recent = rec
+                return rec
+        iids, fps = self._walk(txn, st.l1_end)
+        rec = self._recent = _Recent(st.l1_end, st.next, st.recent_xor, iids, fps)
+        return rec
+
+    def _wire(self, txn: Any, st: State) -> None:
+        """Point the prober at the levels and recent docs this state names."""
+        tag = (st.base_gen, st.l1_gen, st.l1_end, st.next, st.recent_xor)
+        if self._wired == tag:
+            return
+        base = self._level(txn, BASE, st.base_gen)
+        l1 = self._level(txn, L1, st.l1_gen)
+        rec = self._recent_docs(txn, st)
+        segs: list[tuple[int, np.ndarray, np.ndarray, Any, int]] = []
+        for lev in (base, l1):
+            for t in range(len(self.dbs)):
+                if len(lev.keys[t]):
+                    segs.append(self._segment(lev, t))
+        if len(rec.iids):
+            segs.append((-1, rec.fps, rec.iids, None, 0))
+        self._prober.set_segments(segs)
+        self._wired = tag
+
+    def _segment(self, lev: _Level, t: int) -> tuple[int, np.ndarray, np.ndarray, Any, int]:
+        got = lev.segments.get(t)
+        if got is None:
+            keys = lev.keys[t]
+            dbits = _core.choose_dbits(len(keys), self._hbits[t])
+            got = lev.segments[t] = (t, keys, lev.vals[t], _core.build_dir(keys, dbits), dbits)
+        return got
+
+    # --- search --------------------------------------------------------------------------
+
+    def search(self, txn: Any, q: int, k: int) -> list[tuple[int, bytes]]:
+        """(distance, internal id) of every live doc within k <= the layout's k of q."""
+        self._wire(txn, self.state(txn))
+        vals, dists = self._prober(q, k, self._radius[k])
+        if not len(vals):
+            return []
+        get, docs = txn.get, self._docs
+        rows = []
+        for v, d in zip(vals.tolist(), dists.tolist(), strict=True):
+            iid = iid_bytes(v)
+            if get(iid, db=docs) is not None:  # else a removed doc's stale entry
+                rows.append((d, iid))
+        return rows
+
+    # --- maintenance ---------------------------------------------------------------------
+
+    def drop(self, txn: Any) -> None:
+        """Delete every run table of this layout (for a rebuild)."""
+        for db in self.dbs:
+            txn.drop(db, delete=True)
+        txn.delete(STATE_KEY, db=self._meta)
+
+    def check(self, txn: Any, iids: np.ndarray, fps: np.ndarray) -> list[str]:
+        """Problems of the run tables against the live docs (iids, fps in iid order)."""
+        try:
+            st = self.state(txn)
+        except CorruptStoreError as exc:
+            return [str(exc)]
+        problems = []
+        if len(iids) and int(iids[-1]) >= st.next:
+            problems.append(f"run state: next internal id {st.next} is not past the last doc")
+        if not st.base_end <= st.l1_end <= st.next:
+            problems.append(f"run state: level bounds {st.base_end}, {st.l1_end} out of order")
+        recent = iids >= np.uint64(st.l1_end)
+        if _mix_xor(iids[recent], fps[recent]) != st.recent_xor:
+            problems.append("run state: the recent docs' hash does not match the docs table")
+        for t, db in enumerate(self.dbs):
+            problems.extend(self._check_table(txn, t, db, st, iids[~recent], fps[~recent]))
+        extra = self.extra(txn)
+        if extra:
+            problems.append(f"tables left over from another layout: {', '.join(extra)}")
+        return problems
+
+    def _check_table(self, txn: Any, t: int, db: Any, st: State,
+                     iids: np.ndarray, fps: np.ndarray) -> list[str]:
+        name = table_name(t).decode()
+        try:
+            levels = [read_level(txn, db, lev) for lev in (BASE, L1)]
+        except CorruptStoreError as exc:
+            return [f"table {name}: {exc}"]
+        problems = []
+        bounds = ((0, st.base_end), (st.base_end, st.l1_end))
+        for lev, ((keys, vals), (lo, hi)) in enumerate(zip(levels, bounds, strict=True)):
+            if len(keys) > 1 and bool((keys[1:] < keys[:-1]).any()):
+                problems.append(f"table {name} level {lev}: keys out of order")
+            if len(vals) and (int(vals.min()) < lo or int(vals.max()) >= hi):
+                problems.append(f"table {name} level {lev}: an internal id outside its level")
+        keys = np.concatenate([lv[0] for lv in levels])
+        vals = np.concatenate([lv[1] for lv in levels])
+        want = _core.permute_blocks(fps, *self._specs[t])
+        live = np.isin(vals, iids)
+        stale = int((~live).sum())
+        got = set(zip(keys[live].tolist(), vals[live].tolist(), strict=True))
+        need = set(zip(want.tolist(), iids.tolist(), strict=True))
+        if got != need or int(live.sum()) != len(got):
+            problems.append(
+                f"table {name}: {len(need - got)} docs missing, "
+                f"{len(got - need) + int(live.sum()) - len(got)} wrong entries"
+            )
+        if stale != st.stale:
+            problems.append(f"table {name}: {stale} stale entries, the state says {st.stale}")
+        return problems
+
+    def extra(self, txn: Any) -> list[str]:
+        """Names of run tables beyond this layout's."""
+        names = []
+        for key in txn.cursor().iternext(keys=True, values=False):
+            k = bytes(key)
+            if len(k) == 3 and k[:1] == b"r" and k[1:].isdigit() and int(k[1:]) >= len(self.dbs):
+                names.append(k.decode())
+        return names
