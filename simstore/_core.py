@@ -598,6 +598,16 @@ class Prober:
             return self._no_hits
         return self._vals[:m].copy(), self._dist[:m].copy()
 
+    def hits(self, q: int, k: int, radius: int) -> list[tuple[int, int]]:
+        """The same answer as a list of (value, distance) (the store's query path)."""
+        plan = self._plans.get(radius)
+        if plan is None:
+            plan = self._plan(radius)
+        m = self._run(q, k, plan)
+        if not m:
+            return []
+        return list(zip(ffi.unpack(self._c_vals, m), ffi.unpack(self._c_dist, m), strict=True))
+
 
 def _read_only(a: np.ndarray) -> np.ndarray:
     """a, made read-only (safe to hand out many times)."""

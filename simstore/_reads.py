@@ -41,14 +41,14 @@ class SimilarMatch(NamedTuple):
 
 
 def matches(h: Handles, txn: Any, rows: list[Any]) -> list[Match]:
-    """Matches of (distance, internal id, ...) rows, by distance then insertion order."""
+    """Matches of (distance, internal id[, docs record]) rows, by distance then insertion order."""
     rows.sort()
     get = txn.get
     docs = h.docs
     match = h.codec.match
     out = []
     for row in rows:
-        rec = get(row[1], db=docs)
+        rec = row[2] if len(row) > 2 else get(row[1], db=docs)
         if rec is None:
             raise CorruptStoreError(
                 f"store {h.path!r}: a table names a doc the docs database lacks"

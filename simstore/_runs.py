@@ -232,6 +232,7 @@ class RunTables:
         self._levels: dict[int, _Level] = {}
         self._recent: _Recent | None = None
         self._wired: tuple[int, ...] | None = None  # what the prober holds
+        self._wired_raw: bytes | None = None  # the state record it was wired for
 
     # --- state ---------------------------------------------------------------------------
 
@@ -398,18 +399,26 @@ class RunTables:
 
     # --- search --------------------------------------------------------------------------
 
-    def search(self, txn: Any, q: int, k: int) -> list[tuple[int, bytes]]:
-        """(distance, internal id) of every live doc within k <= the layout's k of q."""
-        self._wire(txn, self.state(txn))
-        vals, dists = self._prober(q, k, self._radius[k])
-        if not len(vals):
+    def search(self, txn: Any, q: int, k: int) -> list[tuple[int, bytes, bytes]]:
+        """(distance, internal id, docs record) of every live doc within k <= the layout's k.
+
+        The state record is compared as bytes: equal bytes, same levels and
+        recent docs, so the prober's runs stand.
+        """
+        raw = txn.get(STATE_KEY, db=self._meta)
+        if raw is None or raw != self._wired_raw:
+            self._wire(txn, State.unpack(raw))
+            self._wired_raw = bytes(raw)
+        hits = self._prober.hits(q, k, self._radius[k])
+        if not hits:
             return []
         get, docs = txn.get, self._docs
         rows = []
-        for v, d in zip(vals.tolist(), dists.tolist(), strict=True):
+        for v, d in hits:
             iid = iid_bytes(v)
-            if get(iid, db=docs) is not None:  # else a removed doc's stale entry
-                rows.append((d, iid))
+            rec = get(iid, db=docs)
+            if rec is not None:  # else a removed doc's stale entry
+                rows.append((d, iid, rec))
         return rows
 
     # --- maintenance ---------------------------------------------------------------------
