@@ -216,7 +216,7 @@ def _series(rows: list[dict[str, Any]], impl: str, pick: Callable[[dict[str, Any
 
 
 def write_plot(payload: dict[str, Any], path: Path) -> Path | None:
-    """Query p50 and find_all median against size, log-log, one line per implementation."""
+    """Query p50 (k = 3, 5, 8; simstore and faiss) and find_all median against size, log-log."""
     try:
         import matplotlib
 
@@ -226,20 +226,24 @@ def write_plot(payload: dict[str, Any], path: Path) -> Path | None:
         warnings.warn(f"no plot: matplotlib does not import ({exc})", stacklevel=2)
         return None
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    qrows = payload["sections"]["query"]["rows"]
-    for impl, label in (
-        ("simstore SimStore.query", "simstore query"),
-        ("simhash.SimhashIndex.get_near_dups", "simhash.SimhashIndex (x = index size)"),
-        ("simstore._core.hamming_within (C scan)", "C scan (simstore._core)"),
-        ("numpy brute-force scan", "numpy scan"),
+    qrows = list(payload["sections"]["query"]["rows"])
+    for extra in payload.get("extra", []):
+        if extra.get("command") == "query":
+            qrows += extra["rows"]
+    for impl, label, style in (
+        ("simstore SimStore.query", "simstore", "-"),
+        ("faiss IndexBinaryMultiHash (in memory)", "faiss MultiHash", "--"),
     ):
-        xkey = "index_size" if "SimhashIndex" in impl else "n"
-        xs, ys = _series(qrows, impl, lambda m: m.get("k") == 3, xkey)
-        if xs:
-            ax1.plot(xs, ys, marker="o", label=label)
+        for k, colour in ((3, "C0"), (5, "C1"), (8, "C2")):
+            xs, ys = _series(qrows, impl, lambda m, k=k: m.get("k") == k)
+            if xs:
+                ax1.plot(xs, ys, style, color=colour, marker="o", label=f"{label}, k = {k}")
+    xs, ys = _series(qrows, "simstore._core.hamming_within (C scan)", lambda m: m.get("k") == 3)
+    if xs:
+        ax1.plot(xs, ys, ":", color="grey", marker=".", label="C scan")
     ax1.set(xscale="log", yscale="log", xlabel="fingerprints", ylabel="median latency (µs)",
-            title="single query, k = 3")
-    ax1.legend(fontsize=8)
+            title="single query: p50 against N")
+    ax1.legend(fontsize=7)
     frows = find_all_rows(payload)
     impls = sorted({r["impl"] for r in frows}, key=lambda i: (not i.startswith("simstore"), i))
     for impl in impls:
