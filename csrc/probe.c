@@ -172,6 +172,11 @@ static inline void resolve(flight *f) {
 
 /* Stage 3: the keys of the bucket within [v, v | tailmask] (all of them when
  * the bucket is exact) and within k of the permuted query, into h. */
+/* The value of entry i of a run (64- or 32-bit values). */
+static inline uint64_t seg_val(const ss_segment *sg, size_t i) {
+    return sg->vals ? sg->vals[i] : (uint64_t)sg->vals32[i];
+}
+
 static inline void finish(const flight *f, hits *h) {
     const uint64_t *keys = f->sg->keys;
     const probe_ctx *c = f->c;
@@ -181,13 +186,13 @@ static inline void finish(const flight *f, hits *h) {
         lo += lower_bound(keys + lo, hi - lo, f->v);
         for (; lo < hi && keys[lo] <= top; lo++) {
             int d = __builtin_popcountll(keys[lo] ^ c->qp);
-            if (d <= c->k) hits_push(h, f->sg->vals[lo], d);
+            if (d <= c->k) hits_push(h, seg_val(f->sg, lo), d);
         }
         return;
     }
     for (; lo < hi; lo++) {
         int d = __builtin_popcountll(keys[lo] ^ c->qp);
-        if (d <= c->k) hits_push(h, f->sg->vals[lo], d);
+        if (d <= c->k) hits_push(h, seg_val(f->sg, lo), d);
     }
 }
 
@@ -217,7 +222,7 @@ static void scan_run(const ss_segment *sg, uint64_t q, int k, hits *h) {
     const uint64_t *keys = sg->keys;
     for (size_t i = 0; i < sg->n; i++) {
         int d = __builtin_popcountll(keys[i] ^ q);
-        if (d <= k) hits_push(h, sg->vals[i], d);
+        if (d <= k) hits_push(h, seg_val(sg, i), d);
     }
 }
 
@@ -241,7 +246,7 @@ static int segments_ok(const ss_probe_plan *pl, const ss_segment *segs,
     for (size_t s = 0; s < nsegs; s++) {
         const ss_segment *sg = &segs[s];
         if (sg->table < -1 || sg->table >= pl->ntables) return 0;
-        if (sg->n && (!sg->keys || !sg->vals)) return 0;
+        if (sg->n && (!sg->keys || (!sg->vals && !sg->vals32))) return 0;
         if (sg->table < 0) continue;
         int hbits = 64 - pl->tails[sg->table];
         if (sg->dbits < 0 || sg->dbits > MAX_DIR_BITS || sg->dbits > hbits ||

@@ -162,7 +162,8 @@ int ss_sort_table(const uint64_t *fps, const uint64_t *iids, size_t n,
 /* One run of keys: table >= 0, its permuted keys ascending with a directory
  * dir of 2**dbits + 1 entries (ss_build_dir); table -1, a scan run of
  * unpermuted fingerprints in any order (dir and dbits unused). vals[i] is
- * the value (internal doc id) of keys[i]. */
+ * the value (internal doc id) of keys[i]; when vals is NULL, vals32[i] is
+ * (values below 2**32 kept in half the memory). */
 typedef struct {
     const uint64_t *keys;
     const uint64_t *vals;
@@ -170,6 +171,7 @@ typedef struct {
     size_t n;
     int32_t table;
     int32_t dbits;
+    const uint32_t *vals32;
 } ss_segment;
 /* The probes of a query at one radius: ntables (1..64) permutations of
  * nblocks (1..64) blocks each (ntables rows of nblocks bytes, see

@@ -532,13 +532,20 @@ class Prober:
             raise InvalidConfigError(
                 f"simstore: a segment's table must be -1..{self._ntables - 1} (got {table!r})"
             )
-        keys, vals = _u64_array(keys, "segment keys"), _u64_array(vals, "segment values")
+        keys = _u64_array(keys, "segment keys")
+        narrow = isinstance(vals, np.ndarray) and vals.dtype == np.uint32 and vals.ndim == 1
+        vals = np.ascontiguousarray(vals) if narrow else _u64_array(vals, "segment values")
         if len(keys) != len(vals):
             raise InvalidConfigError(
                 f"simstore: segment keys and values differ in length ({len(keys)} != {len(vals)})"
             )
-        bufs = [ffi.from_buffer("uint64_t[]", keys), ffi.from_buffer("uint64_t[]", vals)]
-        c.keys, c.vals, c.n, c.table, c.dbits = bufs[0], bufs[1], len(keys), table, 0
+        bufs = [ffi.from_buffer("uint64_t[]", keys),
+                ffi.from_buffer("uint32_t[]" if narrow else "uint64_t[]", vals)]
+        c.keys, c.n, c.table, c.dbits = bufs[0], len(keys), table, 0
+        if narrow:
+            c.vals, c.vals32 = ffi.NULL, bufs[1]
+        else:
+            c.vals, c.vals32 = bufs[1], ffi.NULL
         if table >= 0:
             d = self._check_dir(dir_, dbits, table, len(keys))
             bufs.append(ffi.from_buffer("uint64_t[]", d))

@@ -127,7 +127,7 @@ class Scanner:
         iids, fps = self.all_fps(h, txn)
         idx, dist = _core.hamming_within(q, fps, k)
         rows = [
-            (d, iid_bytes(int(iids[i])), int(fps[i]))
+            (d, iid_bytes(int(iids[i])))
             for i, d in zip(idx.tolist(), dist.tolist(), strict=True)
         ]
         return matches(h, txn, rows)

@@ -147,6 +147,23 @@ def test_probe_planned_layouts_at_scale(k):
     check_all_k(lay, pr, [(fps, vals)], queries)
 
 
+def test_32_bit_values_give_the_same_answer():
+    """Runs whose values are uint32 (the store keeps narrow ids so) answer as uint64 ones."""
+    rng = np.random.default_rng(32)
+    lay = plan(5, 20_000).layout
+    queries = rng.integers(0, MAX_FP, 30, dtype=np.uint64, endpoint=True)
+    fps = planted(rng, 20_000, queries, 7)
+    vals = rng.choice(2**32, 20_000, replace=False).astype(np.uint64)
+    segs = []
+    for t in range(len(lay.tables)):
+        t_, keys, v, d, dbits = sorted_run(lay, t, fps, vals, _core.choose_dbits(20_000, 21))
+        segs.append((t_, keys, v.astype(np.uint32), d, dbits))
+    segs.append((-1, fps[:500].copy(), vals[:500].astype(np.uint32), None, 0))
+    pr = prober_for(lay)
+    pr.set_segments(segs)
+    check_all_k(lay, pr, [(fps, vals)], queries)
+
+
 def test_exact_buckets_and_one_bucket():
     """dbits equal to the header bits (whole bucket is the range) and dbits 0 (one bucket)."""
     lay = manku_layout(8, 1, 7)  # 8-bit headers, radius 0
