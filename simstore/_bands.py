@@ -30,7 +30,9 @@ def key_bytes(keys32: np.ndarray) -> list[bytes]:
 
 
 class Bands:
-    """Handles of a similarity store's band table."""
+    """Handles of a similarity store's band table (formats 1 and 2)."""
+
+    runs = False
 
     def __init__(self, env: Any, txn: Any, nbands: int, *, create: bool) -> None:
         self.nbands = nbands
@@ -75,8 +77,8 @@ class Bands:
             append = put_sorted(cur, kl, vl, append=append)
 
     def drop(self, txn: Any) -> None:
-        """Empty the band table (for a rebuild)."""
-        txn.drop(self.db, delete=False)
+        """Delete the band table (a rebuild moves the store to run tables)."""
+        txn.drop(self.db, delete=True)
 
     def check(self, txn: Any, iids: np.ndarray, keys32: np.ndarray) -> list[str]:
         """Problems of the band table: it must hold exactly (band, key, id) of every doc."""

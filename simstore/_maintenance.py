@@ -64,6 +64,7 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             assert cols.encs is not None
             size = max(len(cols.fps), 1) if expected_size is None else expected_size
             layout = plan(k, size).layout
+            old_next = h.tables.next_iid(txn, h.docs)  # internal ids are never reused
             h.tables.drop(txn)
             # the ids table is derived from docs too: re-derive it
             txn.drop(h.ids, delete=False)
@@ -72,12 +73,13 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             del id_items
             txn.put(b"layout", F.to_json(layout.to_dict()), db=h.meta)
             txn.put(b"format", F.to_json(F.format_meta()), db=h.meta)  # run tables
-            fresh = RunTables(env.env, txn, layout, h.docs, h.codec, create=True)
-            fresh.init(txn)
-            fresh.fill(txn, cols.fps, cols.iids)
+            sig = h.bands is not None
             if h.bands is not None:
                 h.bands.drop(txn)
-                h.bands.fill(txn, cols.bands, cols.iids)
+            fresh = RunTables(env.env, txn, layout, h.docs, h.codec, create=True,
+                              nbands=h.config.bands if sig else 0)
+            fresh.init(txn, old_next)
+            fresh.fill(txn, cols.fps, cols.iids, bands=cols.bands if sig else None)
             txn.commit()
         except BaseException:
             try:

@@ -77,13 +77,20 @@ def similar(
         return []
     get, docs, codec = txn.get, h.docs, h.codec
     recs = []
+    live = []
     for iid in cands:
         rec = get(iid, db=docs)
         if rec is None:
+            if h.bands.runs:
+                continue  # a removed doc's stale entry in the run tables
             raise CorruptStoreError(
                 f"store {h.path!r}: a band table names a doc the docs database lacks"
             )
         recs.append(rec)
+        live.append(iid)
+    if not recs:
+        return []
+    cands = live
     words = codec.sketch_words
     raw = b"".join(codec.sketch(r) for r in recs)
     stored = np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(len(recs), words)

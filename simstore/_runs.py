@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -55,9 +55,31 @@ BASE, L1 = 0, 1
 _EMPTY = np.empty(0, dtype=np.uint64)
 
 
+BANDS_DB = b"rbands"
+
+
 def table_name(t: int) -> bytes:
     """The LMDB database name of run table t."""
     return b"r%02d" % t
+
+
+def band_rows(iids: np.ndarray, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The band entries of docs, sorted: keys band << 32 | key32 (uint64), their iids."""
+    n, nb = keys32.shape
+    keys = (np.arange(nb, dtype=np.uint64)[None, :] << np.uint64(32)) | keys32.astype(np.uint64)
+    flat = keys.reshape(-1)
+    vals = np.repeat(np.asarray(iids, dtype=np.uint64), nb)
+    order = np.argsort(flat, kind="stable")
+    return flat[order], vals[order]
+
+
+def _merged(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Two sorted (keys, vals) runs as one (a linear merge: a stable sort of two runs)."""
+    keys = np.concatenate((a[0], b[0]))
+    vals = np.concatenate((a[1].astype(np.uint64), b[1].astype(np.uint64)))
+    order = np.argsort(keys, kind="stable")
+    return keys[order], vals[order]
 
 
 @dataclass(frozen=True)
@@ -201,7 +223,7 @@ def read_level(txn: Any, db: Any, level: int) -> tuple[np.ndarray, np.ndarray]:
 @dataclass
 class _Level:
     gen: int
-    keys: list[np.ndarray]  # per table
+    keys: list[np.ndarray]  # per table, then the band entries (a similarity store)
     vals: list[np.ndarray]
     segments: dict[int, tuple[int, np.ndarray, np.ndarray, Any, int]] = field(
         default_factory=dict
@@ -215,6 +237,25 @@ class _Recent:
     xor: int
     iids: np.ndarray
     fps: np.ndarray
+    bands: dict[int, list[int]] = field(default_factory=dict)  # band key -> iids
+
+    def add_bands(self, iids: np.ndarray, keys32: np.ndarray | None) -> None:
+        """Index recent docs' band keys (band << 32 | key32) for exact lookups."""
+        if keys32 is None or not len(iids):
+            return
+        nb = keys32.shape[1]
+        keys = (np.arange(nb, dtype=np.uint64)[None, :] << np.uint64(32)) | keys32.astype(
+            np.uint64)
+        get = self.bands.setdefault
+        for iid, row in zip(iids.tolist(), keys.tolist(), strict=True):
+            for key in row:
+                get(key, []).append(iid)
+
+
+class _Walked(NamedTuple):
+    iids: np.ndarray
+    fps: np.ndarray
+    bands: np.ndarray | None  # (n, nbands) uint32 band keys of a similarity store
 
 
 class RunTables:
@@ -223,10 +264,13 @@ class RunTables:
     runs = True
 
     def __init__(self, env: Any, txn: Any, layout: Layout, docs: Any, codec: Any, *,
-                 create: bool) -> None:
+                 create: bool, nbands: int = 0) -> None:
         self.layout = layout
         n = len(layout.tables)
+        self.nbands = nbands
         self.dbs = [env.open_db(table_name(t), txn=txn, create=create) for t in range(n)]
+        # every run database: the tables, then the band entries of a similarity store
+        self._all = self.dbs + ([env.open_db(BANDS_DB, txn=txn, create=create)] if nbands else [])
         self._meta = env.open_db(STATE_DB, txn=txn, create=create)
         self._docs = docs
         self._codec = codec
@@ -248,9 +292,12 @@ class RunTables:
     def _put_state(self, txn: Any, st: State) -> None:
         txn.put(STATE_KEY, st.pack(), db=self._meta)
 
-    def init(self, txn: Any) -> None:
-        """Write the state of an empty store (at creation)."""
-        self._put_state(txn, State())
+    def init(self, txn: Any, next_iid: int = 0) -> None:
+        """Write the state of tables without levels (at creation, or a rebuild's start).
+
+        next_iid: the next internal id to hand out (a rebuild keeps the old one).
+        """
+        self._put_state(txn, State(next=next_iid))
 
     def next_iid(self, txn: Any, docs: Any = None) -> int:
         """The next internal id (never a removed doc's)."""
@@ -277,8 +324,12 @@ class RunTables:
 
     # --- bulk fill -----------------------------------------------------------------------
 
-    def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray, before: Any = None) -> None:
-        """Note many docs written (by ``before()``, if given) at new iids; merge if due."""
+    def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray, before: Any = None,
+             bands: np.ndarray | None = None) -> None:
+        """Note many docs written (by ``before()``, if given) at new iids; merge if due.
+
+        bands: their (n, nbands) 32-bit band keys in a similarity store.
+        """
         if before is not None:
             before()
         if not len(iids):
@@ -287,10 +338,14 @@ class RunTables:
         fps = np.ascontiguousarray(fps, dtype=np.uint64)
         iids = np.ascontiguousarray(iids, dtype=np.uint64)
         top = int(iids.max()) + 1
-        if st.next == 0 and st.l1_end == 0 and int(txn.stat(self._docs)["entries"]) == len(iids):
+        empty = st.l1_end == 0  # no level written yet
+        if empty and int(txn.stat(self._docs)["entries"]) == len(iids) and (
+            bands is not None or not self.nbands
+        ):
             # An empty store filled at once: the arrays are the whole base.
-            self._write_base(txn, fps, iids)
+            self._write_base(txn, _Walked(iids, fps, bands))
             gen = _new_gen()
+            top = max(top, st.next)
             self._put_state(txn, State(next=top, base_end=top, l1_end=top, base_gen=gen,
                                        l1_gen=gen ^ 2))
             return
@@ -300,24 +355,33 @@ class RunTables:
 
     # --- merges --------------------------------------------------------------------------
 
-    def _walk(self, txn: Any, start: int) -> tuple[np.ndarray, np.ndarray]:
-        """(iids, fps) of the docs with iid >= start, in iid order."""
+    def _walk(self, txn: Any, start: int) -> _Walked:
+        """(iids, fps, band keys) of the docs with iid >= start, in iid order."""
         cur = txn.cursor(self._docs)
+        sig = bool(self.nbands)
         if not cur.set_range(iid_bytes(start)):
-            return _EMPTY, _EMPTY
-        cols = self._codec.walk(cur.iternext(), with_ids=False)
-        return cols.iids, cols.fps
+            return _Walked(_EMPTY, _EMPTY,
+                           np.empty((0, self.nbands), dtype=np.uint32) if sig else None)
+        cols = self._codec.walk(cur.iternext(), with_ids=False, with_sketches=sig)
+        return _Walked(cols.iids, cols.fps, cols.bands if sig else None)
 
-    def _write_base(self, txn: Any, fps: np.ndarray, iids: np.ndarray) -> None:
-        for t, db in enumerate(self.dbs):
-            keys, vals = _core.sort_table(fps, iids, *self._specs[t])
+    def _rows(self, w: _Walked) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Sorted (keys, vals) of docs in every run database."""
+        out = [_core.sort_table(w.fps, w.iids, *spec) for spec in self._specs]
+        if self.nbands:
+            assert w.bands is not None
+            out.append(band_rows(w.iids, w.bands))
+        return out
+
+    def _write_base(self, txn: Any, w: _Walked) -> None:
+        for db, (keys, vals) in zip(self._all, self._rows(w), strict=True):
             write_level(txn, db, BASE, keys, vals)
             drop_level(txn, db, L1)
 
     def _maybe_merge(self, txn: Any, st: State) -> State:
         """Merge recent docs into L1, or rebuild the levels, when due; the new state."""
         pending = st.next - st.l1_end
-        if pending <= RECENT_MAX and st.stale <= RECENT_MAX:
+        if pending <= RECENT_MAX and not st.stale:
             return st
         live = int(txn.stat(self._docs)["entries"])
         l1_docs = st.l1_end - st.base_end
@@ -325,20 +389,15 @@ class RunTables:
             return self.rebuild_levels(txn, st)
         if pending <= RECENT_MAX:
             return st
-        new_iids, new_fps = self._walk(txn, st.l1_end)
+        new = self._rows(self._walk(txn, st.l1_end))
         old = self._level(txn, L1, st.l1_gen)
-        for t, db in enumerate(self.dbs):
-            nk, nv = _core.sort_table(new_fps, new_iids, *self._specs[t])
-            keys = np.concatenate((old.keys[t], nk))
-            vals = np.concatenate((old.vals[t], nv))
-            order = np.argsort(keys, kind="stable")  # two sorted runs: a linear merge
-            write_level(txn, db, L1, keys[order], vals[order])
+        for i, db in enumerate(self._all):
+            write_level(txn, db, L1, *_merged((old.keys[i], old.vals[i]), new[i]))
         return replace(st, l1_end=st.next, l1_gen=_new_gen(), recent_xor=0)
 
     def rebuild_levels(self, txn: Any, st: State) -> State:
         """Every live doc into one base level (no stale entries); the new state."""
-        iids, fps = self._walk(txn, 0)
-        self._write_base(txn, fps, iids)
+        self._write_base(txn, self._walk(txn, 0))
         gen = _new_gen()
         return replace(st, base_end=st.next, l1_end=st.next, base_gen=gen, l1_gen=gen ^ 2,
                        stale=0, recent_xor=0)
@@ -351,7 +410,7 @@ class RunTables:
         if got is not None and got.gen == gen:
             return got
         keys, vals = [], []
-        for db in self.dbs:
+        for db in self._all:
             k, v = read_level(txn, db, level)
             keys.append(k)
             vals.append(v)
@@ -365,15 +424,18 @@ class RunTables:
                 and rec.xor == st.recent_xor:
             return rec
         if rec is not None and rec.l1_end == st.l1_end and rec.upto < st.next:
-            iids, fps = self._walk(txn, rec.upto)
-            xor = rec.xor ^ _mix_xor(iids, fps)
+            w = self._walk(txn, rec.upto)
+            xor = rec.xor ^ _mix_xor(w.iids, w.fps)
             if xor == st.recent_xor:
-                rec = _Recent(st.l1_end, st.next, xor, np.concatenate((rec.iids, iids)),
-                              np.concatenate((rec.fps, fps)))
+                rec.add_bands(w.iids, w.bands)  # the old record is dropped just below
+                rec = _Recent(st.l1_end, st.next, xor, np.concatenate((rec.iids, w.iids)),
+                              np.concatenate((rec.fps, w.fps)), rec.bands)
                 self._recent = rec
                 return rec
-        iids, fps = self._walk(txn, st.l1_end)
-        rec = self._recent = _Recent(st.l1_end, st.next, st.recent_xor, iids, fps)
+        w = self._walk(txn, st.l1_end)
+        rec = _Recent(st.l1_end, st.next, st.recent_xor, w.iids, w.fps)
+        rec.add_bands(w.iids, w.bands)
+        self._recent = rec
         return rec
 
     def _wire(self, txn: Any, st: State) -> None:
@@ -404,16 +466,45 @@ class RunTables:
 
     # --- search --------------------------------------------------------------------------
 
+    def _sync(self, txn: Any) -> None:
+        """Bring the cache and prober to the state this transaction sees."""
+        raw = txn.get(STATE_KEY, db=self._meta)
+        if raw is None or raw != self._wired_raw:
+            self._wire(txn, State.unpack(raw))
+            self._wired_raw = bytes(raw)
+
+    def band_candidates(self, txn: Any, keys: np.ndarray) -> list[int]:
+        """Internal ids of docs sharing a band key (band << 32 | key32, uint64) with keys.
+
+        Each once, in no particular order; stale ones (removed docs) included.
+        """
+        self._sync(txn)
+        q = np.sort(keys)
+        out: list[int] = []
+        for level in (BASE, L1):
+            lev = self._levels[level]
+            bk, bv = lev.keys[-1], lev.vals[-1]
+            if not len(bk):
+                continue
+            lo = np.searchsorted(bk, q, "left").tolist()
+            hi = np.searchsorted(bk, q, "right").tolist()
+            for a, b in zip(lo, hi, strict=True):
+                if b > a:
+                    out.extend(bv[a:b].tolist())
+        rec = self._recent
+        if rec is not None and rec.bands:
+            get = rec.bands.get
+            for key in q.tolist():
+                out.extend(get(key, ()))
+        return list(dict.fromkeys(out))
+
     def search(self, txn: Any, q: int, k: int) -> list[tuple[int, bytes, bytes]]:
         """(distance, internal id, docs record) of every live doc within k <= the layout's k.
 
         The state record is compared as bytes: equal bytes, same levels and
         recent docs, so the prober's runs stand.
         """
-        raw = txn.get(STATE_KEY, db=self._meta)
-        if raw is None or raw != self._wired_raw:
-            self._wire(txn, State.unpack(raw))
-            self._wired_raw = bytes(raw)
+        self._sync(txn)
         hits = self._prober.hits(q, k, self._radius[k])
         if not hits:
             return []
@@ -430,7 +521,7 @@ class RunTables:
 
     def drop(self, txn: Any) -> None:
         """Delete every run table of this layout (for a rebuild)."""
-        for db in self.dbs:
+        for db in self._all:
             txn.drop(db, delete=True)
         txn.delete(STATE_KEY, db=self._meta)
 
@@ -457,32 +548,50 @@ class RunTables:
 
     def _check_table(self, txn: Any, t: int, db: Any, st: State,
                      iids: np.ndarray, fps: np.ndarray) -> list[str]:
-        name = table_name(t).decode()
+        want = _core.permute_blocks(fps, *self._specs[t])
+        return self._check_level_rows(txn, table_name(t).decode(), db, st, want, iids, 1)
+
+    def check_bands(self, txn: Any, iids: np.ndarray, keys32: np.ndarray) -> list[str]:
+        """Problems of the band entries against the live docs (iids and band keys, iid order)."""
+        try:
+            st = self.state(txn)
+        except CorruptStoreError as exc:
+            return [str(exc)]
+        old = iids < np.uint64(st.l1_end)
+        want, vals = band_rows(iids[old], keys32[old])
+        return self._check_level_rows(txn, "of band keys", self._all[-1], st, want, vals,
+                                      self.nbands)
+
+    def _check_level_rows(self, txn: Any, name: str, db: Any, st: State, want: np.ndarray,
+                          want_vals: np.ndarray, per_doc: int) -> list[str]:
+        """A run database's levels hold exactly the wanted (key, iid) rows, plus
+        per_doc stale rows per removed doc."""
         try:
             levels = [read_level(txn, db, lev) for lev in (BASE, L1)]
         except CorruptStoreError as exc:
             return [f"table {name}: {exc}"]
         problems = []
         bounds = ((0, st.base_end), (st.base_end, st.l1_end))
-        for lev, ((keys, vals), (lo, hi)) in enumerate(zip(levels, bounds, strict=True)):
-            if len(keys) > 1 and bool((keys[1:] < keys[:-1]).any()):
-                problems.append(f"table {name} level {lev}: keys out of order")
+        for lev, ((_, vals), (lo, hi)) in enumerate(zip(levels, bounds, strict=True)):
             if len(vals) and (int(vals.min()) < lo or int(vals.max()) >= hi):
                 problems.append(f"table {name} level {lev}: an internal id outside its level")
         keys = np.concatenate([lv[0] for lv in levels])
-        vals = np.concatenate([lv[1] for lv in levels])
-        want = _core.permute_blocks(fps, *self._specs[t])
-        live = np.isin(vals, iids)
+        vals = np.concatenate([lv[1].astype(np.uint64) for lv in levels])
+        live = np.isin(vals, want_vals)
         stale = int((~live).sum())
-        got = set(zip(keys[live].tolist(), vals[live].tolist(), strict=True))
-        need = set(zip(want.tolist(), iids.tolist(), strict=True))
-        if got != need or int(live.sum()) != len(got):
+        got = sorted(zip(keys[live].tolist(), vals[live].tolist(), strict=True))
+        need = sorted(zip(want.tolist(), want_vals.tolist(), strict=True))
+        if got != need:
+            gs, ns = set(got), set(need)
             problems.append(
-                f"table {name}: {len(need - got)} docs missing, "
-                f"{len(got - need) + int(live.sum()) - len(got)} wrong entries"
+                f"table {name}: {len(ns - gs)} {'docs' if per_doc == 1 else 'band entries'} "
+                "missing, "
+                f"{len(gs - ns) + len(got) - len(gs)} wrong entries"
             )
-        if stale != st.stale:
-            problems.append(f"table {name}: {stale} stale entries, the state says {st.stale}")
+        if stale != st.stale * per_doc:
+            problems.append(
+                f"table {name}: {stale} stale entries, the state says {st.stale * per_doc}"
+            )
         return problems
 
     def extra(self, txn: Any) -> list[str]:
@@ -493,3 +602,45 @@ class RunTables:
             if len(k) == 3 and k[:1] == b"r" and k[1:].isdigit() and int(k[1:]) >= len(self.dbs):
                 names.append(k.decode())
         return names
+
+
+class RunBands:
+    """The band entries of a format-3 similarity store, kept by its :class:`RunTables`.
+
+    The band keys are levels of the run tables too (database ``rbands``: keys
+    band << 32 | key32), derived from the docs records with them: the writes
+    here are no-ops, the reads look them up in the levels and recent docs.
+    """
+
+    runs = True
+
+    def __init__(self, tables: RunTables) -> None:
+        self.tables = tables
+        self.nbands = tables.nbands
+        self._lead = np.arange(self.nbands, dtype=np.uint64) << np.uint64(32)
+
+    def index(self, txn: Any, iid: bytes, keys: list[bytes]) -> None:
+        """Nothing: a recent doc's band keys are read from its docs record."""
+
+    def unindex(self, txn: Any, iid: bytes, keys: list[bytes]) -> None:
+        """Nothing: RunTables.unindex counts the stale entries."""
+
+    def fill(self, txn: Any, keys32: np.ndarray, iids: np.ndarray) -> None:
+        """Nothing: RunTables.fill takes the band keys."""
+
+    def drop(self, txn: Any) -> None:
+        """Nothing: RunTables.drop drops the band runs."""
+
+    def candidates(self, txn: Any, keys: list[bytes]) -> list[bytes]:
+        """Internal ids (8-byte keys) sharing at least one band key (4-byte, band by band)."""
+        k32 = np.frombuffer(b"".join(keys), dtype=">u4").astype(np.uint64)
+        return [iid_bytes(i) for i in self.tables.band_candidates(txn, self._lead | k32)]
+
+    def candidates_many(self, txn: Any, keys32: np.ndarray) -> list[list[int]]:
+        """For each row of (n, nbands) 32-bit band keys: the internal ids sharing one."""
+        rows = (self._lead[None, :] | keys32.astype(np.uint64))
+        return [self.tables.band_candidates(txn, row) for row in rows]
+
+    def check(self, txn: Any, iids: np.ndarray, keys32: np.ndarray) -> list[str]:
+        """Problems of the band entries against the live docs."""
+        return self.tables.check_bands(txn, iids, keys32)

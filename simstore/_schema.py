@@ -12,7 +12,7 @@ from typing import Any
 
 from . import _format as F
 from ._bands import Bands
-from ._runs import RunTables
+from ._runs import RunBands, RunTables
 from ._tables import Tables
 from .exceptions import (
     ConfigMismatchError,
@@ -37,7 +37,7 @@ class Handles:
     docs: Any
     ids: Any
     tables: Tables | RunTables
-    bands: Bands | None
+    bands: Bands | RunBands | None
 
 
 def bind(
@@ -53,10 +53,16 @@ def bind(
     meta = env.open_db(b"meta", txn=txn, create=create)
     docs = env.open_db(b"docs", txn=txn, create=create)
     tables: Tables | RunTables
+    bands: Bands | RunBands | None = None
     if runs:
-        tables = RunTables(env, txn, layout, docs, codec, create=create)
+        tables = RunTables(env, txn, layout, docs, codec, create=create,
+                           nbands=config.bands if sig else 0)
+        if sig:
+            bands = RunBands(tables)
     else:
         tables = Tables(env, txn, layout, create=create)
+        if sig:
+            bands = Bands(env, txn, config.bands, create=create)
     return Handles(
         path=path,
         layout=layout,
@@ -66,7 +72,7 @@ def bind(
         docs=docs,
         ids=env.open_db(b"ids", txn=txn, create=create),
         tables=tables,
-        bands=Bands(env, txn, config.bands, create=create) if sig else None,
+        bands=bands,
     )
 
 

@@ -231,11 +231,13 @@ class Tables:
             append = put_sorted(cur, kl, vl, append=append)
             del kl, vl
 
-    def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray, before: Any = None) -> None:
+    def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray, before: Any = None,
+             bands: Any = None) -> None:
         """Insert (permuted fp, internal id) of many docs into every table, in key order.
 
         Empty tables are filled by appends (pages fill ~100%). ``before()``, if
-        given, runs first; for large fills the first table is sorted (in C,
+        given, runs first (band keys go to the separate band table: ``bands``
+        is ignored); for large fills the first table is sorted (in C,
         without the GIL) in a thread meanwhile, and each next table while the
         current one is written.
         """

@@ -159,7 +159,8 @@ def add_many(
             h.bands.fill(txn, keys32[new], iids[new])
 
     sub = fps[new] if len(new) != n else fps
-    h.tables.fill(txn, sub, iids[new], before=write_docs_ids_and_bands)
+    h.tables.fill(txn, sub, iids[new], before=write_docs_ids_and_bands,
+                  bands=None if keys32 is None else keys32[new])
 
 
 def add_if_similar(

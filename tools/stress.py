@@ -5,9 +5,11 @@ Everything is seeded: the same ``--seed`` replays the same operations (the
 kill instants depend on the machine's speed, not only on the seed).
 
 * ``kills``: start a writer process doing one kind of operation (single adds,
-  ``add_many``, removes, ``rebuild``, ``compact``) in a loop, SIGKILL it at a
-  random instant, reopen the store and check that ``verify()`` passes, every
-  call acknowledged before the kill is there, the call in flight happened
+  ``add_many``, removes, ``rebuild``, ``compact``, or ``churn``: add_many and
+  remove_many in turn with the run tables' constants shrunk, so that kills land
+  inside merges into L1 and level rebuilds) in a loop, SIGKILL it at a random
+  instant, reopen the store and check that ``verify()`` passes, every call
+  acknowledged before the kill is there, the call in flight happened
   completely or not at all, and no reader slot of the dead process is left.
 * ``ops``: several processes run seeded random operations (add, add_many,
   remove, remove_many, add_if_new, query, batch) on one store, each on its own
@@ -47,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import simstore._runs
 from simstore._lmdbfile import read_metas
 from simstore._pagecheck import FileCheck
 from simstore.store import SimStore
@@ -54,9 +57,14 @@ from simstore.store import SimStore
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _damage  # noqa: E402  (sibling helper, found through the path set above)
 
-OPS = ("add", "add_many", "remove", "rebuild", "compact")
+OPS = ("add", "add_many", "remove", "rebuild", "compact", "churn")
 PRELOAD = 3000
 REBUILD_KS = (2, 3, 4)
+# The churn worker's run-table constants (simstore._runs): a merge into L1 every
+# few calls, a level rebuild every few merges, levels of many runs.
+CHURN_RUNS = {"RECENT_MAX": 64, "L1_MIN": 256, "RUN_ENTRIES": 128}
+CHURN_ADD_MAX = 300  # new docs per add_many call
+CHURN_REMOVE_MAX = 200  # acknowledged docs per remove_many call
 
 
 # --------------------------------------------------------------------------- data
@@ -101,11 +109,18 @@ def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
     """Do `op` in a loop until killed, logging every call to ack_path."""
     rng = random.Random(seed)
     ack = _Ack(ack_path)
+    if op == "churn":
+        for name, value in CHURN_RUNS.items():
+            setattr(simstore._runs, name, value)
     s = SimStore(store)
     print("ready", flush=True)
     order = list(range(PRELOAD))
     rng.shuffle(order)
+    added: list[str] = []  # churn: acknowledged ids not yet removed
     for n in range(10**9):
+        if op == "churn":
+            _churn_call(s, ack, rng, n, seed, added)
+            continue
         if op == "add":
             fp = int(batch_fps(seed, n, 1)[0])
             ack.intent(n, "1")
@@ -136,6 +151,25 @@ def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
         else:
             raise SystemExit(f"unknown op {op!r}")
         ack.done(n)
+
+
+def _churn_call(s: SimStore, ack: _Ack, rng: random.Random, n: int, seed: int,
+                added: list[str]) -> None:
+    """Churn call n: add_many of new ids (even n), remove_many of acknowledged ones (odd n)."""
+    if n % 2 == 0 or not added:
+        size = rng.randint(1, CHURN_ADD_MAX)
+        ack.intent(n, f"add {size}")
+        s.add_many(batch_ids(n, size), batch_fps(seed, n, size))
+        ack.done(n)
+        added += batch_ids(n, size)
+        return
+    rng.shuffle(added)
+    cut = len(added) - rng.randint(1, min(CHURN_REMOVE_MAX, len(added)))
+    ids = added[cut:]
+    del added[cut:]
+    ack.intent(n, "rm " + ",".join(ids))
+    s.remove_many(ids)
+    ack.done(n)
 
 
 # --------------------------------------------------------------------------- checking
@@ -185,6 +219,8 @@ def check_store(path: str, op: str, ack_path: str, seed: int, dead_pid: int) -> 
             problems += _check_rebuilds(s, intents, done, seed)
         elif op == "compact":
             problems += _check_compacts(s, intents, done, path)
+        elif op == "churn":
+            problems += _check_churn(s, intents, done, seed)
     return problems
 
 
@@ -223,6 +259,49 @@ def _check_removes(s: SimStore, intents: dict[int, str], done: set[int], seed: i
     for i in range(PRELOAD):
         if i not in gone and s.get(i) != fps[i]:
             problems.append(f"id {i} was never removed but is missing or changed")
+            break
+    return problems
+
+
+def _check_churn(s: SimStore, intents: dict[int, str], done: set[int], seed: int) -> list[str]:
+    """Acknowledged adds there (unless removed since), removals gone, the call in flight
+    whole or absent, the preloaded docs untouched; queries find exactly the docs near them."""
+    problems = []
+    want = dict(zip(range(PRELOAD), batch_fps(seed, -1, PRELOAD).tolist(), strict=True))
+    for n in sorted(intents):
+        kind, _, arg = intents[n].partition(" ")
+        if kind == "add":
+            ids, fps = batch_ids(n, int(arg)), batch_fps(seed, n, int(arg)).tolist()
+            got = [s.get(i) for i in ids]
+            present = sum(g is not None for g in got)
+            if n not in done and present not in (0, len(ids)):
+                problems.append(f"add_many {n} in flight: {present} of {len(ids)} docs (torn)")
+            if n in done or present:
+                want.update(zip(ids, fps, strict=True))
+        else:
+            ids = arg.split(",")
+            gone = sum(i not in s for i in ids)
+            if n in done and gone != len(ids):
+                problems.append(f"acknowledged remove_many {n}: {len(ids) - gone} ids still stored")
+            elif n not in done and gone not in (0, len(ids)):
+                problems.append(f"remove_many {n} in flight: {gone} of {len(ids)} gone (torn)")
+            if n in done or gone:
+                for i in ids:
+                    want.pop(i, None)
+    stored = dict(s.items())
+    if stored != want:
+        lost = sum(i not in stored for i in want)
+        extra = sum(i not in want for i in stored)
+        wrong = sum(stored[i] != f for i, f in want.items() if i in stored)
+        problems.append(f"store and acknowledged calls disagree: {lost} docs missing, "
+                        f"{extra} unexpected, {wrong} with another fingerprint")
+    sample = random.Random(seed).sample(sorted(stored, key=str), min(30, len(stored)))
+    for i in sample:
+        fp = stored[i]
+        near = {d for d, f in stored.items() if (f ^ fp).bit_count() <= s.k}
+        got = {m.doc_id for m in s.query(fp)}
+        if got != near:
+            problems.append(f"query({fp:#x}): {len(got)} docs found, {len(near)} within k={s.k}")
             break
     return problems
 
