@@ -13,6 +13,10 @@ the docs by internal id into three *levels*:
   and checked by a popcount scan: an add writes only the docs and ids records
   and a 56-byte state record (database ``runs``), not a B-tree entry per table.
 
+In a similarity store the band keys are levels too: database ``rbands``
+holds (band << 32 | key32, iid) entries, in runs of one band each that store
+only the keys' low halves (8 bytes an entry with 4-byte ids).
+
 A write that leaves more than ``RECENT_MAX`` recent docs merges them into L1
 (sorted arrays merged, runs rewritten); when L1 outgrows ``live / L1_SHARE``
 (or removed docs leave too many stale entries) the levels are rebuilt from
@@ -50,7 +54,9 @@ L1_MIN = 1 << 16  # L1 may hold this many docs, or live / L1_SHARE if more
 L1_SHARE = 16
 STALE_SHARE = 8  # rebuild the levels when stale entries exceed live / STALE_SHARE
 _STATE = struct.Struct("<7Q")
-_RUN_HEAD = struct.Struct("<IB3s")  # entries, iid width (4 or 8), zeros
+# entries, iid width (4 or 8), key width (0: 8-byte keys; 4: their low halves, the high
+# half being the record key's), two zero bytes
+_RUN_HEAD = struct.Struct("<IBB2s")
 BASE, L1 = 0, 1
 _EMPTY = np.empty(0, dtype=np.uint64)
 
@@ -154,8 +160,13 @@ def _run_bounds(keys: np.ndarray) -> list[int]:
     return starts
 
 
-def write_level(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray) -> None:
-    """Replace one level of a run table by sorted (keys, vals)."""
+def write_level(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, *,
+                halves: bool = False) -> None:
+    """Replace one level of a run table by sorted (keys, vals).
+
+    halves: runs also end where the keys' high 32 bits change, and store only
+    the low halves (band entries: the high half is the band).
+    """
     drop_level(txn, db, level)
     n = len(keys)
     if not n:
@@ -163,11 +174,15 @@ def write_level(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarra
     wide = bool(vals.max() >= 1 << 32)
     vtype = "<u8" if wide else "<u4"
     starts = _run_bounds(keys)
+    if halves:
+        high = np.flatnonzero(np.diff(keys >> np.uint64(32))) + 1
+        starts = sorted(set(starts) | set(high.tolist()))
     lead = bytes((level,))
     for i, a in enumerate(starts):
         b = starts[i + 1] if i + 1 < len(starts) else n
-        head = _RUN_HEAD.pack(b - a, 8 if wide else 4, bytes(3))
-        body = keys[a:b].astype("<u8").tobytes() + vals[a:b].astype(vtype).tobytes()
+        head = _RUN_HEAD.pack(b - a, 8 if wide else 4, 4 if halves else 0, bytes(2))
+        ktype = "<u4" if halves else "<u8"
+        body = keys[a:b].astype(ktype).tobytes() + vals[a:b].astype(vtype).tobytes()
         txn.put(lead + int(keys[a]).to_bytes(8, "big"), head + body, db=db)
 
 
@@ -198,16 +213,22 @@ def read_level(txn: Any, db: Any, level: int) -> tuple[np.ndarray, np.ndarray]:
                 break
             if len(key) != 9 or len(val) < _RUN_HEAD.size:
                 raise CorruptStoreError(f"a run record of table level {level} is malformed")
-            n, width, pad = _RUN_HEAD.unpack_from(val)
-            if width not in (4, 8) or pad != bytes(3) or len(val) != _RUN_HEAD.size + n * (
-                8 + width
+            n, width, kw, pad = _RUN_HEAD.unpack_from(val)
+            kbytes = kw or 8
+            if width not in (4, 8) or kw not in (0, 4) or pad != bytes(2) or len(val) != (
+                _RUN_HEAD.size + n * (kbytes + width)
             ):
                 raise CorruptStoreError(f"a run record of table level {level} is malformed")
             raw = bytes(val)
             off = _RUN_HEAD.size
-            keys.append(np.frombuffer(raw, dtype="<u8", count=n, offset=off))
+            if kw:
+                high = np.uint64(int.from_bytes(key[1:5], "big") << 32)
+                keys.append(np.frombuffer(raw, dtype="<u4", count=n, offset=off).astype(
+                    np.uint64) | high)
+            else:
+                keys.append(np.frombuffer(raw, dtype="<u8", count=n, offset=off))
             vals.append(np.frombuffer(raw, dtype="<u4" if width == 4 else "<u8", count=n,
-                                      offset=off + 8 * n))
+                                      offset=off + kbytes * n))
     if not keys:
         return _EMPTY, _EMPTY
     k = np.concatenate(keys).astype(np.uint64, copy=False)
@@ -373,10 +394,14 @@ class RunTables:
             out.append(band_rows(w.iids, w.bands))
         return out
 
+    def _write(self, txn: Any, i: int, level: int, keys: np.ndarray, vals: np.ndarray) -> None:
+        """Write run database i's level (the band entries as low halves, per band)."""
+        write_level(txn, self._all[i], level, keys, vals, halves=i == len(self.dbs))
+
     def _write_base(self, txn: Any, w: _Walked) -> None:
-        for db, (keys, vals) in zip(self._all, self._rows(w), strict=True):
-            write_level(txn, db, BASE, keys, vals)
-            drop_level(txn, db, L1)
+        for i, (keys, vals) in enumerate(self._rows(w)):
+            self._write(txn, i, BASE, keys, vals)
+            drop_level(txn, self._all[i], L1)
 
     def _maybe_merge(self, txn: Any, st: State) -> State:
         """Merge recent docs into L1, or rebuild the levels, when due; the new state."""
@@ -391,8 +416,8 @@ class RunTables:
             return st
         new = self._rows(self._walk(txn, st.l1_end))
         old = self._level(txn, L1, st.l1_gen)
-        for i, db in enumerate(self._all):
-            write_level(txn, db, L1, *_merged((old.keys[i], old.vals[i]), new[i]))
+        for i in range(len(self._all)):
+            self._write(txn, i, L1, *_merged((old.keys[i], old.vals[i]), new[i]))
         return replace(st, l1_end=st.next, l1_gen=_new_gen(), recent_xor=0)
 
     def rebuild_levels(self, txn: Any, st: State) -> State:
