@@ -170,13 +170,13 @@ static inline void resolve(flight *f) {
     __builtin_prefetch(f->sg->keys + f->lo);
 }
 
-/* Stage 3: the keys of the bucket within [v, v | tailmask] (all of them when
- * the bucket is exact) and within k of the permuted query, into h. */
 /* The value of entry i of a run (64- or 32-bit values). */
 static inline uint64_t seg_val(const ss_segment *sg, size_t i) {
     return sg->vals ? sg->vals[i] : (uint64_t)sg->vals32[i];
 }
 
+/* Stage 3: the keys of the bucket within [v, v | tailmask] (all of them when
+ * the bucket is exact) and within k of the permuted query, into h. */
 static inline void finish(const flight *f, hits *h) {
     const uint64_t *keys = f->sg->keys;
     const probe_ctx *c = f->c;
@@ -312,4 +312,31 @@ int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
     int64_t rc = h.oom ? -1 : (int64_t)take_hits(&h, out_vals, out_dist, cap);
     hits_free(&h);
     return rc;
+}
+
+/* --- exact lookups ---------------------------------------------------------- */
+
+int64_t ss_lookup(const ss_segment *segs, size_t nsegs, const uint64_t *qs,
+                  size_t nq, uint64_t *out_vals, size_t cap) {
+    size_t m = 0;
+    if ((nsegs && !segs) || (nq && !qs) || (cap && !out_vals)) return -2;
+    for (size_t s = 0; s < nsegs; s++) {
+        const ss_segment *sg = &segs[s];
+        if (!sg->n) continue;
+        if (sg->table < 0 || !sg->keys || (!sg->vals && !sg->vals32) || !sg->dir ||
+            sg->dbits < 0 || sg->dbits > MAX_DIR_BITS)
+            return -2;
+        for (size_t i = 0; i < nq; i++) {
+            uint64_t q = qs[i], b = bucket_of(q, sg->dbits);
+            /* clamped, so a damaged directory cannot read out of bounds */
+            size_t hi = sg->dir[b + 1] < sg->n ? sg->dir[b + 1] : sg->n;
+            size_t lo = sg->dir[b] < hi ? sg->dir[b] : hi;
+            lo += lower_bound(sg->keys + lo, hi - lo, q);
+            for (; lo < hi && sg->keys[lo] == q; lo++) {
+                if (m < cap) out_vals[m] = seg_val(sg, lo);
+                m++;
+            }
+        }
+    }
+    return (int64_t)m;
 }

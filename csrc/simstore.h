@@ -204,6 +204,12 @@ int ss_build_dir(const uint64_t *keys, size_t n, int dbits, uint64_t *dir);
 int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
                  const ss_segment *segs, size_t nsegs, uint64_t *out_vals,
                  uint8_t *out_dist, size_t cap);
+/* The values of every key of the sorted runs (table >= 0, with their
+ * directories) equal to one of qs[0..nq): at most cap of them to out_vals, in
+ * run order then query order, duplicates kept. Returns how many there are
+ * (more than cap: call again with room for that many), -2 bad arguments. */
+int64_t ss_lookup(const ss_segment *segs, size_t nsegs, const uint64_t *qs,
+                  size_t nq, uint64_t *out_vals, size_t cap);
 /* PROBE-END */
 
 /* --- similarity signatures (csrc/signature.c) ------------------------ */

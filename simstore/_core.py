@@ -605,6 +605,19 @@ class Prober:
             return self._no_hits
         return self._vals[:m].copy(), self._dist[:m].copy()
 
+    def lookup(self, qs: np.ndarray) -> list[int]:
+        """Values of every key of the sorted runs equal to one of qs (uint64), duplicates kept."""
+        qs = _u64_array(qs, "lookup keys")
+        segs, nsegs, _bufs = self._segments  # _bufs: alive until the call returns
+        cq = ffi.from_buffer("uint64_t[]", qs)
+        while True:
+            m = int(lib.ss_lookup(segs, nsegs, cq, len(qs), self._c_vals, self._cap))
+            if m < 0:
+                raise_for(m, f"looking up {len(qs)} keys in {nsegs} segments")
+            if m <= self._cap:
+                return ffi.unpack(self._c_vals, m) if m else []
+            self._grow(max(m, 2 * self._cap))
+
     def hits(self, q: int, k: int, radius: int) -> list[tuple[int, int]]:
         """The same answer as a list of (value, distance) (the store's query path)."""
         plan = self._plans.get(radius)

@@ -299,6 +299,11 @@ class RunTables:
         self._hbits = [layout.header_bits(t) for t in range(n)]
         self._radius = {k: layout.radius_for(k) for k in range(layout.max_k + 1)}
         self._prober = _core.Prober(self._specs, self._hbits)
+        # Band entries are looked up exactly (ss_lookup). In memory their keys are
+        # shifted left past the always-zero top bits, so a directory on the top bits
+        # spreads them (the order stays the same).
+        self._bskip = 32 - max(nbands - 1, 0).bit_length()
+        self._bprober = _core.Prober([(b"\0", b"\x40", b"\0")], [64]) if nbands else None
         self._levels: dict[int, _Level] = {}
         self._recent: _Recent | None = None
         self._wired: tuple[int, ...] | None = None  # what the prober holds
@@ -417,7 +422,8 @@ class RunTables:
         new = self._rows(self._walk(txn, st.l1_end))
         old = self._level(txn, L1, st.l1_gen)
         for i in range(len(self._all)):
-            self._write(txn, i, L1, *_merged((old.keys[i], old.vals[i]), new[i]))
+            keys = old.keys[i] if i < len(self.dbs) else old.keys[i] >> np.uint64(self._bskip)
+            self._write(txn, i, L1, *_merged((keys, old.vals[i]), new[i]))
         return replace(st, l1_end=st.next, l1_gen=_new_gen(), recent_xor=0)
 
     def rebuild_levels(self, txn: Any, st: State) -> State:
@@ -439,6 +445,8 @@ class RunTables:
             k, v = read_level(txn, db, level)
             keys.append(k)
             vals.append(v)
+        if self.nbands:
+            keys[-1] = keys[-1] << np.uint64(self._bskip)
         got = self._levels[level] = _Level(gen, keys, vals)
         return got
 
@@ -479,14 +487,21 @@ class RunTables:
         if len(rec.iids):
             segs.append((-1, rec.fps, rec.iids, None, 0))
         self._prober.set_segments(segs)
+        if self._bprober is not None:
+            b = len(self.dbs)
+            self._bprober.set_segments(
+                [self._segment(lev, b, 0) for lev in (base, l1) if len(lev.keys[b])])
         self._wired = tag
 
-    def _segment(self, lev: _Level, t: int) -> tuple[int, np.ndarray, np.ndarray, Any, int]:
-        got = lev.segments.get(t)
+    def _segment(self, lev: _Level, i: int, table: int | None = None
+                 ) -> tuple[int, np.ndarray, np.ndarray, Any, int]:
+        """Run database i's keys of a level as a prober segment (its table by default)."""
+        got = lev.segments.get(i)
         if got is None:
-            keys = lev.keys[t]
-            dbits = _core.choose_dbits(len(keys), self._hbits[t])
-            got = lev.segments[t] = (t, keys, lev.vals[t], _core.build_dir(keys, dbits), dbits)
+            keys = lev.keys[i]
+            dbits = _core.choose_dbits(len(keys), self._hbits[i] if table is None else 64)
+            got = lev.segments[i] = (i if table is None else table, keys, lev.vals[i],
+                                     _core.build_dir(keys, dbits), dbits)
         return got
 
     # --- search --------------------------------------------------------------------------
@@ -504,23 +519,16 @@ class RunTables:
         Each once, in no particular order; stale ones (removed docs) included.
         """
         self._sync(txn)
-        q = np.sort(keys)
-        out: list[int] = []
-        for level in (BASE, L1):
-            lev = self._levels[level]
-            bk, bv = lev.keys[-1], lev.vals[-1]
-            if not len(bk):
-                continue
-            lo = np.searchsorted(bk, q, "left").tolist()
-            hi = np.searchsorted(bk, q, "right").tolist()
-            for a, b in zip(lo, hi, strict=True):
-                if b > a:
-                    out.extend(bv[a:b].tolist())
+        assert self._bprober is not None
+        q = np.ascontiguousarray(keys, dtype=np.uint64)
+        out = self._bprober.lookup(q << np.uint64(self._bskip))
         rec = self._recent
         if rec is not None and rec.bands:
             get = rec.bands.get
             for key in q.tolist():
-                out.extend(get(key, ()))
+                found = get(key)
+                if found:
+                    out.extend(found)
         return list(dict.fromkeys(out))
 
     def search(self, txn: Any, q: int, k: int) -> list[tuple[int, bytes, bytes]]:

@@ -433,3 +433,25 @@ def test_c_probe_reports_the_count_past_capacity():
     assert list(out_v[0:3]) == [0, 1, 2] and out_v[4] == 12345
     assert lib.ss_probe(0, 64, c_plan, seg, 1, ffi.NULL, ffi.NULL, 0) == 10
     del keep
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 300), max_size=300), st.lists(st.integers(0, 320), max_size=20),
+       st.integers(0, 2**32 - 1), st.booleans())
+def test_lookup_equals_brute_force(keys, qs, seed, narrow):
+    """Exact lookups over two sorted runs: every value of an equal key, duplicates kept."""
+    rng = np.random.default_rng(seed)
+    shift = np.uint64(rng.integers(0, 55))  # keys anywhere in the 64 bits
+    pr = _core.Prober([(b"\0", b"\x40", b"\0")], [64])
+    segs, entries = [], []
+    for part in (keys[: len(keys) // 2], keys[len(keys) // 2 :]):
+        k = np.sort(np.array(part, dtype=np.uint64)) << shift
+        v = rng.integers(0, 2**32 - 1, len(k), dtype=np.uint64)
+        dbits = _core.choose_dbits(len(k), 64)
+        segs.append((0, k, v.astype(np.uint32) if narrow else v, _core.build_dir(k, dbits), dbits))
+        entries.append((k, v))
+    pr.set_segments(segs)
+    q = np.array(qs, dtype=np.uint64) << shift
+    want = [int(v) for k, vs in entries for x in q.tolist()
+            for kk, v in zip(k.tolist(), vs.tolist(), strict=True) if kk == x]
+    assert pr.lookup(q) == want
