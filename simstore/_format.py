@@ -287,9 +287,12 @@ class RecordCodec:
         *,
         with_ids: bool = True,
         with_sketches: bool = False,
+        with_bands: bool = False,
         problems: list[str] | None = None,
     ) -> DocsColumns:
         """Columns of every record from (key, record) pairs: THE docs-table walker.
+
+        with_sketches: sketches and band keys; with_bands: band keys only.
 
         A malformed record is reported into ``problems`` and skipped when
         given; otherwise it raises CorruptStoreError.
@@ -299,6 +302,7 @@ class RecordCodec:
         extra: list[bytes] = []
         encs: list[bytes] | None = [] if with_ids else None
         start, id_start, version = _FP_END, self.id_start, self.version
+        band_start = _FP_END + 8 * self.sketch_words
         for key, val in items:
             if len(key) != 8 or len(val) <= id_start or val[0] != version:
                 msg = (
@@ -313,6 +317,8 @@ class RecordCodec:
             fpb.append(val[1:start])
             if with_sketches:
                 extra.append(val[start:id_start])
+            elif with_bands:
+                extra.append(val[band_start:id_start])
             if encs is not None:
                 encs.append(bytes(val[id_start:]))
         n = len(keys)
@@ -323,6 +329,10 @@ class RecordCodec:
             split = 8 * self.sketch_words
             sketches = np.ascontiguousarray(rows[:, :split]).view("<u8").astype(np.uint64)
             bands = np.ascontiguousarray(rows[:, split:]).view(">u4").astype(np.uint32)
+        elif with_bands and self.sketch_words:
+            sketches = np.empty((n, 0), dtype=np.uint64)
+            raw = np.frombuffer(b"".join(extra), dtype=np.uint8).reshape(n, id_start - band_start)
+            bands = raw.view(">u4").astype(np.uint32)
         else:
             sketches = np.empty((n, 0), dtype=np.uint64)
             bands = np.empty((n, 0), dtype=np.uint32)

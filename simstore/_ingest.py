@@ -4,15 +4,20 @@ For each chunk: the ids already stored (or repeated in the input) are set
 aside *before* any fingerprinting; the remaining texts are fingerprinted (or
 signed) on a worker thread while the previous chunk commits (the C pipeline
 releases the GIL); then, in ONE write transaction (``store.batch()``), every
-document is added (``add_many``) or offered to ``add_if_new`` in input order,
-and the caller's ``write`` callback runs before the commit. A chunk is durable
-at its commit and is atomic against other processes: they see all of it or
-none of it, and no other writer runs between one document's check and its
-insertion. An interrupt aborts the chunk in flight; the committed ones stay.
+document is added (``add_many``) or decided by ``add_if_new_many`` (what
+``add_if_new`` in input order would do, in one pass), and the caller's
+``write`` callback runs before the commit. A chunk is durable at its commit
+and is atomic against other processes: they see all of it or none of it, and
+no other writer runs between one document's check and its insertion. Ctrl-C
+is held back while a chunk is decided, written out and committed, so it stops
+the run between chunks: the committed ones stay, and the outputs hold exactly
+those.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -41,7 +46,8 @@ class Decided:
 
 @dataclass
 class Mode:
-    """How documents go in: add everything (k and threshold None) or add_if_new."""
+    """How documents go in: add everything (k and threshold None) or only the new ones
+    (``add_if_new_many``: add_if_new's rule, in input order)."""
 
     k: int | None = None
     threshold: float | None = None
@@ -92,40 +98,93 @@ class Stream:
                 texts = [chunk.texts[i] for i in fresh]
                 fut = pool.submit(_items, self.store, texts)
                 if pending is not None:
-                    yield self._commit(*pending, write)
+                    yield from self._committed(pending, write)
                 pending, pending_keys = (chunk, keys, fresh, fut), fresh_keys
             if pending is not None:
-                yield self._commit(*pending, write)
+                yield from self._committed(pending, write)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _commit(self, chunk: Chunk, keys: list[Any], fresh: list[int], fut: Future[Any],
+    def _committed(self, pending: tuple[Chunk, list[Any], list[int], Future[Any]],
+                   write: Callable[[Decided], None] | None) -> Iterator[Decided]:
+        """Commit a chunk and yield its decisions; a Ctrl-C meanwhile is raised after the
+        caller has counted them, so the outputs, the store and the count agree."""
+        chunk, keys, fresh, fut = pending
+        items = fut.result()  # waiting for the signatures: Ctrl-C acts at once
+        with _SigintHold() as hold:
+            dec = self._commit(chunk, keys, fresh, items, write)
+        yield dec
+        hold.deliver()
+
+    def _commit(self, chunk: Chunk, keys: list[Any], fresh: list[int], items: Any,
                 write: Callable[[Decided], None] | None) -> Decided:
-        items = fut.result()
+        """Decide, write out and commit one chunk in one write transaction."""
         status = [STORED] * len(chunk)
         for i in fresh:
             status[i] = NEW
         dec = Decided(chunk, keys, status)
-        store, mode = self.store, self.mode
-        with store.batch():
-            if not mode.dedup:
-                if fresh:
-                    store.add_many([keys[i] for i in fresh], items)
-            else:
-                sim = store.config.has_signature
-                t, k = mode.threshold, mode.k
-                for j, i in enumerate(fresh):
-                    item = items[j] if sim else int(items[j])
-                    if t is not None:
-                        found = store.add_if_new(keys[i], item, threshold=t)
-                    else:
-                        found = store.add_if_new(keys[i], item, k)
-                    if found:
-                        status[i] = NEAR
-                        dec.near[i] = found[0]
+        with self.store.batch():
+            self._decide(dec, fresh, items)
             if write is not None:
                 write(dec)
         return dec
+
+    def _decide(self, dec: Decided, fresh: list[int], items: Any) -> None:
+        """Add the chunk's documents at positions ``fresh`` (items: theirs), or offer them
+        to ``add_if_new_many`` and mark the near-duplicates NEAR."""
+        if not fresh:
+            return
+        store, mode = self.store, self.mode
+        keys = [dec.keys[i] for i in fresh]
+        if not mode.dedup:
+            store.add_many(keys, items)
+            return
+        if mode.threshold is not None:
+            found = store.add_if_new_many(keys, items, threshold=mode.threshold)
+        else:
+            found = store.add_if_new_many(keys, items, mode.k)
+        for i, near in zip(fresh, found, strict=True):
+            if near:
+                dec.status[i] = NEAR
+                dec.near[i] = near[0]
+
+
+class _SigintHold:
+    """Holds SIGINT (Ctrl-C) back during a ``with`` block; :meth:`deliver` raises it later.
+
+    Delivered as it would have been (the previous handler is called: by default a
+    KeyboardInterrupt). Only the main thread receives signals in Python; elsewhere
+    this holds nothing.
+    """
+
+    def __init__(self) -> None:
+        self._old: Any = None
+        self._active = False
+        self._caught: Any = None
+
+    def __enter__(self) -> _SigintHold:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._note)
+            self._active = True
+        return self
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self._caught = (signum, frame)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._active:
+            signal.signal(signal.SIGINT, self._old)
+            self._active = False
+
+    def deliver(self) -> None:
+        """Raise (or pass on) the held SIGINT, if one came during the block."""
+        caught, self._caught = self._caught, None
+        if caught is None:
+            return
+        if callable(self._old):
+            self._old(*caught)
+        elif self._old == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
 
 
 def count_corpus(summary: Any, c: Chunk, status: list[int] | Any) -> None:

@@ -388,7 +388,7 @@ class RunTables:
         if not cur.set_range(iid_bytes(start)):
             return _Walked(_EMPTY, _EMPTY,
                            np.empty((0, self.nbands), dtype=np.uint32) if sig else None)
-        cols = self._codec.walk(cur.iternext(), with_ids=False, with_sketches=sig)
+        cols = self._codec.walk(cur.iternext(), with_ids=False, with_bands=sig)
         return _Walked(cols.iids, cols.fps, cols.bands if sig else None)
 
     def _rows(self, w: _Walked) -> list[tuple[np.ndarray, np.ndarray]]:

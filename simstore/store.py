@@ -24,8 +24,8 @@ from typing import Any
 import lmdb
 import numpy as np
 
+from . import _dedup_bulk, _inputs, _maintenance, _reads, _schema, _writes
 from . import _format as F
-from . import _inputs, _maintenance, _reads, _schema, _writes
 from ._env import PAGE, Env, current_pid
 from ._errors import translate
 from ._format import MAX_DOC_ID_BYTES, DocId
@@ -250,6 +250,49 @@ class SimStore(SimilarityMethods):
         if not found:
             _writes.add(txn, h, idkey, enc, fp, extra)
         return found
+
+    def add_if_new_many(
+        self,
+        doc_ids: Iterable[DocId],
+        fps: Any,
+        k: int | None = None,
+        *,
+        threshold: float | None = None,
+    ) -> list[list[Any]]:
+        """:meth:`add_if_new` for many docs, in input order, in ONE write transaction.
+
+        Returns one list per doc: exactly what ``add_if_new(doc_ids[i], fps[i], k,
+        threshold=threshold)`` called in input order would return -- [] when the
+        doc was stored, else its matches, nearest first -- and leaves the store as
+        those calls would. So a doc is stored only if nothing near it is stored at
+        its turn: no doc stored before the call and no earlier doc of this call
+        that was stored (a later near copy names the earlier one); an id given
+        again, or already stored, is replaced when its new item is not near
+        anything. fps: as :meth:`add_many` takes them (uint64 fingerprints, or
+        Signatures; a similarity store with no k checks estimated Jaccard >=
+        threshold, default 0.9). Atomic against other processes: they see all
+        the call's writes or none, and no other writer runs during it. The fast
+        path of streaming dedup: candidates are looked up for all docs at once
+        and the stored docs written in bulk (see :mod:`simstore._dedup_bulk`).
+        """
+        encs = [F.encode_id(d) for d in F.doc_ids_list(doc_ids)]
+        # distinct stand-in ids: only the checks and columns of add_many's input are wanted
+        cols = _inputs.many(self._h, np.arange(len(encs), dtype=np.int64), fps)
+        if cols.sketches is not None and k is None:
+            t = check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold)
+            rule = _dedup_bulk.Rule(None, t)
+        elif threshold is not None:
+            raise InvalidConfigError(
+                "'threshold' needs a similarity store, Signatures and no k; give k for a "
+                "Hamming check"
+            )
+        else:
+            rule = _dedup_bulk.Rule(self._k_arg(k), None)
+        if not encs:
+            return []
+        docs = _dedup_bulk.Docs(encs, cols.fps, cols.sketches, cols.bands)
+        need = _inputs.bytes_needed(self._h, cols)
+        return self._write(_dedup_bulk.add_if_new_many, docs, rule, need=need)  # type: ignore[no-any-return]
 
     # --- reads -------------------------------------------------------------------------
 

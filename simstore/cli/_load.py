@@ -45,7 +45,7 @@ def read_options(args: argparse.Namespace) -> ReadOptions:
         follow_symlinks=bool(getattr(args, "follow_symlinks", False)),
         exclude=tuple(getattr(args, "exclude", None) or ()),
         encoding_errors=getattr(args, "encoding_errors", "strict"),
-        chunk_docs=getattr(args, "chunk", CHUNK_DOCS),
+        chunk_docs=getattr(args, "chunk", None) or CHUNK_DOCS,
     )
 
 
@@ -53,7 +53,7 @@ def _read_kw(args: argparse.Namespace) -> dict[str, Any]:
     o = read_options(args)
     return {"id_field": o.id_field, "text_field": o.text_field, "force_jsonl": o.force_jsonl,
             "follow_symlinks": o.follow_symlinks, "exclude": o.exclude,
-            "encoding_errors": o.encoding_errors, "chunk_docs": o.chunk_docs}
+            "encoding_errors": o.encoding_errors, "chunk_docs": getattr(args, "chunk", None)}
 
 
 def _skip_printer(args: argparse.Namespace) -> Any:

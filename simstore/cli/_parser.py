@@ -103,10 +103,12 @@ def _inputs(p: argparse.ArgumentParser, chunk: bool = True) -> None:
     g.add_argument("--encoding-errors", choices=("strict", "replace"), default="strict",
                    help="undecodable UTF-8: a bad record (strict) or U+FFFD (replace)")
     if chunk:
-        g.add_argument("--chunk", type=size_arg, default=CHUNK_DOCS, metavar="N",
+        g.add_argument("--chunk", type=size_arg, default=None, metavar="N",
                        help="documents per chunk: read, fingerprinted and committed together in "
                        "one transaction (at most ~16 MB of text); larger chunks hold more "
-                       "memory (the transaction's dirty pages)")
+                       f"memory (the transaction's dirty pages) (default {CHUNK_DOCS}; 250 for "
+                       "dedup-corpus without --store, whose private store need not commit "
+                       "durably)")
     g.add_argument("--skip-bad", action="store_true",
                    help="skip bad records (reported on stderr) instead of stopping with "
                    "nothing written")

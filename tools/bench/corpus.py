@@ -11,16 +11,19 @@ their words replaced, deleted or inserted (estimated Jaccard of word
 planted kind and ``copy_of`` (the id it copies), so each run is also scored.
 
 Each run is a separate ``python -m simstore dedup-corpus`` process (the
-command a user types), timed by wall clock. Memory is sampled every 0.2 s from
-``/proc``: the largest anonymous RSS (the process's own memory) and VmHWM (its
-peak RSS, which also counts the pages of the store's memory map that were read:
-page cache, reclaimable). Quality: a planted copy kept together with the
-document it copies is *missed*; a removed document with no copies, or whose
-family (linked by ``copy_of``) keeps no member, is a *false removal*. Peers
-(``text-dedup``, ``datatrove``, MinHash LSH at about the same threshold) run on
-the first ``--peer-mb`` MB, beside simstore on the same slice, from the
-interpreter given with ``--peer-python``; a peer that does not import is
-reported, not compared.
+command a user types), timed by wall clock and by CPU time (user + system of
+the process and its children: on a shared machine the wall time follows the
+load, the CPU time much less). Memory is sampled every 0.2 s from ``/proc``:
+the largest anonymous RSS (the process's own memory) and VmHWM (its peak RSS,
+which also counts the pages of the store's memory map that were read: page
+cache, reclaimable). Quality: a planted copy kept together with the document
+it copies is *missed*; a removed document with no copies, or whose family
+(linked by ``copy_of``) keeps no member, is a *false removal*. Peers run on the
+first ``--peer-mb`` MB, beside simstore's ``--threshold 0.9`` and ``--k 5`` on
+the same slice, from the interpreter given with ``--peer-python``:
+text-dedup's MinHash (LSH at about the same threshold), text-dedup's SimHash
+(k = 5 and its default k = 3) and datatrove's MinHash pipeline; a peer that
+does not import is reported, not compared.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -152,9 +156,12 @@ def _sample(pid: int, stop: threading.Event, anon: list[int], hwm: list[int]) ->
 
 
 def run_measured(argv: list[str]) -> dict[str, Any]:
-    """Run a command; wall seconds, its peak RSS (VmHWM, includes memory-mapped files) and
-    largest anonymous RSS, both sampled every 0.2 s (the largest process of the run)."""
+    """Run a command; wall seconds, CPU seconds (user + system, the command and its
+    children: on a shared machine wall time depends on the load, CPU time much less), its
+    peak RSS (VmHWM, includes memory-mapped files) and largest anonymous RSS, both sampled
+    every 0.2 s (the largest process of the run)."""
     t0 = time.perf_counter()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     anon: list[int] = []
@@ -164,11 +171,13 @@ def run_measured(argv: list[str]) -> dict[str, Any]:
     sampler.start()
     out, err = proc.communicate()
     secs = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     stop.set()
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {err.strip()[-500:]}")
-    return {"seconds": secs, "stdout": out, "stderr": err,
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    return {"seconds": secs, "cpu_seconds": cpu, "stdout": out, "stderr": err,
             "peak_rss": max(hwm) if hwm else None, "peak_anon": max(anon) if anon else None}
 
 
@@ -224,13 +233,15 @@ MODES = {
 
 
 def _simstore_row(rep: Report, path: Path, info: dict[str, Any], mode: str, out_dir: Path,
-                  label: str) -> None:
+                  label: str, chunk: int | None = None) -> None:
     kept, removed = out_dir / f"kept-{mode}.jsonl", out_dir / f"removed-{mode}.jsonl"
+    extra = [] if chunk is None else ["--chunk", str(chunk)]
     argv = [sys.executable, "-m", "simstore", "--json", "--progress-every", "0",
-            "dedup-corpus", str(path), "-o", str(kept), "--removed", str(removed), *MODES[mode]]
+            "dedup-corpus", str(path), "-o", str(kept), "--removed", str(removed), *MODES[mode],
+            *extra]
     res = run_measured(argv)
     summary = json.loads(res["stdout"].splitlines()[-1])
-    _row(rep, f"simstore-cli dedup-corpus {' '.join(MODES[mode])}", label, info, res,
+    _row(rep, f"simstore-cli dedup-corpus {' '.join(MODES[mode] + extra)}", label, info, res,
          summary["kept"], summary["removed"], _quality(path, _ids_in_jsonl(removed)))
     for p in (kept, removed):
         p.unlink(missing_ok=True)
@@ -240,6 +251,7 @@ def _row(rep: Report, impl: str, label: str, info: dict[str, Any], res: dict[str
          kept: int, removed: int, q: dict[str, int]) -> None:
     secs = res["seconds"]
     rep.row(impl, label, None, "s", seconds=round(secs, 1),
+            cpu_seconds=round(res["cpu_seconds"], 1),
             docs_per_s=round(info["docs"] / secs), mb_per_s=round(info["bytes"] / 1e6 / secs, 1),
             peak_rss_mb=None if res["peak_rss"] is None else round(res["peak_rss"] / 2**20),
             peak_anon_mb=None if res["peak_anon"] is None else round(res["peak_anon"] / 2**20),
@@ -258,11 +270,12 @@ def cmd_corpus(args: argparse.Namespace) -> dict[str, Any]:
     rep.header()
     label = f"{info['bytes'] / 1e9:.2f} GB, {info['docs']:,} docs"
     for mode in args.modes:
-        _simstore_row(rep, path, info, mode, out_dir, label)
+        _simstore_row(rep, path, info, mode, out_dir, label, args.chunk)
     if args.peer_mb:
         part, pinfo = _slice(path, args.peer_mb)
         plabel = f"first {pinfo['bytes'] / 1e6:.0f} MB, {pinfo['docs']:,} docs"
-        _simstore_row(rep, part, pinfo, "t09", out_dir, plabel)
+        for mode in args.peer_modes:
+            _simstore_row(rep, part, pinfo, mode, out_dir, plabel)
         _peers(args, rep, part, pinfo, out_dir, plabel)
     return rep.to_dict()
 
@@ -322,6 +335,17 @@ def _peer_datatrove(py: str, rep: Report, part: Path, info: dict[str, Any], work
          _quality(part, removed))
 
 
+def _text_dedup_kept(out: Path) -> set[str]:
+    """The ids of the Hugging Face dataset (Arrow files) text-dedup saves."""
+    import pyarrow as pa
+
+    kept_ids: set[str] = set()
+    for p in sorted(out.glob("*.arrow")):
+        with pa.memory_map(str(p)) as src:
+            kept_ids.update(pa.ipc.open_stream(src).read_all().column("id").to_pylist())
+    return kept_ids
+
+
 def _peer_text_dedup(py: str, rep: Report, part: Path, info: dict[str, Any], work: Path,
                      label: str) -> None:
     out = work / "td"
@@ -330,16 +354,39 @@ def _peer_text_dedup(py: str, rep: Report, part: Path, info: dict[str, Any], wor
                         "--threshold", "0.9", "--ngram", "3", "--num_perm", "128",
                         "--hash_func", "xxh3", "--num_proc", "2", "--cache_dir",
                         str(work / "hf-cache")])
-    import pyarrow as pa
-
-    kept_ids: set[str] = set()
-    for p in sorted(out.glob("*.arrow")):
-        with pa.memory_map(str(p)) as src:
-            kept_ids.update(pa.ipc.open_stream(src).read_all().column("id").to_pylist())
-    all_ids = _ids_in_jsonl(part)
-    removed = all_ids - kept_ids
+    kept_ids = _text_dedup_kept(out)
+    removed = _ids_in_jsonl(part) - kept_ids
     _row(rep, "text-dedup MinHash (datasets, 2 procs)", label, info, res, len(kept_ids),
          len(removed), _quality(part, removed))
+
+
+def _text_dedup_simhash(k: int) -> Any:
+    """A text-dedup simhash run within Hamming distance k of 64 bits, k+1 blocks (every
+    pair within k agrees on one block). text-dedup hashes character 3-grams (it has no
+    word shingles); k=5 is simstore's --k 5, k=3 its own default."""
+
+    def run(py: str, rep: Report, part: Path, info: dict[str, Any], work: Path,
+            label: str) -> None:
+        out = work / "tds"
+        res = run_measured([py, "-m", "text_dedup.simhash", "--path", "json", "--data_files",
+                            str(part), "--split", "train", "--column", "text", "--output",
+                            str(out), "--ngram", "3", "--f", "64", "--bit_diff", str(k),
+                            "--num_bucket", str(k + 1), "--num_proc", "2", "--cache_dir",
+                            str(work / "hf-cache")])
+        kept_ids = _text_dedup_kept(out)
+        removed = _ids_in_jsonl(part) - kept_ids
+        _row(rep, f"text-dedup SimHash k={k} (datasets, 2 procs)", label, info, res,
+             len(kept_ids), len(removed), _quality(part, removed))
+
+    return run
+
+
+PEERS = {
+    "text-dedup-minhash": ("text_dedup.minhash", _peer_text_dedup),
+    "text-dedup-simhash": ("text_dedup.simhash", _text_dedup_simhash(5)),
+    "text-dedup-simhash-k3": ("text_dedup.simhash", _text_dedup_simhash(3)),
+    "datatrove": ("datatrove", _peer_datatrove),
+}
 
 
 def _peers(args: argparse.Namespace, rep: Report, part: Path, info: dict[str, Any],
@@ -351,7 +398,8 @@ def _peers(args: argparse.Namespace, rep: Report, part: Path, info: dict[str, An
         return
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    for mod, run in (("text_dedup.minhash", _peer_text_dedup), ("datatrove", _peer_datatrove)):
+    for name in args.peers:
+        mod, run = PEERS[name]
         if subprocess.run([py, "-c", f"import {mod}"], capture_output=True).returncode != 0:
             rep.note(f"peer {mod}: does not import from {py}; not compared")
             continue
@@ -377,9 +425,18 @@ def add_corpus_options(p: argparse.ArgumentParser) -> None:
                    default=["t09", "longest", "k5"],
                    help="simstore runs on the whole corpus: t09 (--threshold 0.9, keep first), "
                    "longest (two passes), k5 (--k 5); comma-separated (default t09,longest,k5)")
+    p.add_argument("--chunk", type=int, default=None,
+                   help="pass --chunk N to the simstore runs on the whole corpus (default: the "
+                   "CLI's default)")
     p.add_argument("--peer-mb", type=int, default=100,
                    help="slice (first MB) given to the peers and to simstore beside them; "
                    "0 = no peers (default %(default)s)")
+    p.add_argument("--peers", type=lambda t: [m for m in t.split(",") if m],
+                   default=list(PEERS),
+                   help=f"peer runs on the slice, comma-separated (default {','.join(PEERS)})")
+    p.add_argument("--peer-modes", type=lambda t: [m for m in t.split(",") if m],
+                   default=["t09", "k5"],
+                   help="simstore runs on the slice beside the peers (default t09,k5)")
     p.add_argument("--peer-python", default="/tmp/peervenv/bin/python",
                    help="interpreter with text-dedup and datatrove installed (default "
                    "%(default)s)")
