@@ -1,41 +1,28 @@
 """Run tables: the permutation tables as sorted runs, probed in C from process memory.
 
-Every permutation table is derived from the docs table, so the tables split
-the docs by internal id into three *levels*:
+Every table is derived from the docs table, so the docs split by internal id
+into three *levels*: **base** (iid < ``base_end``) and **L1** (< ``l1_end``),
+each per table a sorted array of (permuted fingerprint, iid) stored as runs
+(:mod:`simstore._runfile`), and **recent** (the rest), read straight from the
+docs table and checked by a popcount scan: an add writes only the docs and
+ids records and the state record, not a B-tree entry per table. In a
+similarity store the band keys are levels too (database ``rbands``).
 
-- **base**: docs with iid < ``base_end``; **L1**: ``base_end <= iid < l1_end``.
-  Each is, per table, a sorted array of (permuted fingerprint, iid) stored as
-  *runs*: records of LMDB database ``r00``, ``r01``, ... keyed by the level
-  byte and the run's first permuted fingerprint (8 bytes big-endian), holding
-  up to ``RUN_ENTRIES`` keys (uint64 little-endian) then their iids (4 or 8
-  bytes). Runs never split a key, so first keys are unique.
-- **recent**: docs with iid >= ``l1_end``, read straight from the docs table
-  and checked by a popcount scan: an add writes only the docs and ids records
-  and a 56-byte state record (database ``runs``), not a B-tree entry per table.
+A write that leaves more than ``RECENT_MAX`` recent docs merges them into L1;
+when L1 outgrows ``live / L1_SHARE`` (or removed docs leave too many stale
+entries) the levels are rebuilt from the docs table into one base. A merge
+is part of the write transaction that triggers it: atomic and crash-safe
+like any LMDB commit, and readers never wait on it (MVCC).
 
-In a similarity store the band keys are levels too: database ``rbands``
-holds (band << 32 | key32, iid) entries, in runs of one band each that store
-only the keys' low halves (8 bytes an entry with 4-byte ids).
-
-A write that leaves more than ``RECENT_MAX`` recent docs merges them into L1
-(sorted arrays merged, runs rewritten); when L1 outgrows ``live / L1_SHARE``
-(or removed docs leave too many stale entries) the levels are rebuilt from
-the docs table into one base. Each merge is part of the write transaction
-that triggers it, so it is atomic and crash-safe like any LMDB commit;
-readers never wait on it (MVCC).
-
-Removing a doc leaves its entries in base/L1 *stale*: a query drops hits
-whose docs record is gone (iids are never reused), and the state counts
-them. A process keeps each level it has read in memory (numpy arrays, keyed
-by a random generation number written with the level), plus the recent
-docs (validated by an XOR hash of (iid, fp) the writers keep in the state),
-so a query is one state read and one C call (:class:`simstore._core.Prober`).
+Removing a doc leaves its level entries *stale*: queries drop hits whose docs
+record is gone (iids are never reused) and the state counts them. A process
+keeps each level it has read in memory (keyed by the random generation
+written with it) and the recent docs (checked against the XOR hash the
+writers keep in the state), so a query is one state read and one C call.
 """
 
 from __future__ import annotations
 
-import os
-import struct
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -43,199 +30,34 @@ import numpy as np
 
 from . import _core
 from ._format import iid_bytes
+from ._runfile import (
+    BANDS_DB,
+    BASE,
+    EMPTY,
+    L1,
+    STATE_DB,
+    STATE_KEY,
+    State,
+    band_rows,
+    drop_level,
+    merged,
+    mix,
+    mix_xor,
+    new_gen,
+    read_level,
+    table_name,
+    write_level,
+)
 from .exceptions import CorruptStoreError
 from .layout import Layout
 
-STATE_DB = b"runs"
-STATE_KEY = b"state"
+__all__ = ["RunBands", "RunTables", "State"]
+
 RUN_ENTRIES = 1 << 15  # keys per run: 256 KB of keys, read in one get
 RECENT_MAX = 4096  # recent docs scanned by popcount before a merge into L1
 L1_MIN = 1 << 16  # L1 may hold this many docs, or live / L1_SHARE if more
 L1_SHARE = 16
 STALE_SHARE = 8  # rebuild the levels when stale entries exceed live / STALE_SHARE
-_STATE = struct.Struct("<7Q")
-# entries, iid width (4 or 8), key width (0: 8-byte keys; 4: their low halves, the high
-# half being the record key's), two zero bytes
-_RUN_HEAD = struct.Struct("<IBB2s")
-BASE, L1 = 0, 1
-_EMPTY = np.empty(0, dtype=np.uint64)
-
-
-BANDS_DB = b"rbands"
-
-
-def table_name(t: int) -> bytes:
-    """The LMDB database name of run table t."""
-    return b"r%02d" % t
-
-
-def band_rows(iids: np.ndarray, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The band entries of docs, sorted: keys band << 32 | key32 (uint64), their iids."""
-    n, nb = keys32.shape
-    keys = (np.arange(nb, dtype=np.uint64)[None, :] << np.uint64(32)) | keys32.astype(np.uint64)
-    flat = keys.reshape(-1)
-    vals = np.repeat(np.asarray(iids, dtype=np.uint64), nb)
-    order = np.argsort(flat, kind="stable")
-    return flat[order], vals[order]
-
-
-def _merged(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """Two sorted (keys, vals) runs as one (a linear merge: a stable sort of two runs)."""
-    keys = np.concatenate((a[0], b[0]))
-    vals = np.concatenate((a[1].astype(np.uint64), b[1].astype(np.uint64)))
-    order = np.argsort(keys, kind="stable")
-    return keys[order], vals[order]
-
-
-@dataclass(frozen=True)
-class State:
-    """The levels' bounds and generations (record ``state`` of database ``runs``)."""
-
-    next: int = 0  # the next internal id (iids are never reused)
-    base_end: int = 0
-    l1_end: int = 0
-    base_gen: int = 0
-    l1_gen: int = 0
-    stale: int = 0  # entries per table whose doc was removed
-    recent_xor: int = 0  # XOR of _mix(iid, fp) over the live recent docs
-
-    def pack(self) -> bytes:
-        return _STATE.pack(self.next, self.base_end, self.l1_end, self.base_gen,
-                           self.l1_gen, self.stale, self.recent_xor)
-
-    @classmethod
-    def unpack(cls, raw: Any) -> State:
-        if raw is None or len(raw) != _STATE.size:
-            raise CorruptStoreError("the run tables' state record is missing or malformed")
-        return cls(*_STATE.unpack(raw))
-
-
-_M1 = 0xBF58476D1CE4E5B9
-_M2 = 0x94D049BB133111EB
-_GOLD = 0x9E3779B97F4A7C15
-_MASK = (1 << 64) - 1
-
-
-def _mix(iid: int, fp: int) -> int:
-    """A 64-bit hash of (iid, fp) (splitmix64 finalizer)."""
-    x = (fp ^ (iid * _GOLD)) & _MASK
-    x = ((x ^ (x >> 30)) * _M1) & _MASK
-    x = ((x ^ (x >> 27)) * _M2) & _MASK
-    return x ^ (x >> 31)
-
-
-def _mix_xor(iids: np.ndarray, fps: np.ndarray) -> int:
-    """XOR of _mix over many (iid, fp) pairs."""
-    if not len(iids):
-        return 0
-    with np.errstate(over="ignore"):
-        x = fps ^ (iids * np.uint64(_GOLD))
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(_M1)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(_M2)
-        x = x ^ (x >> np.uint64(31))
-    return int(np.bitwise_xor.reduce(x))
-
-
-def _new_gen() -> int:
-    return int.from_bytes(os.urandom(8), "little") | 1
-
-
-# --- runs on disk ---------------------------------------------------------------------
-
-
-def _run_bounds(keys: np.ndarray) -> list[int]:
-    """Start offsets of runs of about RUN_ENTRIES keys that never split a key."""
-    starts = [0]
-    n = len(keys)
-    at = RUN_ENTRIES
-    while at < n:
-        cut = int(np.searchsorted(keys, keys[at], side="left"))
-        if cut <= starts[-1]:
-            cut = int(np.searchsorted(keys, keys[at], side="right"))
-        if cut >= n:
-            break
-        starts.append(cut)
-        at = cut + RUN_ENTRIES
-    return starts
-
-
-def write_level(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, *,
-                halves: bool = False) -> None:
-    """Replace one level of a run table by sorted (keys, vals).
-
-    halves: runs also end where the keys' high 32 bits change, and store only
-    the low halves (band entries: the high half is the band).
-    """
-    drop_level(txn, db, level)
-    n = len(keys)
-    if not n:
-        return
-    wide = bool(vals.max() >= 1 << 32)
-    vtype = "<u8" if wide else "<u4"
-    starts = _run_bounds(keys)
-    if halves:
-        high = np.flatnonzero(np.diff(keys >> np.uint64(32))) + 1
-        starts = sorted(set(starts) | set(high.tolist()))
-    lead = bytes((level,))
-    for i, a in enumerate(starts):
-        b = starts[i + 1] if i + 1 < len(starts) else n
-        head = _RUN_HEAD.pack(b - a, 8 if wide else 4, 4 if halves else 0, bytes(2))
-        ktype = "<u4" if halves else "<u8"
-        body = keys[a:b].astype(ktype).tobytes() + vals[a:b].astype(vtype).tobytes()
-        txn.put(lead + int(keys[a]).to_bytes(8, "big"), head + body, db=db)
-
-
-def drop_level(txn: Any, db: Any, level: int) -> None:
-    """Delete every run of one level."""
-    cur = txn.cursor(db)
-    lead = bytes((level,))
-    if not cur.set_range(lead):
-        return
-    while bytes(cur.key()[:1]) == lead:
-        if not cur.delete():
-            break
-
-
-def read_level(txn: Any, db: Any, level: int) -> tuple[np.ndarray, np.ndarray]:
-    """(keys, vals) of one level in key order: uint64 keys, uint32 or uint64 vals.
-
-    Values stay 32-bit when every run of the level stores them so (half the
-    memory; the C probe reads either).
-    """
-    cur = txn.cursor(db)
-    lead = bytes((level,))
-    keys: list[np.ndarray] = []
-    vals: list[np.ndarray] = []
-    if cur.set_range(lead):
-        for key, val in cur.iternext():
-            if bytes(key[:1]) != lead:
-                break
-            if len(key) != 9 or len(val) < _RUN_HEAD.size:
-                raise CorruptStoreError(f"a run record of table level {level} is malformed")
-            n, width, kw, pad = _RUN_HEAD.unpack_from(val)
-            kbytes = kw or 8
-            if width not in (4, 8) or kw not in (0, 4) or pad != bytes(2) or len(val) != (
-                _RUN_HEAD.size + n * (kbytes + width)
-            ):
-                raise CorruptStoreError(f"a run record of table level {level} is malformed")
-            raw = bytes(val)
-            off = _RUN_HEAD.size
-            if kw:
-                high = np.uint64(int.from_bytes(key[1:5], "big") << 32)
-                keys.append(np.frombuffer(raw, dtype="<u4", count=n, offset=off).astype(
-                    np.uint64) | high)
-            else:
-                keys.append(np.frombuffer(raw, dtype="<u8", count=n, offset=off))
-            vals.append(np.frombuffer(raw, dtype="<u4" if width == 4 else "<u8", count=n,
-                                      offset=off + kbytes * n))
-    if not keys:
-        return _EMPTY, _EMPTY
-    k = np.concatenate(keys).astype(np.uint64, copy=False)
-    if len(k) > 1 and bool((k[1:] < k[:-1]).any()):
-        raise CorruptStoreError(f"the runs of table level {level} are out of key order")
-    narrow = all(v.dtype.itemsize == 4 for v in vals)
-    return k, np.concatenate(vals).astype(np.uint32 if narrow else np.uint64, copy=False)
 
 
 # --- the process cache ------------------------------------------------------------------
@@ -335,7 +157,7 @@ class RunTables:
         """Note a doc just written to the docs table at iid (>= next); merge if due."""
         st = self.state(txn)
         i = int.from_bytes(iid, "big")
-        st = replace(st, next=max(st.next, i + 1), recent_xor=st.recent_xor ^ _mix(i, fp))
+        st = replace(st, next=max(st.next, i + 1), recent_xor=st.recent_xor ^ mix(i, fp))
         self._put_state(txn, self._maybe_merge(txn, st))
 
     def unindex(self, txn: Any, iid: bytes, fp: int) -> None:
@@ -345,7 +167,7 @@ class RunTables:
         if i < st.l1_end:
             st = replace(st, stale=st.stale + 1)
         else:
-            st = replace(st, recent_xor=st.recent_xor ^ _mix(i, fp))
+            st = replace(st, recent_xor=st.recent_xor ^ mix(i, fp))
         self._put_state(txn, st)
 
     # --- bulk fill -----------------------------------------------------------------------
@@ -370,13 +192,13 @@ class RunTables:
         ):
             # An empty store filled at once: the arrays are the whole base.
             self._write_base(txn, _Walked(iids, fps, bands))
-            gen = _new_gen()
+            gen = new_gen()
             top = max(top, st.next)
             self._put_state(txn, State(next=top, base_end=top, l1_end=top, base_gen=gen,
                                        l1_gen=gen ^ 2))
             return
         st = replace(st, next=max(st.next, top),
-                     recent_xor=st.recent_xor ^ _mix_xor(iids, fps))
+                     recent_xor=st.recent_xor ^ mix_xor(iids, fps))
         self._put_state(txn, self._maybe_merge(txn, st))
 
     # --- merges --------------------------------------------------------------------------
@@ -386,7 +208,7 @@ class RunTables:
         cur = txn.cursor(self._docs)
         sig = bool(self.nbands)
         if not cur.set_range(iid_bytes(start)):
-            return _Walked(_EMPTY, _EMPTY,
+            return _Walked(EMPTY, EMPTY,
                            np.empty((0, self.nbands), dtype=np.uint32) if sig else None)
         cols = self._codec.walk(cur.iternext(), with_ids=False, with_bands=sig)
         return _Walked(cols.iids, cols.fps, cols.bands if sig else None)
@@ -401,7 +223,8 @@ class RunTables:
 
     def _write(self, txn: Any, i: int, level: int, keys: np.ndarray, vals: np.ndarray) -> None:
         """Write run database i's level (the band entries as low halves, per band)."""
-        write_level(txn, self._all[i], level, keys, vals, halves=i == len(self.dbs))
+        write_level(txn, self._all[i], level, keys, vals, run_entries=RUN_ENTRIES,
+                    halves=i == len(self.dbs))
 
     def _write_base(self, txn: Any, w: _Walked) -> None:
         for i, (keys, vals) in enumerate(self._rows(w)):
@@ -423,13 +246,13 @@ class RunTables:
         old = self._level(txn, L1, st.l1_gen)
         for i in range(len(self._all)):
             keys = old.keys[i] if i < len(self.dbs) else old.keys[i] >> np.uint64(self._bskip)
-            self._write(txn, i, L1, *_merged((keys, old.vals[i]), new[i]))
-        return replace(st, l1_end=st.next, l1_gen=_new_gen(), recent_xor=0)
+            self._write(txn, i, L1, *merged((keys, old.vals[i]), new[i]))
+        return replace(st, l1_end=st.next, l1_gen=new_gen(), recent_xor=0)
 
     def rebuild_levels(self, txn: Any, st: State) -> State:
         """Every live doc into one base level (no stale entries); the new state."""
         self._write_base(txn, self._walk(txn, 0))
-        gen = _new_gen()
+        gen = new_gen()
         return replace(st, base_end=st.next, l1_end=st.next, base_gen=gen, l1_gen=gen ^ 2,
                        stale=0, recent_xor=0)
 
@@ -458,7 +281,7 @@ class RunTables:
             return rec
         if rec is not None and rec.l1_end == st.l1_end and rec.upto < st.next:
             w = self._walk(txn, rec.upto)
-            xor = rec.xor ^ _mix_xor(w.iids, w.fps)
+            xor = rec.xor ^ mix_xor(w.iids, w.fps)
             if xor == st.recent_xor:
                 rec.add_bands(w.iids, w.bands)  # the old record is dropped just below
                 rec = _Recent(st.l1_end, st.next, xor, np.concatenate((rec.iids, w.iids)),
@@ -570,7 +393,7 @@ class RunTables:
         if not st.base_end <= st.l1_end <= st.next:
             problems.append(f"run state: level bounds {st.base_end}, {st.l1_end} out of order")
         recent = iids >= np.uint64(st.l1_end)
-        if _mix_xor(iids[recent], fps[recent]) != st.recent_xor:
+        if mix_xor(iids[recent], fps[recent]) != st.recent_xor:
             problems.append("run state: the recent docs' hash does not match the docs table")
         for t, db in enumerate(self.dbs):
             problems.extend(self._check_table(txn, t, db, st, iids[~recent], fps[~recent]))
