@@ -19,6 +19,7 @@ tasks included).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Mapping
@@ -42,6 +43,9 @@ MAX_BLOCKS = 16
 PROBE_US = 0.02
 CANDIDATE_US = 0.002
 TABLE_US = 1.0
+QUERY_US = 5.0  # per query whatever the layout: transaction, state record, Python
+TABLE_QUERY_US = 0.3  # the part of TABLE_US a query pays (a table's probe set-up)
+LOWER_K_SLACK = 1.5  # a k' below the store's k may cost this much over a store planned for k'
 TABLE_ENTRY_BYTES = 12
 DOC_RECORD_BYTES = 70
 
@@ -221,14 +225,31 @@ def probes(header_bits: int, radius: int) -> int:
     return sum(math.comb(header_bits, i) for i in range(min(radius, header_bits) + 1))
 
 
+def _cost(header_bits: tuple[int, ...], radius: int, n: int) -> tuple[int, float, float]:
+    """(probes, candidates, cost in model µs) of one query at one radius."""
+    nprobes = sum(probes(h, radius) for h in header_bits)
+    cands = sum(probes(h, radius) * n / 2.0**h for h in header_bits)
+    cost = nprobes * PROBE_US + cands * CANDIDATE_US + len(header_bits) * TABLE_US + QUERY_US
+    return nprobes, cands, cost
+
+
+def _latency(header_bits: tuple[int, ...], radius: int, n: int) -> float:
+    """A query's model latency (µs): _cost without the tables' disk and merge share."""
+    return _cost(header_bits, radius, n)[2] - len(header_bits) * (TABLE_US - TABLE_QUERY_US)
+
+
+def _headers(nblocks: int, s: int) -> tuple[int, ...]:
+    """Header bits of every table of the full Manku layout of s of nblocks even blocks."""
+    widths = [w for _, w in even_blocks(nblocks)]
+    return tuple(sum(widths[b] for b in t) for t in itertools.combinations(range(nblocks), s))
+
+
 def evaluate(layout: Layout, k: int, expected_size: int) -> Plan:
     """The cost model of one layout: probes, candidates and disk per table."""
     n = max(int(expected_size), 1)
     hs = tuple(layout.header_bits(t) for t in range(len(layout.tables)))
-    nprobes = sum(probes(h, layout.radius) for h in hs)
-    cands = sum(probes(h, layout.radius) * n / 2.0**h for h in hs)
+    nprobes, cands, cost = _cost(hs, layout.radius, n)
     ntables = len(layout.tables)
-    cost = nprobes * PROBE_US + cands * CANDIDATE_US + ntables * TABLE_US
     return Plan(
         layout=layout,
         k=k,
@@ -249,21 +270,38 @@ def plan(k: int, expected_size: int, max_tables: int = MAX_TABLES) -> Plan:
 
     Searches B = 1..16 blocks and s = 1..B header blocks with at most
     max_tables tables; cost ≈ PROBE_US per probe + CANDIDATE_US per candidate
-    + TABLE_US per table (a stand-in for disk, memory and merge cost).
+    + TABLE_US per table (a stand-in for disk, memory and merge cost) +
+    QUERY_US. Among the layouts on which every k' < k answers within
+    LOWER_K_SLACK times the latency of the layout planned for k', the
+    cheapest for k (the cheapest overall when none is).
     """
     k = check_k(k, "k", MAX_K)
-    expected_size = check_expected_size(expected_size)
+    n = max(int(check_expected_size(expected_size)), 1)
     max_tables = check_int(max_tables, "max_tables", 1)
-    best: Plan | None = None
-    for nblocks in range(1, MAX_BLOCKS + 1):
-        for s in range(1, nblocks + 1):
-            if math.comb(nblocks, s) > max_tables:
-                continue
-            p = evaluate(manku_layout(nblocks, s, k), k, int(expected_size))
-            if best is None or p.cost_us < best.cost_us:
-                best = p
-    assert best is not None  # B = s = 1 always fits
-    return best
+    b, s = _plan_shape(k, n, max_tables)
+    return evaluate(manku_layout(b, s, k), k, n)
+
+
+@functools.lru_cache(maxsize=256)
+def _plan_shape(k: int, n: int, max_tables: int) -> tuple[int, int]:
+    """(blocks, header blocks) of plan(k, n, max_tables), planned for 0..k in turn."""
+    shapes = [(b, s, _headers(b, s)) for b in range(1, MAX_BLOCKS + 1)
+              for s in range(1, b + 1) if math.comb(b, s) <= max_tables]
+    planned: list[float] = []  # latency of the layout planned for each k' < j
+    pick = (1, 1)
+    for j in range(k + 1):
+        fair: list[tuple[float, int, int]] = []
+        every: list[tuple[float, int, int]] = []
+        for b, s, hs in shapes:
+            own = (_cost(hs, radius_bound(b, s, j), n)[2], b, s)
+            every.append(own)
+            if all(_latency(hs, radius_bound(b, s, i), n) <= LOWER_K_SLACK * planned[i]
+                   for i in range(j)):
+                fair.append(own)
+        _, b, s = min(fair or every)
+        pick = (b, s)
+        planned.append(_latency(_headers(b, s), radius_bound(b, s, j), n))
+    return pick
 
 
 def guarantees(layout: Layout, k: int) -> bool:

@@ -53,10 +53,28 @@ def test_k3_at_1m_is_two_tables_of_32_bits_at_radius_1() -> None:
     assert p.candidates_per_query < 1
 
 
-def test_k8_at_1m_is_three_tables_at_radius_2() -> None:
-    """k=8 at 1M: three ~21-bit headers at radius 2 (faiss MultiHash's 3 x 21, 2 bits flipped)."""
-    p = L.plan(8, 1_000_000)
+def test_k8_layouts_keep_lower_k_cheap() -> None:
+    """k=8: at 10M three ~21-bit headers at radius 2 (faiss MultiHash's 3 x 21, 2 bits
+    flipped); at 1M four 16-bit ones at radius 2, on which k=6 needs radius 1 (on three
+    blocks it would need radius 2, as k=8 does: 2.5x a store planned for k=6)."""
+    p = L.plan(8, 10_000_000)
     assert (p.tables, p.radius, p.header_bits) == (3, 2, (22, 21, 21))
+    p = L.plan(8, 1_000_000)
+    assert (p.tables, p.radius, p.header_bits) == (4, 2, (16, 16, 16, 16))
+    assert p.layout.radius_for(6) == 1
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_lower_k_on_a_planned_store_stays_within_the_slack(n: int) -> None:
+    """By the cost model, every k' < k on plan(k) is within LOWER_K_SLACK of plan(k')."""
+    for k in range(9):
+        lay = L.plan(k, n).layout
+        hs = tuple(lay.header_bits(t) for t in range(len(lay.tables)))
+        for j in range(k):
+            own = L.plan(j, n).layout
+            own_hs = tuple(own.header_bits(t) for t in range(len(own.tables)))
+            assert L._latency(hs, lay.radius_for(j), n) <= L.LOWER_K_SLACK * L._latency(
+                own_hs, own.radius, n), (n, k, j)
 
 
 def test_guarantees_rejects_a_layout_that_misses_pairs() -> None:
