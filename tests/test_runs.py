@@ -665,6 +665,8 @@ def test_legacy_store_works_and_rebuild_moves_it_to_runs(monkeypatch: pytest.Mon
     store = SimStore(path)
     try:
         assert format_version(store) == version and not store._h.tables.runs
+        assert store.stats()["table_engine"] == "dupsort"
+        assert store.stats()["format_version"] == version
         more = _texts(rng, 8)
         for i, t in enumerate(more[:4]):
             store.add(f"n{i}", item(t))
@@ -687,6 +689,7 @@ def test_legacy_store_works_and_rebuild_moves_it_to_runs(monkeypatch: pytest.Mon
 
         store.rebuild()
         assert format_version(store) == 3 and store._h.tables.runs
+        assert (store.stats()["format_version"], store.stats()["table_engine"]) == (3, "runs")
         assert legacy_answers(store, model, queries) == before
         assert list(store.items()) == list(fps_of(model).items())
         assert store.verify() == []
