@@ -163,7 +163,10 @@ class _SigintHold:
         self._caught: Any = None
 
     def __enter__(self) -> _SigintHold:
-        if threading.current_thread() is threading.main_thread():
+        # SIGINT ignored (a process started under nohup or in the background): keep it so
+        if threading.current_thread() is threading.main_thread() and (
+            signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        ):
             self._old = signal.signal(signal.SIGINT, self._note)
             self._active = True
         return self

@@ -53,6 +53,21 @@ def _ids(path: Path) -> list[str]:
         return [json.loads(line)["id"] for line in f]
 
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT as a terminal would deliver it. A test run started
+    in the background (nohup, CI runners) inherits SIGINT ignored, and so would the CLI."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt in this process while the test runs (it may have
+    started with SIGINT ignored)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "simstore", "--progress-every", "0.02", "dedup-corpus", *args]
 
@@ -66,7 +81,8 @@ def test_ctrl_c_keeps_whole_chunks_and_a_rerun_finishes(tmp_path):
     proc = subprocess.Popen(
         _cli(str(src), "-o", str(kept1), "--removed", str(removed1), "--store", str(store),
              "--chunk", str(CHUNK)),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+        preexec_fn=_default_sigint)
     assert proc.stderr is not None
     deadline = time.monotonic() + 60
     for line in proc.stderr:  # the progress log: interrupt once chunks are committed
@@ -112,7 +128,8 @@ def test_ctrl_c_keeps_whole_chunks_and_a_rerun_finishes(tmp_path):
 
 
 @pytest.mark.parametrize("store", [False, True])
-def test_ctrl_c_while_a_chunk_commits_is_held_until_it_is_counted(tmp_path, store):
+def test_ctrl_c_while_a_chunk_commits_is_held_until_it_is_counted(tmp_path, store,
+                                                                  sigint_raises):
     """SIGINT raised inside a chunk's transaction (after its outputs are written) takes
     effect after the commit: the summary, the outputs and the store agree."""
     from simstore import _ingest

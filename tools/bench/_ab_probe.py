@@ -45,6 +45,9 @@ def planted(rng: np.random.Generator, queries: np.ndarray, k: int) -> np.ndarray
     return out
 
 
+SINGLE = 200  # durable single calls timed per store
+
+
 def measure_k(fps: np.ndarray, queries: np.ndarray, near: np.ndarray, k: int,
               workdir: Path) -> dict[str, Any]:
     """Bulk load N fps into a new store planned for k, add the planted ones, time queries."""
@@ -66,12 +69,29 @@ def measure_k(fps: np.ndarray, queries: np.ndarray, near: np.ndarray, k: int,
             store.query(q)
             ns[i] = clock() - t
         found = sum(n + i in {m.doc_id for m in store.query(q)} for i, q in enumerate(qs))
+        single = single_calls(store, np.random.default_rng([k, n]))
         store.close()
     finally:
         shutil.rmtree(d, ignore_errors=True)
     p50, p90, p99 = np.percentile(ns / 1e3, [50, 90, 99])
     return {"load_s": load_s, "p50_us": float(p50), "p90_us": float(p90),
-            "p99_us": float(p99), "recall": found, "queries": nq}
+            "p99_us": float(p99), "recall": found, "queries": nq, **single}
+
+
+def single_calls(store: SimStore, rng: np.random.Generator) -> dict[str, float]:
+    """Median ms of SINGLE durable add() calls, then SINGLE add_if_new() calls, of new ids."""
+    fps = random_fps(rng, 2 * SINGLE).tolist()
+    out = {}
+    clock = time.perf_counter_ns
+    for name, call in (("add", store.add), ("add_if_new", store.add_if_new)):
+        ns = np.empty(SINGLE, dtype=np.int64)
+        for i in range(SINGLE):
+            fp = fps.pop()
+            t = clock()
+            call(f"{name}-{i}", fp)
+            ns[i] = clock() - t
+        out[f"{name}_ms"] = float(np.median(ns) / 1e6)
+    return out
 
 
 def main() -> None:

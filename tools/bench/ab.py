@@ -32,6 +32,8 @@ METRICS = [
       for k in KS for p in ("p50", "p90", "p99")),
     *((f"load_k{k}_s", f"bulk load k={k}", "s", ("k", str(k), "load_s")) for k in KS),
     ("find_all_s", "find_all k=3", "s", ("find_all_s",)),
+    *((f"{c}_k{k}_ms", f"durable {c} k={k}", "ms", ("k", str(k), f"{c}_ms"))
+      for k in KS for c in ("add", "add_if_new")),
 ]
 
 
