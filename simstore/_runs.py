@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _core
+from . import _core, _probe
 from ._format import iid_bytes
 from ._runfile import (
     BANDS_DB,
@@ -120,12 +120,12 @@ class RunTables:
         self._specs = [layout.shifts(t) for t in range(n)]
         self._hbits = [layout.header_bits(t) for t in range(n)]
         self._radius = {k: layout.radius_for(k) for k in range(layout.max_k + 1)}
-        self._prober = _core.Prober(self._specs, self._hbits)
+        self._prober = _probe.Prober(self._specs, self._hbits)
         # Band entries are looked up exactly (ss_lookup). In memory their keys are
         # shifted left past the always-zero top bits, so a directory on the top bits
         # spreads them (the order stays the same).
         self._bskip = 32 - max(nbands - 1, 0).bit_length()
-        self._bprober = _core.Prober([(b"\0", b"\x40", b"\0")], [64]) if nbands else None
+        self._bprober = _probe.Prober([(b"\0", b"\x40", b"\0")], [64]) if nbands else None
         self._levels: dict[int, _Level] = {}
         self._recent: _Recent | None = None
         self._wired: tuple[int, ...] | None = None  # what the prober holds
@@ -322,9 +322,9 @@ class RunTables:
         got = lev.segments.get(i)
         if got is None:
             keys = lev.keys[i]
-            dbits = _core.choose_dbits(len(keys), self._hbits[i] if table is None else 64)
+            dbits = _probe.choose_dbits(len(keys), self._hbits[i] if table is None else 64)
             got = lev.segments[i] = (i if table is None else table, keys, lev.vals[i],
-                                     _core.build_dir(keys, dbits), dbits)
+                                     _probe.build_dir(keys, dbits), dbits)
         return got
 
     # --- search --------------------------------------------------------------------------

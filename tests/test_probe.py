@@ -1,4 +1,4 @@
-"""The in-memory probe engine (ss_probe / _core.Prober) against brute force.
+"""The in-memory probe engine (ss_probe / _probe.Prober) against brute force.
 
 Runs are built here the obvious way (keys permuted by the layout, stably
 sorted with numpy); the oracle is every (value, fingerprint) entry within k of
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from simstore import _core
+from simstore import _core, _probe
 from simstore.exceptions import InvalidConfigError
 from simstore.layout import Layout, manku_layout, permute, plan, probes
 
@@ -25,9 +25,9 @@ MAX_TEST_PROBES = 3000  # per query, over all tables: keeps the suite fast
 # --- building runs and the oracle ------------------------------------------------
 
 
-def prober_for(layout: Layout) -> _core.Prober:
+def prober_for(layout: Layout) -> _probe.Prober:
     n = len(layout.tables)
-    return _core.Prober(
+    return _probe.Prober(
         [layout.shifts(t) for t in range(n)], [layout.header_bits(t) for t in range(n)]
     )
 
@@ -37,7 +37,7 @@ def sorted_run(layout: Layout, t: int, fps: np.ndarray, vals: np.ndarray, dbits:
     keys = permute(layout, t, fps)
     order = np.argsort(keys, kind="stable")
     keys, v = keys[order], vals[order]
-    return (t, keys, v, _core.build_dir(keys, dbits), dbits)
+    return (t, keys, v, _probe.build_dir(keys, dbits), dbits)
 
 
 def scan_run(fps: np.ndarray, vals: np.ndarray):
@@ -54,7 +54,7 @@ def expected(entries: list[tuple[np.ndarray, np.ndarray]], q: int, k: int) -> di
     return dict(sorted(out.items()))
 
 
-def check_all_k(layout: Layout, pr: _core.Prober, entries, queries) -> None:
+def check_all_k(layout: Layout, pr: _probe.Prober, entries, queries) -> None:
     """Every k the layout answers, at its radius: the probe equals brute force."""
     for q in queries:
         for k in range(layout.max_k + 1):
@@ -121,7 +121,7 @@ def test_probe_equals_brute_force(lay, seed, nlevels, data):
         entries.append((fps[lo:hi], vals[lo:hi]))
         for t in range(len(lay.tables)):
             top = min(lay.header_bits(t), 14)
-            dbits = data.draw(st.sampled_from([0, top, _core.choose_dbits(hi - lo, top)]))
+            dbits = data.draw(st.sampled_from([0, top, _probe.choose_dbits(hi - lo, top)]))
             segs.append(sorted_run(lay, t, fps[lo:hi], vals[lo:hi], dbits))
     pr = prober_for(lay)
     pr.set_segments(segs)
@@ -140,7 +140,7 @@ def test_probe_planned_layouts_at_scale(k):
     segs = [scan_run(fps[:1_000], vals[:1_000])]
     for lo, hi in zip(bounds[1:], bounds[2:], strict=False):
         for t in range(len(lay.tables)):
-            dbits = _core.choose_dbits(hi - lo, lay.header_bits(t))
+            dbits = _probe.choose_dbits(hi - lo, lay.header_bits(t))
             segs.append(sorted_run(lay, t, fps[lo:hi], vals[lo:hi], dbits))
     pr = prober_for(lay)
     pr.set_segments(segs)
@@ -156,7 +156,7 @@ def test_32_bit_values_give_the_same_answer():
     vals = rng.choice(2**32, 20_000, replace=False).astype(np.uint64)
     segs = []
     for t in range(len(lay.tables)):
-        t_, keys, v, d, dbits = sorted_run(lay, t, fps, vals, _core.choose_dbits(20_000, 21))
+        t_, keys, v, d, dbits = sorted_run(lay, t, fps, vals, _probe.choose_dbits(20_000, 21))
         segs.append((t_, keys, v.astype(np.uint32), d, dbits))
     segs.append((-1, fps[:500].copy(), vals[:500].astype(np.uint32), None, 0))
     pr = prober_for(lay)
@@ -247,11 +247,11 @@ def test_masks_are_the_hamming_ball():
 
 def test_build_dir_known_answers():
     keys = np.array([0, 1 << 62, 1 << 63, (1 << 63) + 5, MAX_FP], dtype=np.uint64)
-    assert _core.build_dir(keys, 2).tolist() == [0, 1, 2, 4, 5]
-    assert _core.build_dir(keys, 1).tolist() == [0, 2, 5]
-    assert _core.build_dir(keys, 0).tolist() == [0, 5]
-    assert _core.build_dir(np.empty(0, dtype=np.uint64), 3).tolist() == [0] * 9
-    assert _core.build_dir(np.array([7, 7, 7], dtype=np.uint64), 0).tolist() == [0, 3]
+    assert _probe.build_dir(keys, 2).tolist() == [0, 1, 2, 4, 5]
+    assert _probe.build_dir(keys, 1).tolist() == [0, 2, 5]
+    assert _probe.build_dir(keys, 0).tolist() == [0, 5]
+    assert _probe.build_dir(np.empty(0, dtype=np.uint64), 3).tolist() == [0] * 9
+    assert _probe.build_dir(np.array([7, 7, 7], dtype=np.uint64), 0).tolist() == [0, 3]
 
 
 @given(st.lists(st.integers(0, MAX_FP), max_size=200), st.integers(0, 12))
@@ -259,16 +259,16 @@ def test_build_dir_equals_searchsorted(keys, dbits):
     arr = np.array(sorted(keys), dtype=np.uint64)
     top = (arr >> np.uint64(64 - dbits)) if dbits else np.zeros(len(arr), dtype=np.uint64)
     want = np.searchsorted(top, np.arange((1 << dbits) + 1, dtype=np.uint64), side="left")
-    assert _core.build_dir(arr, dbits).tolist() == want.tolist()
+    assert _probe.build_dir(arr, dbits).tolist() == want.tolist()
 
 
 def test_choose_dbits():
-    assert _core.choose_dbits(0, 20) == 0
-    assert _core.choose_dbits(1, 20) == 0
-    assert _core.choose_dbits(4, 20) == 1
-    assert _core.choose_dbits(1 << 20, 30) == 19
-    assert _core.choose_dbits(1 << 20, 16) == 16
-    assert _core.choose_dbits(1 << 40, 64) == 24
+    assert _probe.choose_dbits(0, 20) == 0
+    assert _probe.choose_dbits(1, 20) == 0
+    assert _probe.choose_dbits(4, 20) == 1
+    assert _probe.choose_dbits(1 << 20, 30) == 19
+    assert _probe.choose_dbits(1 << 20, 16) == 16
+    assert _probe.choose_dbits(1 << 40, 64) == 24
 
 
 # --- bad arguments: the project's errors, never a crash --------------------------
@@ -289,7 +289,7 @@ def test_choose_dbits():
 )
 def test_build_dir_refuses(keys, dbits):
     with pytest.raises(InvalidConfigError):
-        _core.build_dir(keys, dbits)
+        _probe.build_dir(keys, dbits)
 
 
 @pytest.mark.parametrize(
@@ -308,7 +308,7 @@ def test_build_dir_refuses(keys, dbits):
 )
 def test_prober_refuses_bad_specs(specs, hbits):
     with pytest.raises(InvalidConfigError):
-        _core.Prober(specs, hbits)
+        _probe.Prober(specs, hbits)
 
 
 def _one_table():
@@ -321,15 +321,15 @@ def _one_table():
 @pytest.mark.parametrize(
     "make",
     [
-        lambda k, v: (4, k, v, _core.build_dir(k, 2), 2),  # no table 4
+        lambda k, v: (4, k, v, _probe.build_dir(k, 2), 2),  # no table 4
         lambda k, v: (-2, k, v, None, 0),
-        lambda k, v: (True, k, v, _core.build_dir(k, 2), 2),
-        lambda k, v: (0, k, v[:2], _core.build_dir(k, 2), 2),  # lengths differ
-        lambda k, v: (0, k.astype(np.int64), v, _core.build_dir(k, 2), 2),
+        lambda k, v: (True, k, v, _probe.build_dir(k, 2), 2),
+        lambda k, v: (0, k, v[:2], _probe.build_dir(k, 2), 2),  # lengths differ
+        lambda k, v: (0, k.astype(np.int64), v, _probe.build_dir(k, 2), 2),
         lambda k, v: (0, k, v, None, 2),  # a sorted run needs its directory
-        lambda k, v: (0, k, v, _core.build_dir(k, 2), 3),  # directory of other bits
-        lambda k, v: (0, k, v, _core.build_dir(k, 17), 17),  # above the 16 header bits
-        lambda k, v: (0, k, v, _core.build_dir(k[:2], 2), 2),  # directory of other keys
+        lambda k, v: (0, k, v, _probe.build_dir(k, 2), 3),  # directory of other bits
+        lambda k, v: (0, k, v, _probe.build_dir(k, 17), 17),  # above the 16 header bits
+        lambda k, v: (0, k, v, _probe.build_dir(k[:2], 2), 2),  # directory of other keys
         lambda k, v: (-1, [1], v, None, 0),
     ],
 )
@@ -356,7 +356,7 @@ def test_call_refuses(q, k, radius):
 def test_damaged_directory_does_not_read_out_of_bounds():
     """Directory entries past the run are clamped: a wrong answer at worst, never a crash."""
     lay, keys, vals = _one_table()
-    d = _core.build_dir(keys, 4)
+    d = _probe.build_dir(keys, 4)
     d[:-1] = np.uint64(1 << 60)
     pr = prober_for(lay)
     pr.set_segments([(t, keys, vals, d, 4) for t in range(4)])
@@ -407,7 +407,7 @@ def test_c_probe_refuses_bad_arguments(override):
         else:
             plan_fields[key] = v
     c_plan, keep = _c_plan(lay, **{k_: v for k_, v in plan_fields.items() if k_ != "dir"})
-    d = _core.build_dir(keys, 4)
+    d = _probe.build_dir(keys, 4)
     seg = ffi.new("ss_segment[]", 1)
     bufs = [ffi.from_buffer("uint64_t[]", a) for a in (keys, vals, d)]
     seg[0].keys, seg[0].vals, seg[0].n = bufs[0], bufs[1], 3
@@ -442,13 +442,13 @@ def test_lookup_equals_brute_force(keys, qs, seed, narrow):
     """Exact lookups over two sorted runs: every value of an equal key, duplicates kept."""
     rng = np.random.default_rng(seed)
     shift = np.uint64(rng.integers(0, 55))  # keys anywhere in the 64 bits
-    pr = _core.Prober([(b"\0", b"\x40", b"\0")], [64])
+    pr = _probe.Prober([(b"\0", b"\x40", b"\0")], [64])
     segs, entries = [], []
     for part in (keys[: len(keys) // 2], keys[len(keys) // 2 :]):
         k = np.sort(np.array(part, dtype=np.uint64)) << shift
         v = rng.integers(0, 2**32 - 1, len(k), dtype=np.uint64)
-        dbits = _core.choose_dbits(len(k), 64)
-        segs.append((0, k, v.astype(np.uint32) if narrow else v, _core.build_dir(k, dbits), dbits))
+        dbits = _probe.choose_dbits(len(k), 64)
+        segs.append((0, k, v.astype(np.uint32) if narrow else v, _probe.build_dir(k, dbits), dbits))
         entries.append((k, v))
     pr.set_segments(segs)
     q = np.array(qs, dtype=np.uint64) << shift
