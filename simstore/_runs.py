@@ -48,6 +48,7 @@ from ._runfile import (
     table_name,
     write_level,
 )
+from ._tables import tables_beyond
 from .exceptions import CorruptStoreError
 from .layout import Layout
 
@@ -452,12 +453,7 @@ class RunTables:
 
     def extra(self, txn: Any) -> list[str]:
         """Names of run tables beyond this layout's."""
-        names = []
-        for key in txn.cursor().iternext(keys=True, values=False):
-            k = bytes(key)
-            if len(k) == 3 and k[:1] == b"r" and k[1:].isdigit() and int(k[1:]) >= len(self.dbs):
-                names.append(k.decode())
-        return names
+        return tables_beyond(txn, b"r", len(self.dbs))
 
 
 class RunBands:

@@ -66,6 +66,16 @@ def read_rows(txn: Any, db: Any, key_size: int) -> tuple[np.ndarray, np.ndarray]
     return keys, np.frombuffer(b"".join(vb), dtype=">u8").astype(np.uint64)
 
 
+def tables_beyond(txn: Any, letter: bytes, count: int) -> list[str]:
+    """Names of the environment's tables ``<letter>NN`` with NN >= count (another layout's)."""
+    names = []
+    for key in txn.cursor().iternext(keys=True, values=False):
+        k = bytes(key)
+        if len(k) == 3 and k[:1] == letter and k[1:].isdigit() and int(k[1:]) >= count:
+            names.append(k.decode())
+    return names
+
+
 def _probe_masks(header_bits: int, radius: int, tail: int) -> list[int]:
     """XOR masks (already shifted to the header's position) of weight <= radius."""
     out = []
@@ -299,9 +309,4 @@ class Tables:
 
     def _extra(self, txn: Any) -> list[str]:
         """Names of permutation tables beyond this layout's (left by another layout)."""
-        names = []
-        for key in txn.cursor().iternext(keys=True, values=False):
-            k = bytes(key)
-            if len(k) == 3 and k[:1] == b"t" and k[1:].isdigit() and int(k[1:]) >= len(self.dbs):
-                names.append(k.decode())
-        return names
+        return tables_beyond(txn, b"t", len(self.dbs))
