@@ -39,11 +39,16 @@ def table_name(t: int) -> bytes:
     return b"r%02d" % t
 
 
+def band_keys(keys32: np.ndarray) -> np.ndarray:
+    """Band-entry keys band << 32 | key32 (uint64) of 32-bit band keys (bands: last axis)."""
+    nb = keys32.shape[-1]
+    return (np.arange(nb, dtype=np.uint64) << np.uint64(32)) | keys32.astype(np.uint64)
+
+
 def band_rows(iids: np.ndarray, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The band entries of docs, sorted: keys band << 32 | key32 (uint64), their iids."""
-    n, nb = keys32.shape
-    keys = (np.arange(nb, dtype=np.uint64)[None, :] << np.uint64(32)) | keys32.astype(np.uint64)
-    flat = keys.reshape(-1)
+    nb = keys32.shape[1]
+    flat = band_keys(keys32).reshape(-1)
     vals = np.repeat(np.asarray(iids, dtype=np.uint64), nb)
     order = np.argsort(flat, kind="stable")
     return flat[order], vals[order]

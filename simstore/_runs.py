@@ -38,6 +38,7 @@ from ._runfile import (
     STATE_DB,
     STATE_KEY,
     State,
+    band_keys,
     band_rows,
     drop_level,
     merged,
@@ -87,11 +88,8 @@ class _Recent:
         """Index recent docs' band keys (band << 32 | key32) for exact lookups."""
         if keys32 is None or not len(iids):
             return
-        nb = keys32.shape[1]
-        keys = (np.arange(nb, dtype=np.uint64)[None, :] << np.uint64(32)) | keys32.astype(
-            np.uint64)
         get = self.bands.setdefault
-        for iid, row in zip(iids.tolist(), keys.tolist(), strict=True):
+        for iid, row in zip(iids.tolist(), band_keys(keys32).tolist(), strict=True):
             for key in row:
                 get(key, []).append(iid)
 
@@ -469,7 +467,6 @@ class RunBands:
     def __init__(self, tables: RunTables) -> None:
         self.tables = tables
         self.nbands = tables.nbands
-        self._lead = np.arange(self.nbands, dtype=np.uint64) << np.uint64(32)
 
     def index(self, txn: Any, iid: bytes, keys: list[bytes]) -> None:
         """Nothing: a recent doc's band keys are read from its docs record."""
@@ -485,13 +482,12 @@ class RunBands:
 
     def candidates(self, txn: Any, keys: list[bytes]) -> list[bytes]:
         """Internal ids (8-byte keys) sharing at least one band key (4-byte, band by band)."""
-        k32 = np.frombuffer(b"".join(keys), dtype=">u4").astype(np.uint64)
-        return [iid_bytes(i) for i in self.tables.band_candidates(txn, self._lead | k32)]
+        k32 = np.frombuffer(b"".join(keys), dtype=">u4")
+        return [iid_bytes(i) for i in self.tables.band_candidates(txn, band_keys(k32))]
 
     def candidates_many(self, txn: Any, keys32: np.ndarray) -> list[list[int]]:
         """For each row of (n, nbands) 32-bit band keys: the internal ids sharing one."""
-        rows = (self._lead[None, :] | keys32.astype(np.uint64))
-        return [self.tables.band_candidates(txn, row) for row in rows]
+        return [self.tables.band_candidates(txn, row) for row in band_keys(keys32)]
 
     def check(self, txn: Any, iids: np.ndarray, keys32: np.ndarray) -> list[str]:
         """Problems of the band entries against the live docs."""
