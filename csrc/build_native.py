@@ -1,4 +1,4 @@
-"""cffi build script for ``simstore._native`` (out-of-line API mode).
+"""cffi build script for ``simstore.native._native`` (out-of-line API mode).
 
 setuptools runs this at install time through ``cffi_modules`` in setup.py;
 nothing is compiled at import time. The declarations come from the one
@@ -34,7 +34,7 @@ def _compile_args() -> list[str]:
 ffibuilder = FFI()
 ffibuilder.cdef(_cdef())
 ffibuilder.set_source(
-    "simstore._native",
+    "simstore.native._native",
     '#include "simstore.h"',
     sources=[str((HERE / s).relative_to(HERE.parent)) for s in SOURCES],
     include_dirs=[str(HERE.relative_to(HERE.parent))],

@@ -1,10 +1,16 @@
-"""simstore: find near-duplicate documents among millions, fast, and keep them on disk."""
+"""simstore: find near-duplicate documents among millions, fast, and keep them on disk.
+
+The public API, declared once. The layers below, each a subpackage with one job:
+``text`` (text to fingerprints and signatures), ``search`` (pure searches over arrays),
+``store`` (the persistent :class:`SimStore`), ``corpus`` (files in, kept documents out),
+``spark`` (the same over DataFrames), ``cli`` (``simstore-cli``) and ``native`` (the
+cffi binding of ``csrc/``). Lower layers never import higher ones.
+"""
 
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .batch import Pairs, clusters, duplicate_groups, find_all
 from .exceptions import (
     ConfigMismatchError,
     CorruptStoreError,
@@ -27,24 +33,38 @@ from .exceptions import (
     StoreError,
     StoreInUseError,
 )
-from .fingerprinting import (
+from .search import (
+    Layout,
+    Pairs,
+    Plan,
+    SimilarPairs,
+    clusters,
+    duplicate_groups,
+    find_all,
+    find_similar,
+    plan,
+    similar_clusters,
+)
+from .store import Match, SimilarMatch, SimStore
+from .text import (
     DEFAULT_CONFIG,
     EMPTY_FINGERPRINT,
     SIGNATURE_CONFIG,
     FingerprintConfig,
     IdfTable,
+    Signature,
+    Signatures,
     features,
     fingerprint,
     fingerprints,
     hamming,
     normalize,
+    signature,
+    signatures,
     simhash,
+    sketch_jaccard,
     tokens,
 )
-from .layout import Layout, Plan, plan
-from .signature import Signature, Signatures, signature, signatures, sketch_jaccard
-from .similar import SimilarPairs, find_similar, similar_clusters
-from .store import Match, SimilarMatch, SimStore
 
 try:
     __version__ = version("simstore")

@@ -114,7 +114,7 @@ def planted_hash_sets(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Synthetic documents as distinct 64-bit feature hashes: n_base random sets, each with
     `copies` near-copies (10-40% of elements replaced) and one exact copy. Returns (hashes,
-    offsets) for simstore._core.signature_hashes, documents shuffled."""
+    offsets) for simstore.native.core.signature_hashes, documents shuffled."""
     rng = np.random.default_rng(seed)
     docs = []
     for _ in range(n_base):

@@ -6,8 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import simstore
 from simstore import (
@@ -20,10 +19,10 @@ from simstore import (
     SimilarMatch,
     SimStore,
     SimstoreTypeError,
-    _core,
     find_similar,
     similar_clusters,
 )
+from simstore.native import core as _core
 
 from .oracles import brute_clusters_of_pairs, brute_similar_pairs, shares_band, sketch_estimate
 from .strategies import planted_hash_sets

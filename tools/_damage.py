@@ -39,11 +39,11 @@ from typing import Any
 import numpy as np
 
 import simstore
-from simstore import _lmdbfile as L
-from simstore._lmdbfile import read_metas
-from simstore._pagecheck import FileCheck
 from simstore.exceptions import SimstoreError
 from simstore.store import SimStore
+from simstore.store.check import lmdbfile as L
+from simstore.store.check.lmdbfile import read_metas
+from simstore.store.check.pages import FileCheck
 
 # name -> (weight, what it does)
 KINDS: dict[str, tuple[int, str]] = {

@@ -7,7 +7,7 @@ PY=${PY:-.venv/bin/python}
 exec 9>/tmp/simstore-build.lock
 flock 9
 "$PY" setup.py -q build_ext --build-temp build/tmp --build-lib build/lib >/dev/null
-so=$(ls build/lib/simstore/_native*.so)
-cp "$so" simstore/.native.tmp.so
-mv -f simstore/.native.tmp.so "simstore/$(basename "$so")"
+so=$(ls build/lib/simstore/native/_native*.so)
+cp "$so" simstore/native/.native.tmp.so
+mv -f simstore/native/.native.tmp.so "simstore/native/$(basename "$so")"
 echo "built $(basename "$so")"

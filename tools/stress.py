@@ -23,7 +23,7 @@ kill instants depend on the machine's speed, not only on the seed).
   exception out (queries crashing on damage are counted apart). See
   ``tools/_damage.py`` and docs/errors.md.
 
-The suite (tests/test_crash.py) runs a short, bounded version of ``kills``
+The suite (tests/store/test_crash.py) runs a short, bounded version of ``kills``
 through :func:`crash_round`; ``--kills 1000`` is the long run.
 
 The writer child (``worker``, not for direct use) logs to an ack file: a line
@@ -49,10 +49,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-import simstore._runs
-from simstore._lmdbfile import read_metas
-from simstore._pagecheck import FileCheck
+import simstore.store.runs
 from simstore.store import SimStore
+from simstore.store.check.lmdbfile import read_metas
+from simstore.store.check.pages import FileCheck
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _damage  # noqa: E402  (sibling helper, found through the path set above)
@@ -60,7 +60,7 @@ import _damage  # noqa: E402  (sibling helper, found through the path set above)
 OPS = ("add", "add_many", "remove", "rebuild", "compact", "churn")
 PRELOAD = 3000
 REBUILD_KS = (2, 3, 4)
-# The churn worker's run-table constants (simstore._runs): a merge into L1 every
+# The churn worker's run-table constants (simstore.store.runs): a merge into L1 every
 # few calls, a level rebuild every few merges, levels of many runs.
 CHURN_RUNS = {"RECENT_MAX": 64, "L1_MIN": 256, "RUN_ENTRIES": 128}
 CHURN_ADD_MAX = 300  # new docs per add_many call
@@ -111,7 +111,7 @@ def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
     ack = _Ack(ack_path)
     if op == "churn":
         for name, value in CHURN_RUNS.items():
-            setattr(simstore._runs, name, value)
+            setattr(simstore.store.runs, name, value)
     s = SimStore(store)
     print("ready", flush=True)
     order = list(range(PRELOAD))
@@ -344,7 +344,7 @@ def _check_compacts(s: SimStore, intents: dict[int, str], done: set[int], path: 
 
 
 def _structure(path: str) -> list[str]:
-    """The structural check of a store's newest snapshot (simstore._pagecheck)."""
+    """The structural check of a store's newest snapshot (simstore.store.check.pages)."""
     data = os.path.join(path, "data.mdb")
     txnid = max(m.txnid for m in read_metas(data, 4096) if m is not None)
     return FileCheck(data, 4096).run(txnid) or []

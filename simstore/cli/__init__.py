@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from .._parquet import MissingDependencyError
+from ..corpus.parquet import MissingDependencyError
 from ..exceptions import SimstoreError
 from ._common import PROG, CliError, Out, UsageError
 from ._parser import build_parser
@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _spark_dedup(argv: list[str]) -> int:
     """simstore-cli spark-dedup: handed whole to simstore.spark (imported only here)."""
     try:
-        from .._spark_cli import main_spark_dedup
+        from ._spark import main_spark_dedup
     except ImportError as exc:
         print(f"{PROG} spark-dedup: error: {exc}", file=sys.stderr)
         return 1

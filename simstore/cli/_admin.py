@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from .. import layout as _layout
+from ..search import layout as _layout
 from ..store import SimStore
 from ._common import PROG, CliError, Out, open_store, progress_of, signature_config
 

@@ -9,12 +9,12 @@ import sys
 from dataclasses import replace
 from typing import IO, Any
 
-from .._progress import Progress
-from .._writers import Output
+from ..corpus.progress import Progress
+from ..corpus.writers import Output
 from ..exceptions import SimstoreError
-from ..fingerprinting import SIGNATURE_CONFIG, FingerprintConfig
-from ..similar import check_threshold
+from ..search.similar import check_threshold
 from ..store import SimStore
+from ..text.fingerprinting import SIGNATURE_CONFIG, FingerprintConfig
 from ._tsv import format_id
 
 PROG = "simstore-cli"

@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from .._records import BadRecord, check_doc_id
-from .._sources import (
+from ..corpus import CorpusSummary, IndexSummary, Interrupted, dedup_corpus, index_corpus
+from ..corpus.records import BadRecord, check_doc_id
+from ..corpus.sources import (
     _DECOMPRESS_ERRORS,
     CHUNK_DOCS,
     BadInputError,
@@ -19,9 +20,8 @@ from .._sources import (
     open_binary,
     spool,
 )
-from ..corpus import CorpusSummary, IndexSummary, Interrupted, dedup_corpus, index_corpus
-from ..fingerprinting import SIGNATURE_CONFIG
 from ..store import DEFAULT_K
+from ..text.fingerprinting import SIGNATURE_CONFIG
 from ._common import (
     PROG,
     CliError,

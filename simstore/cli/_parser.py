@@ -7,8 +7,8 @@ import textwrap
 from typing import Any
 
 from .. import __version__
-from .._sources import CHUNK_DOCS
-from ..fingerprinting import SIGNATURE_CONFIG
+from ..corpus.sources import CHUNK_DOCS
+from ..text.fingerprinting import SIGNATURE_CONFIG
 from ._admin import cmd_compact, cmd_init, cmd_plan, cmd_rebuild, cmd_stats, cmd_verify
 from ._common import PROG, k_arg, seconds_arg, size_arg, sketch_bits_arg, threshold_arg
 from ._load import cmd_add, cmd_dedup_corpus, cmd_index

@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from .._greedy import representative_clusters, representatives_from_pairs
-from .._readers import iter_chunks, raise_bad
-from .._sources import Inputs
-from ..batch import clusters as components_of
-from ..fingerprinting import DEFAULT_CONFIG, fingerprints
-from ..signature import signatures
+from ..corpus.readers import iter_chunks, raise_bad
+from ..corpus.sources import Inputs
+from ..search.greedy import representative_clusters, representatives_from_pairs
+from ..search.hamming import clusters as components_of
 from ..store import SimStore
+from ..text.fingerprinting import DEFAULT_CONFIG, fingerprints
+from ..text.minhash import signatures
 from ._common import (
     CliError,
     Out,
@@ -139,7 +139,7 @@ def _components(store: SimStore, ids: list[Any], fps: np.ndarray, k: int,
     if t is None:
         labels = components_of(fps, k)
     else:
-        from .._core import components
+        from ..native.core import components
 
         a, b, _ = _similar_pairs_by_index(store, ids, t)
         labels = components(len(ids), a, b)
@@ -210,8 +210,8 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
     if fmt == "parquet":
         if out.path is None:
             raise UsageError("--format parquet writes a file: give -o FILE")
-        from .._parquet import write_items
-        from .._writers import Output
+        from ..corpus.parquet import write_items
+        from ..corpus.writers import Output
 
         target = Output(out.path)
         try:

@@ -85,7 +85,7 @@ def brute_find_all(fps: np.ndarray, k: int, chunk: int = 256) -> int:
 
 def cmd_find_all(args: argparse.Namespace) -> dict[str, Any]:
     """simstore.batch.find_all vs simhash-pybind, a numpy block-permutation and brute force."""
-    from simstore.batch import find_all
+    from simstore.search.hamming import find_all
 
     sizes = args.sizes + ([10_000_000] if args.large else [])
     rep = Report("find-all", {"sizes": sizes, "k": args.k, "planted": args.planted,

@@ -123,7 +123,7 @@ def cmd_fingerprint(args: argparse.Namespace) -> dict[str, Any]:
             "datasketch.MinHash(128 perms, 3-word shingles)", mh_docs, w, c, ns
         )[0]
 
-    from simstore._reference import reference_fingerprint
+    from simstore.text.reference import reference_fingerprint
 
     ref_docs = docs[: args.reference_docs]
     w, c, ns = single_calls(reference_fingerprint, ref_docs)

@@ -39,7 +39,7 @@ def scan_numpy(fps: np.ndarray, k: int) -> Callable[[int], np.ndarray]:
 
 def scan_c(fps: np.ndarray, k: int) -> Callable[[int], Any]:
     """Brute-force query over the whole array in simstore's C (one call)."""
-    from simstore._core import hamming_within
+    from simstore.native.core import hamming_within
 
     def run(q: int) -> Any:
         return hamming_within(q, fps, k)

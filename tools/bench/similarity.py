@@ -13,7 +13,7 @@ Four measurements in one run (MB = 10**6 bytes of UTF-8; everything on one threa
 4. ``simstore.find_similar`` over all N signatures.
 
 A synthetic document is a set of 300..1000 random 64-bit feature hashes (what a
-text's distinct shingles hash to), signed by ``simstore._core.signature_hashes``;
+text's distinct shingles hash to), signed by ``simstore.native.core.signature_hashes``;
 its fingerprint is the unweighted simhash of the set. A near copy replaces r of
 its base's m hashes, so the true Jaccard of the pair is exactly (m - r) / (m + r).
 datasketch gets the MinHash values its default "affine32" scheme computes for the
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 import simstore
-from simstore import _core
+from simstore.native import core as _core
 
 from .. import _corpus
 from ._harness import (

@@ -175,8 +175,8 @@ def find_all_section(rep: Report, args: argparse.Namespace, spark: Any, rest: Re
     import pyarrow.parquet as pq
 
     from simstore import spark as ss
-    from simstore._spark_hamming import plan
     from simstore.spark import DEFAULT_MAX_GROUP
+    from simstore.spark.hamming import plan
 
     sc = spark.sparkContext
     for n in args.sizes:

@@ -1,0 +1,30 @@
+"""The corpus workflow: JSON lines, Parquet and text files in, kept documents out.
+
+``api`` holds :func:`index_corpus`, :func:`dedup_corpus`, :func:`to_arrow` and
+:func:`representative_clusters`; below it ``sources`` (finding files), ``records`` and
+``readers`` (bounded-memory input), ``writers`` (kept documents, removed report),
+``ingest`` (the streaming writer), ``twopass`` (keep=longest/FIELD), ``parquet`` and
+``progress``.
+"""
+
+from __future__ import annotations
+
+from .api import (
+    BadInputError,
+    CorpusSummary,
+    IndexSummary,
+    Interrupted,
+    MissingDependencyError,
+    Progress,
+    Representatives,
+    dedup_corpus,
+    index_corpus,
+    representative_clusters,
+    to_arrow,
+)
+
+__all__ = [
+    "BadInputError", "CorpusSummary", "IndexSummary", "Interrupted", "MissingDependencyError",
+    "Progress", "Representatives", "dedup_corpus", "index_corpus", "representative_clusters",
+    "to_arrow",
+]

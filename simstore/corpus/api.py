@@ -1,0 +1,361 @@
+"""The corpus workflow: index a corpus into a store, or write a deduplicated copy of it.
+
+Inputs are text files, directories of them, JSON lines (``.jsonl``, ``.ndjson``,
+plain or ``.gz``/``.bz2``/``.xz``), Parquet files and ``-`` (JSON lines on
+standard input); see :mod:`simstore.corpus.readers`. Memory stays bounded: documents
+are read, fingerprinted and committed in chunks (``chunk_docs``: 1,000 documents
+by default, 250 for :func:`dedup_corpus`'s private store; at most ~16 MB of text).
+
+- :func:`index_corpus` adds a corpus to a store, chunk by chunk, each chunk one
+  write transaction; ids already stored are skipped without fingerprinting, so
+  an interrupted run continues where it stopped when run again.
+- :func:`dedup_corpus` writes the kept documents (in their input's format) and
+  a report of the removed ones, each naming its kept representative and how
+  near it is. Through a persistent ``store`` it is incremental: documents
+  stored by earlier runs count as kept, and new near-duplicates of them go.
+- :func:`representative_clusters`: clusters that do not chain (pure, arrays).
+- :func:`to_arrow`: a store's (id, fp) as a pyarrow Table.
+
+Bad records (a ``file:line`` each) raise :class:`BadInputError` before anything
+is written, unless ``skip_bad`` is set: then ``on_bad(where, reason)`` hears of
+each one and it is left out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..exceptions import SimstoreValueError
+from ..search.greedy import Representatives, representative_clusters
+from ..search.similar import check_threshold
+from ..store import DEFAULT_K, SimStore
+from ..text.fingerprinting import SIGNATURE_CONFIG
+from .ingest import NEAR, NEW, Decided, Interrupted, Mode, Stream, count_corpus
+from .parquet import MissingDependencyError, store_table
+from .progress import SILENT, Progress
+from .readers import Chunk, bad_handler, check_all, iter_chunks
+from .sources import BadInputError, Inputs, ReadOptions, Skipped
+from .twopass import two_pass
+from .writers import Outputs, output_kind
+
+__all__ = [
+    "BadInputError", "CorpusSummary", "IndexSummary", "Interrupted", "MissingDependencyError",
+    "Progress", "Representatives", "dedup_corpus", "index_corpus", "representative_clusters",
+    "to_arrow",
+]
+
+KEEP_POLICIES = ("first", "longest")
+# Default documents per chunk of dedup_corpus's streaming pass into its private scratch
+# store (keep="first", no ``store``): those commits need not be durable, and small chunks
+# hold fewer texts, dirty pages and copy-on-write pages: peak RSS 282 MB instead of 322 MB
+# at the same speed on the 1.1 GB corpus of docs/benchmarks.md "Corpus". Persistent stores
+# keep CHUNK_DOCS (each chunk's commit is durable: an fsync).
+SCRATCH_CHUNK_DOCS = 250
+
+
+@dataclass
+class IndexSummary:
+    """What :func:`index_corpus` did: documents new, already stored, near-duplicates skipped."""
+
+    new: int = 0
+    already_stored: int = 0
+    near_duplicates: int = 0
+    bad: int = 0
+    skipped: Skipped = field(default_factory=Skipped)
+    documents: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    last: str | None = None  # where the last committed document was read
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"new": self.new, "already_stored": self.already_stored,
+                "near_duplicates_skipped": self.near_duplicates, "bad_records": self.bad,
+                "skipped_files": self.skipped.total(), "documents": self.documents,
+                "bytes": self.bytes, "seconds": round(self.seconds, 3), "last": self.last}
+
+
+@dataclass
+class CorpusSummary:
+    """What :func:`dedup_corpus` did."""
+
+    kept: int = 0
+    removed: int = 0
+    already_stored: int = 0
+    bad: int = 0
+    skipped: Skipped = field(default_factory=Skipped)
+    documents: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    output: str = ""
+    removed_report: str | None = None
+    last: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kept": self.kept, "removed": self.removed, "already_stored": self.already_stored,
+                "bad_records": self.bad, "skipped_files": self.skipped.total(),
+                "documents": self.documents, "bytes": self.bytes,
+                "seconds": round(self.seconds, 3), "output": self.output,
+                "removed_report": self.removed_report}
+
+
+def _read_options(kw: dict[str, Any]) -> ReadOptions:
+    """The ReadOptions of the ``read`` keywords; a None value means its default."""
+    names = ("id_field", "text_field", "force_jsonl", "follow_symlinks", "exclude",
+             "encoding_errors", "chunk_docs")
+    return ReadOptions(**{k: kw[k] for k in names if kw.get(k) is not None})
+
+
+def index_corpus(
+    store: SimStore, inputs: Sequence[str], *, k: int | None = None,
+    threshold: float | None = None, skip_bad: bool = False,
+    on_bad: Callable[[str, str], None] | None = None,
+    on_near: Callable[[Any, str, Any], None] | None = None,
+    progress: Progress | None = None, **read: Any,
+) -> IndexSummary:
+    """Add a corpus to ``store`` in chunks (one write transaction each); see the module doc.
+
+    k / threshold: add only documents with no stored near-duplicate (add_if_new),
+    else add all. ``on_near(doc_id, where, match)`` hears of each skipped
+    near-duplicate. ``read``: id_field, text_field, force_jsonl, follow_symlinks,
+    exclude, encoding_errors, chunk_docs. Raises :class:`Interrupted` on Ctrl-C.
+    """
+    if threshold is not None:
+        threshold = check_threshold(threshold)
+    progress = progress or SILENT
+    summary = IndexSummary()
+    opts = _read_options(read)
+    start = time.monotonic()
+    with Inputs(inputs, opts, read.get("stdin")) as inp:
+        summary.skipped = inp.skipped
+        if not skip_bad:
+            check_all(inp, opts, progress)
+        handler = bad_handler(skip_bad, on_bad, summary)
+        stream = Stream(store, Mode(k, threshold))
+        try:
+            with progress.bar("indexing", inp.total_bytes) as bar:
+                for dec in stream.run(iter_chunks(inp.sources, opts, handler)):
+                    _count_index(summary, dec, on_near)
+                    bar.update(dec.chunk.nbytes, docs=summary.documents, new=summary.new,
+                               near=summary.near_duplicates)
+        except KeyboardInterrupt:
+            summary.seconds = time.monotonic() - start
+            raise Interrupted(summary) from None
+    summary.seconds = time.monotonic() - start
+    return summary
+
+
+def _count_index(summary: IndexSummary, dec: Decided,
+                 on_near: Callable[[Any, str, Any], None] | None) -> None:
+    c = dec.chunk
+    summary.documents += len(c)
+    summary.bytes += c.nbytes
+    for i, s in enumerate(dec.status):
+        if s == NEW:
+            summary.new += 1
+        elif s == NEAR:
+            summary.near_duplicates += 1
+            if on_near is not None:
+                on_near(c.ids[i], c.location(i), dec.near[i])
+        else:
+            summary.already_stored += 1
+    if len(c):
+        summary.last = c.location(len(c) - 1)
+
+
+def _nearness(match: Any) -> dict[str, Any]:
+    if hasattr(match, "jaccard"):
+        return {"jaccard": round(float(match.jaccard), 4)}
+    return {"distance": int(match.distance)}
+
+
+def _open_store(store: SimStore | str | os.PathLike[str] | None, k: int | None,
+                threshold: float | None) -> tuple[SimStore, bool, str | None]:
+    """(the store, whether it is persistent, a scratch directory to remove)."""
+    if isinstance(store, SimStore):
+        handle = store
+    elif store is not None:
+        path = os.fspath(store)
+        new = not os.path.exists(path)
+        cfg = SIGNATURE_CONFIG if threshold is not None else None
+        handle = SimStore(path, config=cfg if new else None,
+                          k=max(k, DEFAULT_K) if (new and k is not None) else None)
+    else:
+        scratch = tempfile.mkdtemp(prefix="simstore-dedup-")
+        cfg = SIGNATURE_CONFIG if threshold is not None else None
+        kk = max(k, DEFAULT_K) if k is not None else None
+        return SimStore(os.path.join(scratch, "s"), config=cfg, k=kk, durable=False), False, \
+            scratch
+    if threshold is not None and not handle.config.has_signature:
+        raise SimstoreValueError(
+            f"store {handle.path!r} keeps fingerprints only: a threshold needs a similarity "
+            "store (give k for Hamming, or a new store path)")
+    if k is not None and k > handle.k:
+        raise SimstoreValueError(
+            f"store {handle.path!r} serves k <= {handle.k}; k = {k} would scan every stored "
+            f"fingerprint per document: rebuild it first (simstore-cli rebuild PATH --k {k})")
+    return handle, True, None
+
+
+def dedup_corpus(
+    inputs: Sequence[str], output: str, removed: str | None = None, *,
+    threshold: float | None = None, k: int | None = None,
+    store: SimStore | str | os.PathLike[str] | None = None, keep: str = "first",
+    skip_bad: bool = False, on_bad: Callable[[str, str], None] | None = None,
+    progress: Progress | None = None, **read: Any,
+) -> CorpusSummary:
+    """Write the corpus without near-duplicates to ``output``; see the module docstring.
+
+    Similar means estimated Jaccard >= threshold (default 0.9), or Hamming
+    distance <= k when k is given. keep: "first" (input order, one streaming
+    pass, the crawler's rule), "longest" (most characters first) or the name of
+    a numeric field/column (largest first; missing or null last); those two read
+    the input twice and hold ~2 KB per document at the peak (signature arrays
+    and the batch pair search; never the texts). Output format:
+    Parquet for a ``.parquet`` output or all-Parquet inputs, else JSON lines
+    (input lines copied as they are; text files as {id, text}). ``removed``: a
+    JSON line per removed document. Outputs appear complete or not at all,
+    except after Ctrl-C with a persistent store, where they hold exactly the
+    committed chunks (the store has them too; Ctrl-C waits for the chunk in
+    flight). keep="first" decides each chunk with one ``add_if_new_many`` call;
+    without ``store`` it commits chunks of ``chunk_docs`` = 250 unless given
+    (SCRATCH_CHUNK_DOCS: less memory, see docs/benchmarks.md "Corpus").
+    """
+    if k is not None and threshold is not None:
+        raise SimstoreValueError("give 'threshold' (Jaccard) or 'k' (Hamming), not both")
+    if k is None:
+        threshold = check_threshold(0.9 if threshold is None else threshold)
+    if not isinstance(keep, str) or not keep:
+        raise SimstoreValueError("'keep' must be 'first', 'longest' or a field name")
+    progress = progress or SILENT
+    _check_outputs(inputs, output, removed)
+    opts = _read_options(read)
+    if read.get("chunk_docs") is None and keep == "first" and store is None:
+        opts.chunk_docs = SCRATCH_CHUNK_DOCS
+    opts.keep_field = None if keep in KEEP_POLICIES else keep
+    summary = CorpusSummary(output=output, removed_report=removed)
+    start = time.monotonic()
+    handle, persistent, scratch = _open_store(store, k, threshold)
+    try:
+        with Inputs(inputs, opts, read.get("stdin")) as inp:
+            summary.skipped = inp.skipped
+            kind = output_kind(output, inp.sources)
+            run = _first if keep == "first" else two_pass
+            run(handle, persistent, inp, opts, kind, summary, Mode(k, threshold),
+                keep, skip_bad, on_bad, progress)
+    finally:
+        if not isinstance(store, SimStore):
+            handle.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    summary.seconds = time.monotonic() - start
+    return summary
+
+
+def _check_outputs(inputs: Sequence[str], output: str, removed: str | None) -> None:
+    """Outputs must be new names: not an input, not each other."""
+    real = {os.path.realpath(p) for p in inputs if p != "-"}
+    outs = [os.path.realpath(output)] + ([os.path.realpath(removed)] if removed else [])
+    if len(set(outs)) != len(outs):
+        raise SimstoreValueError("the kept output and the removed report must be two files")
+    for path, out in zip([output, removed], outs, strict=False):
+        if out in real or any(out.startswith(r + os.sep) for r in real):
+            raise SimstoreValueError(f"output {path!r} is also an input; give a new file name")
+
+
+def _first(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, kind: str,
+           summary: CorpusSummary, mode: Mode, keep: str, skip_bad: bool,
+           on_bad: Callable[[str, str], None] | None, progress: Progress) -> None:
+    """keep="first": one streaming pass of add_if_new, writing as each chunk commits."""
+    if persistent and not skip_bad:
+        check_all(inp, opts, progress)
+    opts.with_rows = True
+    keys = _ScratchKeys()
+    mode.check_stored = persistent
+    stream = Stream(store, mode, None if persistent else keys)
+    out = Outputs(summary.output, summary.removed_report, kind, opts)
+
+    def write(dec: Decided) -> None:
+        c = dec.chunk
+        out.kept.write(c, [i for i, s in enumerate(dec.status) if s == NEW])
+        if out.removed is not None:
+            for i, s in enumerate(dec.status):
+                if s != NEW:
+                    out.removed.write(_removed_record(c, i, dec, None if persistent else keys))
+
+    handler = bad_handler(skip_bad, on_bad, summary)
+    committed = False
+    try:
+        with progress.bar("deduplicating", inp.total_bytes) as bar:
+            for dec in stream.run(iter_chunks(inp.sources, opts, handler), write):
+                count_corpus(summary, dec.chunk, dec.status)
+                bar.update(dec.chunk.nbytes, docs=summary.documents, kept=summary.kept,
+                           removed=summary.removed)
+        committed = True
+    except KeyboardInterrupt:
+        committed = persistent  # the outputs hold exactly what the store committed
+        raise Interrupted(summary) from None
+    finally:
+        out.close(committed)
+
+
+class _ScratchKeys:
+    """Doc ids of the private scratch store: JSON ``[sequence, id, where, source number]``.
+
+    Input ids need not be unique, and a match names the kept document and where it
+    was read; a source's name is kept once here, not in every key (shorter records,
+    a smaller store).
+    """
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.prefixes: list[str] = []  # "file:" / "file:row " / "" (text files: the path)
+        self._number: dict[str, int] = {}
+
+    def __call__(self, chunk: Chunk) -> list[Any]:
+        if not len(chunk):
+            return []
+        loc, where = chunk.location(0), str(chunk.where[0])
+        prefix = loc[: len(loc) - len(where)]  # a chunk is read from one source
+        n = self._number.setdefault(prefix, len(self.prefixes))
+        if n == len(self.prefixes):
+            self.prefixes.append(prefix)
+        base, self.seq = self.seq, self.seq + len(chunk)
+        ids, places = chunk.ids, chunk.where
+        return [json.dumps([base + i, ids[i], places[i], n], ensure_ascii=False)
+                for i in range(len(chunk))]
+
+    def decode(self, key: str) -> tuple[Any, str]:
+        """(input id, where it was read) of a key."""
+        _, doc_id, where, n = json.loads(key)
+        return doc_id, f"{self.prefixes[n]}{where}"
+
+
+def _removed_record(c: Chunk, i: int, dec: Decided,
+                    scratch: _ScratchKeys | None) -> dict[str, Any]:
+    rec: dict[str, Any] = {"id": c.ids[i], "source": c.location(i)}
+    if dec.status[i] != NEAR:
+        rec.update(reason="id already stored", kept=c.ids[i])
+        return rec
+    m = dec.near[i]
+    rec["reason"] = "near-duplicate"
+    if scratch is None:
+        rec["kept"] = m.doc_id
+    else:
+        rec["kept"], rec["kept_source"] = scratch.decode(m.doc_id)
+    rec.update(_nearness(m))
+    return rec
+
+
+def to_arrow(store: SimStore) -> Any:
+    """Every (id, fingerprint) of the store as a pyarrow Table: id (int64 or string), fp (uint64).
+
+    Needs pyarrow (``pip install 'simstore[parquet]'``).
+    """
+    return store_table(store.items())

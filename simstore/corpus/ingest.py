@@ -1,0 +1,214 @@
+"""The streaming writer of the corpus workflow: chunks in, one write transaction per chunk.
+
+For each chunk: the ids already stored (or repeated in the input) are set
+aside *before* any fingerprinting; the remaining texts are fingerprinted (or
+signed) on a worker thread while the previous chunk commits (the C pipeline
+releases the GIL); then, in ONE write transaction (``store.batch()``), every
+document is added (``add_many``) or decided by ``add_if_new_many`` (what
+``add_if_new`` in input order would do, in one pass), and the caller's
+``write`` callback runs before the commit. A chunk is durable at its commit
+and is atomic against other processes: they see all of it or none of it, and
+no other writer runs between one document's check and its insertion. Ctrl-C
+is held back while a chunk is decided, written out and committed, so it stops
+the run between chunks: the committed ones stay, and the outputs hold exactly
+those.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..store import SimStore
+from ..text.fingerprinting import fingerprints
+from ..text.minhash import signatures
+from .readers import Chunk
+
+NEW, STORED, NEAR = 0, 1, 2
+
+
+@dataclass
+class Decided:
+    """What happened to each document of a chunk: NEW, STORED (id already there) or NEAR.
+
+    ``near[i]`` is the nearest stored match (Match / SimilarMatch) of a NEAR document.
+    """
+
+    chunk: Chunk
+    keys: list[Any]
+    status: list[int]
+    near: dict[int, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Mode:
+    """How documents go in: add everything (k and threshold None) or only the new ones
+    (``add_if_new_many``: add_if_new's rule, in input order)."""
+
+    k: int | None = None
+    threshold: float | None = None
+    check_stored: bool = True  # set aside ids already stored (off for private scratch stores)
+
+    @property
+    def dedup(self) -> bool:
+        return self.k is not None or self.threshold is not None
+
+
+def _items(store: SimStore, texts: list[str]) -> Any:
+    """Signatures (a similarity store) or fingerprints under the store's recorded config."""
+    cfg = store.config
+    return signatures(texts, cfg) if cfg.has_signature else fingerprints(texts, cfg)
+
+
+class Stream:
+    """Runs chunks through a store (see the module docstring)."""
+
+    def __init__(self, store: SimStore, mode: Mode,
+                 key_of: Callable[[Chunk], list[Any]] | None = None) -> None:
+        self.store = store
+        self.mode = mode
+        self.key_of = key_of or (lambda c: list(c.ids))
+
+    def _split(self, chunk: Chunk, keys: list[Any], pending: set[Any]) -> tuple[list[int], set]:
+        """(positions to fingerprint, their keys); the others are STORED."""
+        fresh, seen = [], set()
+        check = self.mode.check_stored
+        store = self.store
+        for i, key in enumerate(keys):
+            if key in seen or key in pending or (check and key in store):
+                continue
+            seen.add(key)
+            fresh.append(i)
+        return fresh, seen
+
+    def run(self, chunks: Iterable[Chunk],
+            write: Callable[[Decided], None] | None = None) -> Iterator[Decided]:
+        """Each chunk's decisions, yielded after its commit (``write`` runs just before it)."""
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simstore-fingerprint")
+        pending: tuple[Chunk, list[Any], list[int], Future[Any]] | None = None
+        pending_keys: set[Any] = set()
+        try:
+            for chunk in chunks:
+                keys = self.key_of(chunk)
+                fresh, fresh_keys = self._split(chunk, keys, pending_keys)
+                texts = [chunk.texts[i] for i in fresh]
+                fut = pool.submit(_items, self.store, texts)
+                if pending is not None:
+                    yield from self._committed(pending, write)
+                pending, pending_keys = (chunk, keys, fresh, fut), fresh_keys
+            if pending is not None:
+                yield from self._committed(pending, write)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _committed(self, pending: tuple[Chunk, list[Any], list[int], Future[Any]],
+                   write: Callable[[Decided], None] | None) -> Iterator[Decided]:
+        """Commit a chunk and yield its decisions; a Ctrl-C meanwhile is raised after the
+        caller has counted them, so the outputs, the store and the count agree."""
+        chunk, keys, fresh, fut = pending
+        items = fut.result()  # waiting for the signatures: Ctrl-C acts at once
+        with _SigintHold() as hold:
+            dec = self._commit(chunk, keys, fresh, items, write)
+        yield dec
+        hold.deliver()
+
+    def _commit(self, chunk: Chunk, keys: list[Any], fresh: list[int], items: Any,
+                write: Callable[[Decided], None] | None) -> Decided:
+        """Decide, write out and commit one chunk in one write transaction."""
+        status = [STORED] * len(chunk)
+        for i in fresh:
+            status[i] = NEW
+        dec = Decided(chunk, keys, status)
+        with self.store.batch():
+            self._decide(dec, fresh, items)
+            if write is not None:
+                write(dec)
+        return dec
+
+    def _decide(self, dec: Decided, fresh: list[int], items: Any) -> None:
+        """Add the chunk's documents at positions ``fresh`` (items: theirs), or offer them
+        to ``add_if_new_many`` and mark the near-duplicates NEAR."""
+        if not fresh:
+            return
+        store, mode = self.store, self.mode
+        keys = [dec.keys[i] for i in fresh]
+        if not mode.dedup:
+            store.add_many(keys, items)
+            return
+        if mode.threshold is not None:
+            found = store.add_if_new_many(keys, items, threshold=mode.threshold)
+        else:
+            found = store.add_if_new_many(keys, items, mode.k)
+        for i, near in zip(fresh, found, strict=True):
+            if near:
+                dec.status[i] = NEAR
+                dec.near[i] = near[0]
+
+
+class _SigintHold:
+    """Holds SIGINT (Ctrl-C) back during a ``with`` block; :meth:`deliver` raises it later.
+
+    Delivered as it would have been (the previous handler is called: by default a
+    KeyboardInterrupt). Only the main thread receives signals in Python; elsewhere
+    this holds nothing.
+    """
+
+    def __init__(self) -> None:
+        self._old: Any = None
+        self._active = False
+        self._caught: Any = None
+
+    def __enter__(self) -> _SigintHold:
+        # SIGINT ignored (a process started under nohup or in the background): keep it so
+        if threading.current_thread() is threading.main_thread() and (
+            signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        ):
+            self._old = signal.signal(signal.SIGINT, self._note)
+            self._active = True
+        return self
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self._caught = (signum, frame)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._active:
+            signal.signal(signal.SIGINT, self._old)
+            self._active = False
+
+    def deliver(self) -> None:
+        """Raise (or pass on) the held SIGINT, if one came during the block."""
+        caught, self._caught = self._caught, None
+        if caught is None:
+            return
+        if callable(self._old):
+            self._old(*caught)
+        elif self._old == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
+
+
+def count_corpus(summary: Any, c: Chunk, status: list[int] | Any) -> None:
+    """Add a chunk's outcome to a CorpusSummary (kept = NEW, removed = NEAR)."""
+    summary.documents += len(c)
+    summary.bytes += c.nbytes
+    for s in status:
+        if s == NEW:
+            summary.kept += 1
+        elif s == NEAR:
+            summary.removed += 1
+        else:
+            summary.already_stored += 1
+    if len(c):
+        summary.last = c.location(len(c) - 1)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a corpus run; ``summary`` (an IndexSummary or CorpusSummary of
+    :mod:`simstore.corpus`) counts the committed chunks only."""
+
+    def __init__(self, summary: Any) -> None:
+        super().__init__("interrupted")
+        self.summary = summary

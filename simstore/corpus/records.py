@@ -1,0 +1,70 @@
+"""One corpus record's pieces shared by every reader: chunks, bad-record signals, id checks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import SimstoreError
+from ..store.format import DocId, encode_id
+
+if TYPE_CHECKING:
+    from .sources import Source
+
+
+class BadRecord(Exception):
+    """One record is bad (the reason); the reader adds where."""
+
+
+@dataclass
+class Chunk:
+    """Documents read together; where[i] is a line/row number, or a path for text files."""
+
+    kind: str
+    source: Source | None
+    ids: list[DocId] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    where: list[Any] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    raw: list[bytes] = field(default_factory=list)
+    batch: Any = None  # pyarrow RecordBatch of the chunk's rows (Parquet, with_rows)
+    nbytes: int = 0  # input bytes consumed, for progress
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def location(self, i: int) -> str:
+        """``file:line`` of document i (``file:row N`` for Parquet, the path of a text file)."""
+        if self.kind == "text":
+            return str(self.where[i])
+        assert self.source is not None
+        sep = ":row " if self.kind == "parquet" else ":"
+        return f"{self.source.name}{sep}{self.where[i]}"
+
+
+OnBad = Callable[[str, str], None]
+
+
+def check_doc_id(value: Any, name: str) -> DocId:
+    """A document id as the store takes it (a non-empty str or an int), else BadRecord."""
+    if value is None:
+        raise BadRecord(f"{name!r} is null")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise BadRecord(f"{name!r} must be a str or an int (got {type(value).__name__} "
+                   f"{value!r:.40})")
+    try:
+        encode_id(value)
+    except SimstoreError as exc:
+        raise BadRecord(f"{name!r}: {exc}") from None
+    return value
+
+
+def keep_value(value: Any, name: str) -> float:
+    """A keep-field value: a number; missing or null ranks last."""
+    if value is None:
+        return -math.inf
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadRecord(f"{name!r} must be a number (got {type(value).__name__} {value!r:.40})")
+    return float(value)

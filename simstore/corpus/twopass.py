@@ -1,0 +1,231 @@
+"""dedup_corpus with keep="longest" or keep=FIELD: decide on arrays, then write.
+
+Pass 1 streams the input and keeps only arrays: each document's id, where it
+was read (source index, line), its value (length or field) and, for the
+documents that are candidates, their fingerprints or signatures; with a
+persistent store, documents whose id is stored are set aside and documents
+near a stored one are removed (the stored one was kept earlier). Then
+:func:`simstore.corpus.representative_clusters` picks representatives in
+priority order (largest value first, ties in input order). Pass 2 reads the
+input again and writes the kept documents and the removed report, adding the
+kept ones to the persistent store chunk by chunk (one transaction each,
+written outputs and store in step).
+"""
+
+from __future__ import annotations
+
+from array import array
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from ..search.greedy import representative_clusters
+from ..store import SimStore
+from ..text.minhash import Signatures
+from .ingest import NEAR, NEW, STORED, Interrupted, Mode, _items, count_corpus
+from .progress import Progress
+from .readers import Chunk, OnBad, bad_handler, ignore_bad, iter_chunks
+from .sources import Inputs, ReadOptions
+from .writers import Outputs
+
+
+class _Pass1:
+    """Arrays gathered by the first pass."""
+
+    def __init__(self, inp: Inputs) -> None:
+        self.src_index = {s.name: i for i, s in enumerate(inp.sources)}
+        self.names = [s.name + (":row " if s.kind == "parquet" else ":") for s in inp.sources]
+        self.ids: list[Any] = []
+        self.src = array("l")
+        self.line = array("q")
+        self.value = array("d")
+        self.status = array("b")
+        self.cand: list[int] = []
+        self.parts: list[Any] = []  # candidates' fingerprints / signatures, per chunk
+        self.stored_near: dict[int, Any] = {}  # position -> the stored match
+
+    def where(self, pos: int) -> str:
+        line = self.line[pos]
+        name = self.names[self.src[pos]]
+        return name.rsplit(":", 1)[0] if line == 0 else f"{name}{line}"
+
+    def add_chunk(self, c: Chunk, keep: str) -> int:
+        base = len(self.ids)
+        self.ids.extend(c.ids)
+        if c.kind == "text":
+            self.src.extend(self.src_index[w] for w in c.where)
+            self.line.extend([0] * len(c))
+        else:
+            assert c.source is not None
+            self.src.extend([self.src_index[c.source.name]] * len(c))
+            self.line.extend(c.where)
+        self.value.extend([float(len(t)) for t in c.texts] if keep == "longest" else c.values)
+        self.status.extend([STORED] * len(c))
+        return base
+
+
+def _match_stored(store: SimStore, mode: Mode, item: Any) -> Any:
+    found: list[Any]
+    if mode.threshold is not None:
+        found = store.similar(item, mode.threshold)
+    else:
+        found = store.query(item.fingerprint if hasattr(item, "fingerprint") else item, mode.k)
+    return found[0] if found else None
+
+
+def _first_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions,
+                mode: Mode, keep: str, handler: OnBad, progress: Progress) -> _Pass1:
+    p = _Pass1(inp)
+    sim = store.config.has_signature
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simstore-fingerprint")
+
+    def settle(base: int, fresh: list[int], items: Any) -> None:
+        keep_rows = []
+        for j, i in enumerate(fresh):
+            pos = base + i
+            if persistent:
+                m = _match_stored(store, mode, items[j] if sim else int(items[j]))
+                if m is not None:
+                    p.status[pos] = NEAR
+                    p.stored_near[pos] = m
+                    continue
+            p.status[pos] = NEW
+            p.cand.append(pos)
+            keep_rows.append(j)
+        if keep_rows:
+            rows = np.array(keep_rows, dtype=np.int64)
+            p.parts.append(items[rows])
+
+    pending = None
+    try:
+        with progress.bar("reading (pass 1 of 2)", inp.total_bytes) as bar:
+            docs = 0
+            for c in iter_chunks(inp.sources, opts, handler):
+                base = p.add_chunk(c, keep)
+                seen: set[Any] = set()
+                fresh = []
+                for i, d in enumerate(c.ids):
+                    if persistent and (d in seen or d in store):
+                        continue
+                    seen.add(d)
+                    fresh.append(i)
+                fut = pool.submit(_items, store, [c.texts[i] for i in fresh])
+                if pending is not None:
+                    settle(pending[0], pending[1], pending[2].result())
+                pending = (base, fresh, fut)
+                docs += len(c)
+                bar.update(c.nbytes, docs=docs)
+            if pending is not None:
+                settle(pending[0], pending[1], pending[2].result())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return p
+
+
+def _concat(parts: list[Any], sim: bool) -> Any:
+    if sim:
+        return Signatures.concat(parts) if parts else None
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+
+
+def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, kind: str,
+             summary: Any, mode: Mode, keep: str, skip_bad: bool, on_bad: OnBad | None,
+             progress: Progress) -> None:
+    """keep="longest" / FIELD (see the module docstring)."""
+
+    handler = bad_handler(skip_bad, on_bad, summary)
+    opts.with_rows = False
+    try:
+        p = _first_pass(store, persistent, inp, opts, mode, keep, handler, progress)
+    except KeyboardInterrupt:
+        raise Interrupted(summary) from None
+    sim = store.config.has_signature
+    items = _concat(p.parts, sim)
+    p.parts.clear()
+    n = len(p.ids)
+    cand = np.array(p.cand, dtype=np.int64)
+    local = np.full(n, -1, dtype=np.int64)
+    local[cand] = np.arange(len(cand))
+    reps = None
+    if len(cand):
+        vals = np.frombuffer(p.value, dtype=np.float64)[cand]
+        order = np.lexsort((np.arange(len(cand)), -vals))
+        with progress.step(f"choosing representatives among {len(cand):,} documents"):
+            if mode.threshold is not None:
+                reps = representative_clusters(items, threshold=mode.threshold, order=order)
+            else:
+                fps = items.fingerprints if sim else items
+                reps = representative_clusters(fps, k=mode.k, order=order)
+    out = Outputs(summary.output, summary.removed_report, kind, opts)
+    opts.with_rows = True
+    committed = False
+    pos = 0
+    try:
+        with progress.bar("writing (pass 2 of 2)", inp.total_bytes) as bar:
+            for c in iter_chunks(inp.sources, opts, ignore_bad):
+                status = _second_chunk(store, persistent, p, c, pos, local, cand, reps, items,
+                                       sim, out)
+                pos += len(c)
+                count_corpus(summary, c, status)
+                bar.update(c.nbytes, docs=summary.documents, kept=summary.kept,
+                           removed=summary.removed)
+        committed = True
+    except KeyboardInterrupt:
+        committed = persistent
+        raise Interrupted(summary) from None
+    finally:
+        out.close(committed)
+
+
+def _second_chunk(store: SimStore, persistent: bool, p: _Pass1, c: Chunk, base: int,
+                  local: np.ndarray, cand: np.ndarray, reps: Any, items: Any, sim: bool,
+                  out: Outputs) -> list[int]:
+    status = []
+    kept: list[int] = []
+    records = []
+    for i in range(len(c)):
+        pos = base + i
+        s = p.status[pos]
+        rec: dict[str, Any] = {"id": c.ids[i], "source": c.location(i)}
+        if s == NEW:
+            li = int(local[pos])
+            r = int(reps.rep[li])
+            if r == li:
+                kept.append(i)
+                status.append(NEW)
+                continue
+            g = int(cand[r])
+            rec.update(reason="near-duplicate", kept=p.ids[g], kept_source=p.where(g))
+            if reps.jaccard is not None:
+                rec["jaccard"] = round(float(reps.jaccard[li]), 4)
+            else:
+                rec["distance"] = int(reps.distance[li])
+            status.append(NEAR)
+        elif s == NEAR:
+            m = p.stored_near[pos]
+            rec.update(reason="near-duplicate", kept=m.doc_id)
+            if hasattr(m, "jaccard"):
+                rec["jaccard"] = round(float(m.jaccard), 4)
+            else:
+                rec["distance"] = int(m.distance)
+            status.append(NEAR)
+        else:
+            rec.update(reason="id already stored", kept=c.ids[i])
+            status.append(STORED)
+        records.append(rec)
+    if not persistent:
+        out.kept.write(c, kept)
+        if out.removed is not None:
+            for rec in records:
+                out.removed.write(rec)
+        return status
+    with store.batch():
+        if kept:
+            rows = local[np.array([base + i for i in kept], dtype=np.int64)]
+            store.add_many([c.ids[i] for i in kept], items[rows])
+        out.kept.write(c, kept)
+        if out.removed is not None:
+            for rec in records:
+                out.removed.write(rec)
+    return status

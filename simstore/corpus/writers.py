@@ -1,0 +1,153 @@
+"""Writing corpus outputs: kept documents in their input's format, and the removed report.
+
+Each output is written to a temporary file beside its destination and renamed
+over it when the run succeeds (:meth:`Output.commit`), so a failed or
+interrupted run never leaves half a file under the final name. JSONL outputs
+are compressed by their suffix (``.gz``, ``.bz2``, ``.xz``).
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+import os
+from typing import IO, Any
+
+from ..exceptions import SimstoreValueError
+from .parquet import ParquetOut
+from .readers import Chunk
+from .sources import JSONL_SUFFIXES, PARQUET_SUFFIXES, ReadOptions, Source, _suffixes
+
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+
+
+def output_kind(path: str, sources: list[Source]) -> str:
+    """parquet or jsonl: from the output's suffix, else from the inputs (all Parquet: Parquet)."""
+    comp, ext = _suffixes(path)
+    if ext in PARQUET_SUFFIXES and not comp:
+        kind = "parquet"
+    elif ext in (*JSONL_SUFFIXES, ".json") or comp:
+        kind = "jsonl"
+    else:
+        kind = "parquet" if sources and all(s.kind == "parquet" for s in sources) else "jsonl"
+    if kind == "parquet" and any(s.kind != "parquet" for s in sources):
+        raise SimstoreValueError(
+            f"{path!r}: Parquet output needs Parquet inputs only; write JSONL "
+            "(e.g. -o kept.jsonl) when some inputs are JSONL or text files"
+        )
+    return kind
+
+
+class Output:
+    """A file written under a temporary name and renamed into place by commit()."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        folder, base = os.path.split(os.path.abspath(path))
+        self.tmp = os.path.join(folder, f".{base}.tmp-{os.getpid()}")
+
+    def open_text_stream(self) -> IO[bytes]:
+        comp, _ = _suffixes(self.path)
+        opener = _OPENERS.get(comp)
+        if opener is None:
+            return open(self.tmp, "wb", buffering=1 << 20)
+        return opener(self.tmp, "wb")  # type: ignore[no-any-return, operator]
+
+    def commit(self) -> None:
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
+
+
+def _json_line(obj: dict[str, Any]) -> bytes:
+    text = json.dumps(obj, ensure_ascii=False, default=str) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (read from a JSON escape): keep it escaped
+        return (json.dumps(obj, default=str) + "\n").encode("ascii")
+
+
+class KeptWriter:
+    """Kept documents: JSONL lines as read (all fields), Parquet rows, or {id, text} lines."""
+
+    def __init__(self, path: str, kind: str, id_field: str, text_field: str) -> None:
+        self.out = Output(path)
+        self.kind = kind
+        self.id_field, self.text_field = id_field, text_field
+        self._fh: IO[bytes] | None = None
+        self._pq: ParquetOut | None = None
+        if kind == "parquet":
+            self._pq = ParquetOut(self.out.tmp)
+        else:
+            self._fh = self.out.open_text_stream()
+        self.written = 0
+
+    def write(self, chunk: Chunk, keep: list[int]) -> None:
+        """Write the chunk's documents at positions `keep` (in order)."""
+        if not keep:
+            return
+        self.written += len(keep)
+        if self._pq is not None:
+            batch = chunk.batch if len(keep) == len(chunk) else chunk.batch.take(keep)
+            assert chunk.source is not None
+            self._pq.write(batch, chunk.source.name)
+            return
+        assert self._fh is not None
+        if chunk.kind == "jsonl":
+            self._fh.write(b"".join(chunk.raw[i] for i in keep))
+        elif chunk.kind == "parquet":
+            rows = chunk.batch.take(keep).to_pylist()
+            self._fh.write(b"".join(_json_line(r) for r in rows))
+        else:
+            self._fh.write(b"".join(
+                _json_line({self.id_field: chunk.ids[i], self.text_field: chunk.texts[i]})
+                for i in keep))
+
+    def close(self, commit: bool) -> None:
+        if self._pq is not None:
+            self._pq.close()
+        if self._fh is not None:
+            self._fh.close()
+        if commit:
+            self.out.commit()
+        else:
+            self.out.discard()
+
+
+class RemovedWriter:
+    """One JSON line per removed document: its id, where it was read, the kept one, how near."""
+
+    def __init__(self, path: str) -> None:
+        self.out = Output(path)
+        self._fh = self.out.open_text_stream()
+        self.written = 0
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.written += 1
+        self._fh.write(_json_line(record))
+
+    def close(self, commit: bool) -> None:
+        self._fh.close()
+        if commit:
+            self.out.commit()
+        else:
+            self.out.discard()
+
+
+class Outputs:
+    """The kept file and the removed report of one run, committed or discarded together."""
+
+    def __init__(self, output: str, removed: str | None, kind: str, opts: ReadOptions) -> None:
+        self.kept = KeptWriter(output, kind, opts.id_field, opts.text_field)
+        self.removed = RemovedWriter(removed) if removed else None
+
+    def close(self, commit: bool) -> None:
+        self.kept.close(commit)
+        if self.removed is not None:
+            self.removed.close(commit)

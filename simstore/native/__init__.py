@@ -1,0 +1,6 @@
+"""The cffi bindings of the C core in ``csrc/`` (compiled at install as ``_native``).
+
+``core`` is the numpy-facing binding of the hot loops (simhash, signatures, batch
+search, popcount verification), ``probe`` that of the probe engine of the run tables.
+Internal: the public API is in :mod:`simstore`.
+"""

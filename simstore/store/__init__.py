@@ -1,0 +1,26 @@
+"""The persistent store: :class:`SimStore`, an LMDB environment of docs and permutation tables.
+
+``store`` is the face (validation and delegation); below it ``format`` (the on-disk
+format, written down once), ``env`` (the LMDB environment: locks, fork, transactions,
+growth), ``schema`` (binds a store's databases and its table engine), the engines
+(``runs``/``runfile`` for format 3, ``legacy/`` for formats 1-2), the operations
+(``writes``, ``reads``, ``dedup_many``, ``inputs``) and ``maintenance`` with ``check/``.
+Nothing here imports the corpus workflow, Spark or the CLI.
+"""
+
+from __future__ import annotations
+
+from .store import (
+    DEFAULT_EXPECTED_SIZE,
+    DEFAULT_K,
+    MAX_DOC_ID_BYTES,
+    DocId,
+    Match,
+    SimilarMatch,
+    SimStore,
+)
+
+__all__ = [
+    "DEFAULT_EXPECTED_SIZE", "DEFAULT_K", "MAX_DOC_ID_BYTES", "DocId", "Match", "SimilarMatch",
+    "SimStore",
+]

@@ -1,0 +1,237 @@
+"""verify() in a child process: a damaged data.mdb may kill the child, never the caller.
+
+LMDB trusts its pages: walking a damaged one can abort the process
+(``assert``), crash it (SIGSEGV/SIGBUS) or loop. So :func:`isolated`, run in
+the caller's process, starts a fresh interpreter (never a fork of a process
+holding LMDB handles) that
+
+1. opens the store read-only (LMDB is multi-process: the caller keeps its
+   own handle open) and checks what opening reads
+   (:func:`simstore.store.check.pages.check_open`);
+2. pins a snapshot with a read transaction and runs the structural check
+   of every page in use (:class:`simstore.store.check.pages.FileCheck`), which
+   reads the file as bytes, without LMDB;
+3. only if that finds nothing, lets LMDB walk the records and cross-check
+   them (:func:`records`: docs, ids, permutation and band tables);
+
+and prints one JSON line. The caller turns a child killed by a signal, or
+one stopped at the timeout, into a problem sentence: it never dies with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import lmdb
+
+from ...exceptions import SimstoreError, StoreError
+from .. import format as F, schema as _schema
+from ..create import MAX_DBS
+from ..errors import translate
+from ..schema import Handles
+from .lmdbfile import begin
+from .pages import FileCheck, check_open
+
+_MAX_LISTED = 20
+_ATTEMPTS = 5  # snapshots tried when writers in other processes keep committing
+TIMEOUT_BASE = 120.0  # seconds, plus one per TIMEOUT_RATE bytes of data.mdb
+TIMEOUT_RATE = 4 << 20  # about 10x slower than a full check runs on a laptop
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CHILD = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from simstore.store.check.verify import child_main; sys.exit(child_main(sys.argv[2]))"
+)
+_SIGNALED = (
+    "the store's file is damaged: LMDB {verb} while walking it ({why}); restore data.mdb "
+    "from a copy, or index the documents again into a new store (rebuild reads the damaged "
+    "pages too)"
+)
+
+
+@dataclass
+class Report:
+    """What a check found: problem sentences, and the snapshot (transaction id) checked."""
+
+    problems: list[str] = field(default_factory=list)
+    txnid: int | None = None
+
+
+# --------------------------------------------------------------------------- the caller
+
+
+def default_timeout(path: str) -> float:
+    """Seconds a check of the store at path may take before it counts as hung."""
+    try:
+        size = os.path.getsize(os.path.join(path, "data.mdb"))
+    except OSError:
+        size = 0
+    return TIMEOUT_BASE + size / TIMEOUT_RATE
+
+
+def isolated(path: str, *, timeout: float | None = None) -> Report:
+    """Check the store at path in a child process; never dies of what the child meets.
+
+    Raises StoreError only when no check could run (the child could not
+    start, or failed for a reason other than the store: readers full, ...).
+    """
+    limit = default_timeout(path) if timeout is None else float(timeout)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, _ROOT, path],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+    except OSError as exc:
+        raise StoreError(
+            f"store {path!r}: verify could not start its checking process "
+            f"({sys.executable!r}): {exc}"
+        ) from exc
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return Report([
+            f"verify did not finish within {limit:.0f} s and was stopped: a damaged page "
+            "can make LMDB loop; if the store is only large, give verify a longer timeout"
+        ])
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return _read_report(path, proc.returncode, out, err)
+
+
+def _read_report(path: str, code: int, out: bytes, err: bytes) -> Report:
+    text = err.decode("utf-8", "replace")
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        said = [ln.strip() for ln in text.splitlines() if "ssertion" in ln or "mdb.c" in ln]
+        why = name + (f": {said[-1][:200]}" if said else "")
+        verb = "aborted" if -code == signal.SIGABRT else "crashed"
+        return Report([_SIGNALED.format(verb=verb, why=why)])
+    try:
+        got = json.loads(out.decode("utf-8").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = text.strip().splitlines()[-1:] or ["no output"]
+        raise StoreError(
+            f"store {path!r}: verify's checking process failed (exit {code}): {tail[0][:300]}"
+        ) from None
+    if "error" in got:
+        if got["error"] == "CorruptStoreError" or got.get("unexpected"):
+            return Report([got["message"]], got.get("txnid"))
+        raise StoreError(got["message"])
+    return Report(list(got["problems"]), got["txnid"])
+
+
+# --------------------------------------------------------------------------- the child
+
+
+def child_main(path: str) -> int:
+    """The checking process: one JSON line on stdout (problems, or an error)."""
+    try:
+        report = _check(path)
+        line: dict[str, Any] = {"problems": report.problems, "txnid": report.txnid}
+    except SimstoreError as exc:
+        line = {"error": type(exc).__name__, "message": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - reported to the caller as a problem
+        line = {
+            "error": type(exc).__name__, "unexpected": True,
+            "message": f"verify's check stopped on an unexpected {type(exc).__name__}: {exc}",
+        }
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def _check(path: str) -> Report:
+    try:
+        env = lmdb.open(
+            path, readonly=True, lock=True, subdir=True, create=False, max_dbs=MAX_DBS
+        )
+    except lmdb.Error as exc:
+        raise translate(exc, path) from exc
+    try:
+        for _ in range(_ATTEMPTS):
+            try:
+                report = _check_env(env, path)
+            except lmdb.MapResizedError:
+                env.set_mapsize(0)  # a writer grew the map: adopt it and start again
+                continue
+            if report is not None:
+                return report
+        raise StoreError(f"store {path!r}: writers kept committing; verify could not pin one")
+    except lmdb.Error as exc:
+        raise translate(exc, path) from exc
+    finally:
+        env.close()
+
+
+def _check_env(env: Any, path: str) -> Report | None:
+    """The check of one snapshot; None if writers replaced it before it was pinned."""
+    problems = check_open(env, path)
+    if problems:
+        return Report(problems)
+    h = _schema.load(env, path, None, None)
+    data = os.path.join(path, "data.mdb")
+    psize = int(env.stat()["psize"])
+    for _ in range(_ATTEMPTS):
+        txn = begin(env)
+        try:
+            found = FileCheck(data, psize).run(txn.id())
+            if found is None:
+                continue  # two commits replaced the snapshot's meta page: again
+            # Only a snapshot sound in structure is walked by LMDB.
+            return Report(found or records(txn, h), txn.id())
+        finally:
+            txn.abort()
+    return None
+
+
+def records(txn: Any, h: Handles) -> list[str]:
+    """Every broken invariant of the records, as sentences; [] when all hold.
+
+    Walks the docs table and checks each doc against the ids table, every
+    permutation table and every band table. LMDB reads the pages: run it
+    only on a snapshot whose structure was checked (or that this process
+    wrote itself).
+    """
+    problems: list[str] = []
+    cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_sketches=True, problems=problems)
+    assert cols.encs is not None
+    bad_ids = 0
+    for key, enc in zip(cols.keys, cols.encs, strict=True):
+        got = txn.get(F.id_key(enc), db=h.ids)
+        if got is None or bytes(got) != key:
+            bad_ids += 1
+            if bad_ids <= _MAX_LISTED:
+                problems.append(
+                    f"doc {_safe_id(enc)!r}: the ids table "
+                    + ("lacks it" if got is None else "points to another record")
+                )
+    if bad_ids > _MAX_LISTED:
+        problems.append(f"... and {bad_ids - _MAX_LISTED} more docs with bad ids entries")
+    n_ids = int(txn.stat(h.ids)["entries"])
+    if n_ids != len(cols.keys):
+        problems.append(
+            f"the ids table has {n_ids} entries for {len(cols.keys)} docs (orphans or gaps)"
+        )
+    problems.extend(h.tables.check(txn, cols.iids, cols.fps))
+    if h.bands is not None:
+        problems.extend(h.bands.check(txn, cols.iids, cols.bands))
+    return problems
+
+
+def _safe_id(enc: bytes) -> Any:
+    try:
+        return F.decode_id(enc)
+    except Exception:  # noqa: BLE001 - a damaged id must not stop the report
+        return enc

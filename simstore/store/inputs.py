@@ -1,0 +1,104 @@
+"""What store writes are given, in canonical form: fingerprints or signatures, and ids.
+
+Checks that a fingerprint or Signature fits the store (a similarity store
+takes signatures of its own config; a Hamming store takes fingerprints, or a
+signature's fingerprint when its fingerprint scheme is the store's) and turns
+bulk input into distinct encoded ids with their arrays, the last of repeats kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .._validate import as_fingerprint_array, check_fingerprint
+from ..exceptions import InvalidConfigError, InvalidSignatureError, SimstoreTypeError
+from ..text.fingerprinting import FingerprintConfig
+from ..text.minhash import Signature, Signatures
+from . import format as F
+from .schema import Handles
+from .writes import Extra, extra_of
+
+
+def check_signature_config(h: Handles, config: FingerprintConfig) -> None:
+    """InvalidSignatureError unless signatures of config fit the store."""
+    mine = h.config
+    same = config == mine or (
+        not mine.has_signature
+        and (config.ngram, config.weighting, config.seed) == (mine.ngram, mine.weighting, mine.seed)
+    )
+    if not same:
+        raise InvalidSignatureError(
+            f"store {h.path!r} holds {mine.scheme}; this signature is "
+            f"{config.scheme}: make it with store.signature(text)"
+        )
+
+
+def item(h: Handles, value: Any, name: str = "fp") -> tuple[int, Extra]:
+    """(fingerprint, similarity part) of one fingerprint or Signature given to a write."""
+    if isinstance(value, Signature):
+        check_signature_config(h, value.config)
+        if h.bands is None:
+            return value.fingerprint, None
+        return value.fingerprint, extra_of(value.sketch, value.bands)
+    if h.bands is not None:
+        raise SimstoreTypeError(
+            f"store {h.path!r} keeps similarity signatures: give a Signature "
+            f"(store.signature(text)), not a bare fingerprint, as {name!r}"
+        )
+    return check_fingerprint(value, name), None
+
+
+class Many(NamedTuple):
+    """A bulk write: distinct ids (encoded bytes, or an int64 array) and their columns."""
+
+    ids: Any
+    fps: np.ndarray
+    sketches: np.ndarray | None
+    bands: np.ndarray | None
+
+
+def many(h: Handles, doc_ids: Any, values: Any) -> Many:
+    """The canonical form of add_many's arguments; a doc id given twice keeps its last."""
+    sketches = bands = None
+    if isinstance(values, Signatures):
+        check_signature_config(h, values.config)
+        if h.bands is not None:
+            sketches, bands = values.sketches, values.bands
+        arr = values.fingerprints
+    elif h.bands is not None:
+        raise SimstoreTypeError(
+            f"store {h.path!r} keeps similarity signatures: give Signatures "
+            "(store.signatures(texts)), not bare fingerprints, as 'fps'"
+        )
+    else:
+        arr = as_fingerprint_array(values)
+    ints = F.int_id_array(doc_ids)
+    ids: Any = ints if ints is not None else F.doc_ids_list(doc_ids)
+    if len(ids) != len(arr):
+        raise InvalidConfigError(
+            f"'doc_ids' and 'fps' must have the same length (got {len(ids)} and {len(arr)})"
+        )
+    if ints is not None:
+        _, last_rev = np.unique(ints[::-1], return_index=True)
+        keep = np.sort(len(ints) - 1 - last_rev)
+        ids = ints[keep]
+    else:
+        encs = [F.encode_id(d) for d in ids]
+        last = {F.id_key(enc): i for i, enc in enumerate(encs)}
+        keep = np.asarray(sorted(last.values()), dtype=np.int64)
+        ids = [encs[i] for i in keep.tolist()]
+    if len(keep) != len(arr):
+        arr = arr[keep]
+        sketches = None if sketches is None else sketches[keep]
+        bands = None if bands is None else bands[keep]
+    return Many(ids, arr, sketches, bands)
+
+
+def bytes_needed(h: Handles, batch: Many) -> int:
+    """A generous estimate of the bytes a bulk write adds (to grow the map ahead of it)."""
+    per_doc = len(h.layout.tables) * 40 + 64 + h.codec.id_start * 2
+    if batch.bands is not None:
+        per_doc += 40 * batch.bands.shape[1]
+    return len(batch.ids) * per_doc

@@ -1,0 +1,161 @@
+"""Whole-store operations: verify, rebuild, compact, and all-pairs search over a store.
+
+Built on the store's seams (:mod:`simstore.store.env`, :mod:`simstore.store.format`,
+:mod:`simstore.store.legacy.tables`), never on SimStore itself: the public entry points
+are the SimStore methods of the same names, which hand their handles in.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import lmdb
+import numpy as np
+
+from ..exceptions import SimstoreTypeError, StoreAccessError, StoreError
+from ..search import hamming as batch
+from ..search.layout import plan
+from . import format as F
+from .check import verify as _verify
+from .env import Env
+from .errors import translate
+from .runs import RunTables
+from .schema import Handles
+
+Snapshot = Callable[[], tuple[list[Any], np.ndarray]]
+
+
+def verify(txn: Any, h: Handles, *, timeout: float | None = None) -> list[str]:
+    """Every broken invariant of the store, as sentences; [] when all hold.
+
+    The check runs in a child process (:mod:`simstore.store.check.verify`): a damaged
+    file that makes LMDB abort or loop is reported as a problem, never
+    kills the caller. The child checks the newest committed snapshot; when
+    ``txn`` is this process's open batch (its id is past that snapshot), the
+    batch's own writes are then checked here, over pages the child found
+    sound. ``timeout``: seconds before the check counts as hung (default:
+    :func:`simstore.store.check.verify.default_timeout`, from the file's size).
+    """
+    report = _verify.isolated(h.path, timeout=timeout)
+    if report.problems or report.txnid is None:
+        return report.problems
+    if int(txn.id()) > report.txnid:
+        return _verify.records(txn, h)
+    return []
+
+
+def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int | None) -> None:
+    """Re-derive the permutation, band and ids tables from the docs records, atomically.
+
+    ``handles()`` gives the store's current handles; they are renewed
+    whenever the environment is reopened. A kill at any moment leaves the old
+    layout or the new one, complete (LMDB commits atomically). The caller
+    holds the store's exclusive lock and reopens the environment afterwards
+    (the layout may have changed).
+    """
+
+    def attempt() -> None:
+        h = handles()
+        txn = env.begin(True)
+        try:
+            cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_sketches=True)
+            assert cols.encs is not None
+            size = max(len(cols.fps), 1) if expected_size is None else expected_size
+            layout = plan(k, size).layout
+            old_next = h.tables.next_iid(txn, h.docs)  # internal ids are never reused
+            h.tables.drop(txn)
+            # the ids table is derived from docs too: re-derive it
+            txn.drop(h.ids, delete=False)
+            id_items = sorted(zip(map(F.id_key, cols.encs), cols.keys, strict=True))
+            txn.cursor(h.ids).putmulti(id_items, append=True)
+            del id_items
+            txn.put(b"layout", F.to_json(layout.to_dict()), db=h.meta)
+            txn.put(b"format", F.to_json(F.format_meta()), db=h.meta)  # run tables
+            sig = h.bands is not None
+            if h.bands is not None:
+                h.bands.drop(txn)
+            fresh = RunTables(env.env, txn, layout, h.docs, h.codec, create=True,
+                              nbands=h.config.bands if sig else 0)
+            fresh.init(txn, old_next)
+            fresh.fill(txn, cols.fps, cols.iids, bands=cols.bands if sig else None)
+            txn.commit()
+        except BaseException:
+            try:
+                txn.abort()
+            except lmdb.Error:
+                pass
+            raise
+
+    def grow() -> None:
+        # Handles dropped or opened in the aborted transaction die with it.
+        env.reload()
+        env.grow()
+
+    env.retrying(attempt, grow)
+
+
+def compact(env: Env, dest: str | os.PathLike[str]) -> None:
+    """Write a compacted copy (free pages dropped) of the store to a new directory.
+
+    The copy is made in a sibling temporary directory and renamed into place,
+    so ``dest`` is either absent or a complete store, whatever happens.
+    """
+    try:
+        target = os.path.abspath(os.fspath(dest))  # "dest/" names the directory dest
+    except TypeError:
+        raise SimstoreTypeError(
+            f"'dest' must be a str or os.PathLike (got {type(dest).__name__})"
+        ) from None
+    if os.path.lexists(target):
+        raise StoreError(f"compact destination {os.fspath(dest)!r} exists; give a new path")
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        raise StoreAccessError(
+            f"compact destination {os.fspath(dest)!r}: its parent {parent!r} is not an "
+            "existing directory"
+        )
+    tmp = f"{target}.tmp-{os.getpid()}"
+    try:
+        os.mkdir(tmp)
+    except OSError as exc:
+        raise StoreAccessError(
+            f"cannot write the compacted copy next to {os.fspath(dest)!r}: "
+            f"{exc.strerror or exc}"
+        ) from exc
+    try:
+        with env.lock:
+            lenv = env.live()
+            try:
+                lenv.copy(tmp, compact=True)
+            except lmdb.Error as exc:
+                raise translate(exc, env.path) from exc
+        try:
+            os.rename(tmp, target)
+        except OSError as exc:
+            raise StoreAccessError(
+                f"cannot move the compacted copy to {os.fspath(dest)!r}: {exc.strerror or exc}"
+            ) from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def pairs(snapshot: Snapshot, k: int) -> Iterator[tuple[Any, Any, int]]:
+    """Every pair of stored docs within k, as (doc_id_a, doc_id_b, distance)."""
+    ids, fps = snapshot()
+    found = batch.find_all(fps, k)
+    for i, j, d in zip(found.i.tolist(), found.j.tolist(), found.distance.tolist(), strict=True):
+        yield ids[i], ids[j], d
+
+
+def clusters(snapshot: Snapshot, k: int) -> list[list[Any]]:
+    """Groups (size >= 2) of docs connected by distance <= k, in insertion order."""
+    ids, fps = snapshot()
+    labels = batch.clusters(fps, k)
+    groups: dict[int, list[Any]] = {}
+    for i, label in enumerate(labels.tolist()):
+        groups.setdefault(label, []).append(ids[i])
+    return [g for g in groups.values() if len(g) > 1]

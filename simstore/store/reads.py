@@ -1,0 +1,140 @@
+"""Read paths of a store: answers of Hamming queries and similarity lookups.
+
+Pure functions of the store's :class:`~simstore.store.schema.Handles` and a read
+transaction; the results are the public :class:`Match` and :class:`SimilarMatch`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..exceptions import CorruptStoreError
+from ..native import core as _core
+from ..text.minhash import jaccard_from_distance
+from .env import Env
+from .format import DocId, iid_bytes
+from .schema import Handles
+
+
+class Match(NamedTuple):
+    """One stored document within the query distance."""
+
+    doc_id: DocId
+    fingerprint: int
+    distance: int
+
+
+class SimilarMatch(NamedTuple):
+    """One stored document at or above the Jaccard threshold.
+
+    jaccard: the estimate from the two sketches; distance: the Hamming
+    distance of the two simhash fingerprints (for reference).
+    """
+
+    doc_id: DocId
+    fingerprint: int
+    distance: int
+    jaccard: float
+
+
+def matches(h: Handles, txn: Any, rows: list[Any]) -> list[Match]:
+    """Matches of (distance, internal id[, docs record]) rows, by distance then insertion order."""
+    rows.sort()
+    get = txn.get
+    docs = h.docs
+    match = h.codec.match
+    out = []
+    for row in rows:
+        rec = row[2] if len(row) > 2 else get(row[1], db=docs)
+        if rec is None:
+            raise CorruptStoreError(
+                f"store {h.path!r}: a table names a doc the docs database lacks"
+            )
+        doc_id, fp = match(rec)
+        out.append(Match(doc_id, fp, row[0]))
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _estimates(bits: int) -> np.ndarray:
+    """The Jaccard estimate of every sketch distance 0..bits (one lookup per candidate)."""
+    return np.asarray(jaccard_from_distance(np.arange(bits + 1), bits), dtype=np.float64)
+
+
+def similar(
+    h: Handles, txn: Any, fp: int, sketch: np.ndarray, keys: list[bytes], threshold: float
+) -> list[SimilarMatch]:
+    """Stored docs sharing a band key with the query whose estimated Jaccard >= threshold.
+
+    Best first (Jaccard descending, then insertion order).
+    """
+    assert h.bands is not None
+    cands = h.bands.candidates(txn, keys)
+    if not cands:
+        return []
+    get, docs, codec = txn.get, h.docs, h.codec
+    recs = []
+    live = []
+    for iid in cands:
+        rec = get(iid, db=docs)
+        if rec is None:
+            if h.bands.runs:
+                continue  # a removed doc's stale entry in the run tables
+            raise CorruptStoreError(
+                f"store {h.path!r}: a band table names a doc the docs database lacks"
+            )
+        recs.append(rec)
+        live.append(iid)
+    if not recs:
+        return []
+    cands = live
+    words = codec.sketch_words
+    raw = b"".join(codec.sketch(r) for r in recs)
+    stored = np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(len(recs), words)
+    est = _estimates(64 * words)[_core.sketch_distance_one(sketch, stored)]
+    out = []
+    for i in np.flatnonzero(est >= threshold).tolist():
+        doc_id, got = codec.match(recs[i])
+        out.append((-float(est[i]), cands[i], SimilarMatch(doc_id, got, (got ^ fp).bit_count(),
+                                                          float(est[i]))))
+    out.sort(key=lambda row: (row[0], row[1]))
+    return [row[2] for row in out]
+
+
+class Scanner:
+    """Exact answers for k above the layout's k: popcount over every stored fingerprint.
+
+    Keeps the fingerprints of the last committed snapshot it read (a scan per
+    query would otherwise walk the docs table each time).
+    """
+
+    def __init__(self, env: Env) -> None:
+        self._env = env
+        self._cache: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
+
+    def all_fps(self, h: Handles, txn: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(internal ids, fingerprints) of every doc in internal order, cached per snapshot."""
+        env = self._env
+        tag = (env.epoch, txn.id())
+        # Only committed snapshots may be cached: a write transaction's id is the
+        # next commit's, so its (pre-write or aborted) view would pass for that snapshot.
+        cacheable = txn is not env.wtxn and tag[1] <= env.last_txnid()
+        if cacheable and self._cache is not None and self._cache[0] == tag:
+            return self._cache[1], self._cache[2]
+        cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_ids=False)
+        if cacheable:
+            self._cache = (tag, cols.iids, cols.fps)
+        return cols.iids, cols.fps
+
+    def scan(self, h: Handles, txn: Any, q: int, k: int) -> list[Match]:
+        """Every doc within k of q, by a C scan of all stored fingerprints."""
+        iids, fps = self.all_fps(h, txn)
+        idx, dist = _core.hamming_within(q, fps, k)
+        rows = [
+            (d, iid_bytes(int(iids[i])))
+            for i, d in zip(idx.tolist(), dist.tolist(), strict=True)
+        ]
+        return matches(h, txn, rows)

@@ -1,0 +1,145 @@
+"""A store's databases and metadata: create them, read them back, bind their handles.
+
+Every (re)open of the environment binds a fresh :class:`Handles`: the named
+databases, the layout and config recorded in ``meta``, the record codec and
+the permutation and band tables they imply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..exceptions import (
+    ConfigMismatchError,
+    CorruptStoreError,
+    FormatVersionError,
+    LayoutMismatchError,
+    NotAStoreError,
+)
+from ..search.layout import Layout
+from ..text.fingerprinting import FingerprintConfig
+from . import format as F
+from .legacy.bands import Bands
+from .legacy.tables import Tables
+from .runs import RunBands, RunTables
+
+
+@dataclass(frozen=True)
+class Handles:
+    """What a store's operations work on, for one open environment."""
+
+    path: str
+    layout: Layout
+    config: FingerprintConfig
+    codec: F.RecordCodec
+    meta: Any
+    docs: Any
+    ids: Any
+    tables: Tables | RunTables
+    bands: Bands | RunBands | None
+
+
+def bind(
+    env: Any, txn: Any, path: str, layout: Layout, config: FingerprintConfig, *, create: bool,
+    runs: bool = True,
+) -> Handles:
+    """Open (or create, inside txn) the named databases of a layout and config.
+
+    runs: run tables (format 3), else the dupsort tables of formats 1 and 2.
+    """
+    sig = config.has_signature
+    codec = F.RecordCodec(config.sketch_bits // 64, config.bands) if sig else F.RecordCodec()
+    meta = env.open_db(b"meta", txn=txn, create=create)
+    docs = env.open_db(b"docs", txn=txn, create=create)
+    tables: Tables | RunTables
+    bands: Bands | RunBands | None = None
+    if runs:
+        tables = RunTables(env, txn, layout, docs, codec, create=create,
+                           nbands=config.bands if sig else 0)
+        if sig:
+            bands = RunBands(tables)
+    else:
+        tables = Tables(env, txn, layout, create=create)
+        if sig:
+            bands = Bands(env, txn, config.bands, create=create)
+    return Handles(
+        path=path,
+        layout=layout,
+        config=config,
+        codec=codec,
+        meta=meta,
+        docs=docs,
+        ids=env.open_db(b"ids", txn=txn, create=create),
+        tables=tables,
+        bands=bands,
+    )
+
+
+def create(env: Any, path: str, layout: Layout, config: FingerprintConfig) -> Handles | None:
+    """Write a new store's metadata and databases; None if another process won the race."""
+    txn = env.begin(write=True)
+    try:
+        if txn.get(b"meta") is not None:
+            return None
+        meta = env.open_db(b"meta", txn=txn)
+        fmt = F.format_meta()
+        txn.put(b"format", F.to_json(fmt), db=meta)
+        txn.put(b"layout", F.to_json(layout.to_dict()), db=meta)
+        txn.put(b"fingerprint", F.to_json(config.to_dict()), db=meta)
+        handles = bind(env, txn, path, layout, config, create=True, runs=F.has_runs(fmt))
+        handles.tables.init(txn)
+        txn.commit()
+        txn = None
+        return handles
+    finally:
+        if txn is not None:
+            txn.abort()
+
+
+def load(
+    env: Any, path: str, want_k: int | None, want_config: FingerprintConfig | None
+) -> Handles:
+    """Read the recorded layout and config, check them against the caller's, bind."""
+    txn = env.begin(write=False)
+    try:
+        if txn.get(b"meta") is None:
+            raise NotAStoreError(
+                f"{path!r} holds an LMDB environment that is not a simstore store "
+                "(no 'meta' database)"
+            )
+        meta = env.open_db(b"meta", txn=txn, create=False)
+        fmt = F.from_json(txn.get(b"format", db=meta), "format")
+        if not F.is_known_format(fmt):
+            raise FormatVersionError(
+                f"store {path!r} has format {fmt!r}; this simstore reads simstore format "
+                f"versions {', '.join(map(str, F.FORMAT_VERSIONS))} (upgrade simstore or rebuild)"
+            )
+        layout = Layout.from_dict(F.from_json(txn.get(b"layout", db=meta), "layout"))
+        config = FingerprintConfig.from_dict(
+            F.from_json(txn.get(b"fingerprint", db=meta), "fingerprint")
+        )
+    finally:
+        txn.abort()
+    if not F.has_runs(fmt) and (fmt["version"] == 2) != config.has_signature:
+        raise CorruptStoreError(
+            f"store {path!r}: format version {fmt['version']} does not go with its config "
+            f"{config.scheme}"
+        )
+    if want_k is not None and want_k != layout.max_k:
+        raise LayoutMismatchError(
+            f"store {path!r} was built for k <= {layout.max_k}, not k={want_k}; "
+            f"open it without k (or with k={layout.max_k}), or build a new store for the other k"
+        )
+    if want_config is not None and want_config != config:
+        raise ConfigMismatchError(
+            f"store {path!r} holds fingerprints of {config.scheme}, not "
+            f"{want_config.scheme}; open it without config or with the same one"
+        )
+    # Handles opened inside a read transaction die with it: open them on their own.
+    return bind(env, None, path, layout, config, create=False, runs=F.has_runs(fmt))
+
+
+def read_layout(txn: Any, meta: Any) -> Layout:
+    """The layout recorded in a store's metadata."""
+    return Layout.from_dict(F.from_json(txn.get(b"layout", db=meta), "layout"))

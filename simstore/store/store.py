@@ -1,0 +1,497 @@
+"""The persistent near-duplicate index: ``SimStore``, a thin face over its seams.
+
+The seams are the modules of :mod:`simstore.store` (format, env, schema, the table
+engines, writes, reads, maintenance); the face validates and delegates. Its dict-like
+reads are in :mod:`simstore.store.mapping`, its similarity calls in
+:mod:`simstore.store.similarity`.
+
+Every read is one short transaction, so no old snapshot pins pages while a
+crawler runs for days.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import lmdb
+import numpy as np
+
+from .._validate import (
+    MAX_FP,
+    MAX_K,
+    as_fingerprint_array,
+    check_expected_size,
+    check_fingerprint,
+    check_int,
+    check_k,
+)
+from ..exceptions import InvalidConfigError, SimstoreTypeError, StoreError
+from ..search.layout import Layout, Plan, plan
+from ..search.similar import DEFAULT_THRESHOLD, check_threshold
+from ..text.fingerprinting import DEFAULT_CONFIG, FingerprintConfig, fingerprints
+from ..text.minhash import Signature
+from . import (
+    dedup_many as _dedup_bulk,
+    format as F,
+    inputs as _inputs,
+    maintenance as _maintenance,
+    reads as _reads,
+    schema as _schema,
+    writes as _writes,
+)
+from .env import PAGE, Env
+from .errors import translate
+from .forks import current_pid
+from .format import MAX_DOC_ID_BYTES, DocId
+from .mapping import MappingMethods
+from .reads import Match, SimilarMatch
+from .similarity import SimilarityMethods
+
+__all__ = [
+    "DEFAULT_EXPECTED_SIZE", "DEFAULT_K", "MAX_DOC_ID_BYTES", "DocId", "Match", "SimilarMatch",
+    "SimStore",
+]
+
+# Best F1 for Jaccard >= 0.9 in docs/quality.md; k = 3 serves Jaccard >= 0.95 and is ~4x faster.
+DEFAULT_K = 5
+DEFAULT_EXPECTED_SIZE = 1_000_000
+_MIN_MAP_SIZE = 1 << 26
+_MAX_INITIAL_MAP = 1 << 36
+_QUERY_CHUNK = 256
+
+
+class SimStore(MappingMethods, SimilarityMethods):
+    """A persistent index of (doc id, 64-bit fingerprint) answering Hamming queries.
+
+    ``SimStore(path)`` opens the store at ``path`` or creates it there (the
+    directory must be missing or empty). On creation ``k`` (default 5, at most
+    16) fixes the largest distance the tables answer by index lookups and
+    ``expected_size`` (default 1M) tunes their headers; ``config`` records the
+    fingerprint scheme. On reopen these come from the store: passing a
+    different k or config raises :class:`LayoutMismatchError` /
+    :class:`ConfigMismatchError` and changes nothing; ``expected_size`` is
+    then ignored.
+
+    ``durable=True`` (default): a returned write is on disk. ``durable=False``
+    skips the fsyncs (LMDB ``sync=False, metasync=False``): an OS crash or power
+    loss may lose the last commits, but never corrupts the store; process
+    crashes lose nothing. ``readonly=True`` never writes and refuses writes
+    with :class:`ReadOnlyError`.
+
+    Many processes may open one store; writes are serialized by LMDB. A
+    handle is usable from several threads (calls are serialized). After
+    ``os.fork()`` the child reopens the environment on first use; pickling
+    reopens by path, so a store can be passed to multiprocessing workers.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        k: int | None = None,
+        expected_size: int | None = None,
+        config: FingerprintConfig | None = None,
+        readonly: bool = False,
+        durable: bool = True,
+        map_size: int | None = None,
+        max_readers: int = 512,
+    ) -> None:
+        try:
+            spath = os.fspath(path)
+        except TypeError:
+            raise SimstoreTypeError(
+                f"'path' must be a str or os.PathLike (got {type(path).__name__})"
+            ) from None
+        max_readers = check_int(max_readers, "max_readers", 1)
+        self._want_k = None if k is None else check_k(k, "k", MAX_K)
+        size = (
+            DEFAULT_EXPECTED_SIZE if expected_size is None else check_expected_size(expected_size)
+        )
+        if config is not None and not isinstance(config, FingerprintConfig):
+            raise SimstoreTypeError(
+                f"'config' must be a FingerprintConfig (got {type(config).__name__})"
+            )
+        if map_size is not None:
+            map_size = check_int(map_size, "map_size", PAGE)
+        self._want_config = config
+        self._expected_size = size
+        self._map_size = map_size
+        planned = plan(DEFAULT_K if self._want_k is None else self._want_k, size)
+        self._layout: Layout = planned.layout
+        self._config: FingerprintConfig = config or DEFAULT_CONFIG
+        self._env = Env(
+            spath,
+            readonly=bool(readonly),
+            durable=bool(durable),
+            max_readers=max_readers,
+            map_size=map_size or _initial_map_size(planned, size),
+            on_open=self._on_open,
+        )
+        self._scanner = _reads.Scanner(self._env)
+        self._env.open()
+
+    # --- opening: metadata and handles --------------------------------------------
+
+    def _on_open(self, env: Any, creating: bool) -> None:
+        """Create or check the metadata, then bind the databases (every (re)open)."""
+        path = self._env.path
+        with self._env.translated():
+            h = _schema.create(env, path, self._layout, self._config) if creating else None
+            if h is None:
+                h = _schema.load(env, path, self._want_k, self._want_config)
+        self._h = h
+        self._layout = h.layout
+        self._config = h.config
+
+    # --- transactions --------------------------------------------------------------
+
+    @contextmanager
+    def batch(self) -> Iterator[SimStore]:
+        """Group writes into one transaction: one commit (one fsync) at the end.
+
+        Reads inside the block see its writes; an exception aborts them all.
+        The handle is held by this thread for the block (other threads wait);
+        other processes see nothing until the commit. Nested blocks join the
+        outer one.
+        """
+        with self._env.batch():
+            yield self
+
+    # --- writes ----------------------------------------------------------------------
+
+    def _write(self, op: Any, *args: Any, need: int = 0) -> Any:
+        """op(txn, handles, *args) in a write transaction, with the handles of the live env.
+
+        (After fork the environment is reopened first, and the handles with it.)
+        """
+        with self._env.lock:
+            self._env.live()
+            return self._env.write(op, self._h, *args, need=need)
+
+    def add(self, doc_id: DocId, fp: int | Signature) -> None:
+        """Store doc_id with fingerprint fp (a Signature in a similarity store).
+
+        An existing doc_id gets the new fingerprint (and signature).
+        """
+        enc = F.encode_id(doc_id)
+        q, extra = _inputs.item(self._h, fp)
+        self._write(_writes.add, F.id_key(enc), enc, q, extra)
+
+    def add_many(self, doc_ids: Iterable[DocId], fps: Any) -> None:
+        """Store many docs in one transaction; a doc_id given twice keeps its last fp.
+
+        fps: fingerprints (uint64 array or ints), or Signatures in a similarity
+        store. The fast path for bulk loads: each table gets its keys sorted
+        (appended in key order when the table is empty). Int ids (a range, an
+        int array or a list of ints) are encoded with numpy, not one by one.
+        """
+        batch = _inputs.many(self._h, doc_ids, fps)
+        if len(batch.ids):
+            need = _inputs.bytes_needed(self._h, batch)
+            self._write(_writes.add_many, *batch, need=need)
+
+    def remove(self, doc_id: DocId) -> bool:
+        """Delete doc_id; True if it was stored, False if not (never raises KeyError)."""
+        enc = F.encode_id(doc_id)
+        return bool(self._write(_writes.remove, F.id_key(enc), enc))
+
+    def remove_many(self, doc_ids: Iterable[DocId]) -> int:
+        """Delete many docs in one transaction; returns how many were stored."""
+        encs = [F.encode_id(d) for d in F.doc_ids_list(doc_ids)]
+        return int(self._write(_writes.remove_many, encs))
+
+    def add_if_new(
+        self,
+        doc_id: DocId,
+        fp: int | Signature,
+        k: int | None = None,
+        *,
+        threshold: float | None = None,
+    ) -> list[Any]:
+        """The crawler's call: near-duplicates already stored, storing the doc only if none.
+
+        In ONE write transaction (so atomic across processes): find every
+        stored doc within k (default: the store's k) of fp -- or, in a
+        similarity store given a Signature and no k, every doc with estimated
+        Jaccard >= threshold (default 0.9) -- and if there is none, store the
+        doc and return []; otherwise store nothing and return the matches
+        (:class:`Match`, or :class:`SimilarMatch` by similarity). A doc_id
+        already stored counts like any other doc: an unchanged recrawl returns
+        its own old entry and keeps it.
+        """
+        enc = F.encode_id(doc_id)
+        q, extra = _inputs.item(self._h, fp)
+        if extra is not None and k is None:
+            assert isinstance(fp, Signature)
+            t = check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold)
+            keys = extra[1]
+            return self._write(  # type: ignore[no-any-return]
+                _writes.add_if_similar, F.id_key(enc), enc, q, extra, fp.sketch, keys, t
+            )
+        if threshold is not None:
+            raise InvalidConfigError(
+                "'threshold' needs a similarity store, a Signature and no k; give k for a "
+                "Hamming check"
+            )
+        kk = self._k_arg(k)
+        return self._write(self._op_add_if_new, F.id_key(enc), enc, q, extra, kk)  # type: ignore[no-any-return]
+
+    def _op_add_if_new(
+        self, txn: Any, h: _schema.Handles, idkey: bytes, enc: bytes, fp: int,
+        extra: _writes.Extra, k: int,
+    ) -> list[Match]:
+        found = self._search(txn, fp, k)
+        if not found:
+            _writes.add(txn, h, idkey, enc, fp, extra)
+        return found
+
+    def add_if_new_many(
+        self,
+        doc_ids: Iterable[DocId],
+        fps: Any,
+        k: int | None = None,
+        *,
+        threshold: float | None = None,
+    ) -> list[list[Any]]:
+        """:meth:`add_if_new` for many docs, in input order, in ONE write transaction.
+
+        Returns one list per doc: exactly what ``add_if_new(doc_ids[i], fps[i], k,
+        threshold=threshold)`` called in input order would return -- [] when the
+        doc was stored, else its matches, nearest first -- and leaves the store as
+        those calls would. So a doc is stored only if nothing near it is stored at
+        its turn: no doc stored before the call and no earlier doc of this call
+        that was stored (a later near copy names the earlier one); an id given
+        again, or already stored, is replaced when its new item is not near
+        anything. fps: as :meth:`add_many` takes them (uint64 fingerprints, or
+        Signatures; a similarity store with no k checks estimated Jaccard >=
+        threshold, default 0.9). Atomic against other processes: they see all
+        the call's writes or none, and no other writer runs during it. The fast
+        path of streaming dedup: candidates are looked up for all docs at once
+        and the stored docs written in bulk (see :mod:`simstore.store.dedup_many`).
+        """
+        encs = [F.encode_id(d) for d in F.doc_ids_list(doc_ids)]
+        # distinct stand-in ids: only the checks and columns of add_many's input are wanted
+        cols = _inputs.many(self._h, np.arange(len(encs), dtype=np.int64), fps)
+        if cols.sketches is not None and k is None:
+            t = check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold)
+            rule = _dedup_bulk.Rule(None, t)
+        elif threshold is not None:
+            raise InvalidConfigError(
+                "'threshold' needs a similarity store, Signatures and no k; give k for a "
+                "Hamming check"
+            )
+        else:
+            rule = _dedup_bulk.Rule(self._k_arg(k), None)
+        if not encs:
+            return []
+        docs = _dedup_bulk.Docs(encs, cols.fps, cols.sketches, cols.bands)
+        need = _inputs.bytes_needed(self._h, cols)
+        return self._write(_dedup_bulk.add_if_new_many, docs, rule, need=need)  # type: ignore[no-any-return]
+
+    # --- reads -------------------------------------------------------------------------
+
+    def _k_arg(self, k: int | None) -> int:
+        return self._layout.max_k if k is None else check_k(k)
+
+    def query(self, fp: int, k: int | None = None) -> list[Match]:
+        """Every stored doc within Hamming distance k of fp, exactly.
+
+        Sorted by distance, then insertion order. k defaults to the store's k;
+        any k <= the store's k uses the tables; a larger k (up to 64) is
+        answered exactly too, by a C scan of all stored fingerprints (O(n)).
+        """
+        if type(fp) is int and 0 <= fp <= MAX_FP:
+            q = fp
+        else:
+            q = fp.fingerprint if isinstance(fp, Signature) else check_fingerprint(fp)
+        if k is None:
+            kk = self._layout.max_k
+        else:
+            kk = k if type(k) is int and 0 <= k <= 64 else check_k(k)
+        env = self._env
+        with env.lock:
+            if env.wtxn is not None or env.closed or current_pid() != env.pid:
+                with env.reading() as txn:
+                    return self._search(txn, q, kk)
+            # The fast path: a fresh read transaction, no fork or batch to handle.
+            txn = env.begin(False)
+            try:
+                return self._search(txn, q, kk)
+            except lmdb.Error as exc:
+                raise translate(exc, env.path) from exc
+            finally:
+                txn.abort()
+
+    def query_many(self, fps: Any, k: int | None = None) -> list[list[Match]]:
+        """:meth:`query` for each fingerprint (a uint64 array or an iterable of ints)."""
+        arr = as_fingerprint_array(fps)
+        kk = self._k_arg(k)
+        out: list[list[Match]] = []
+        qs = arr.tolist()
+        for start in range(0, len(qs), _QUERY_CHUNK):
+            with self._env.reading() as txn:
+                out.extend(self._search(txn, q, kk) for q in qs[start : start + _QUERY_CHUNK])
+        return out
+
+    def _search(self, txn: Any, q: int, k: int) -> list[Match]:
+        """Every doc within k of q (k <= the layout's k uses the tables)."""
+        if k > self._layout.max_k:
+            return self._scanner.scan(self._h, txn, q, k)
+        rows = self._h.tables.search(txn, q, k)
+        return _reads.matches(self._h, txn, rows) if rows else []
+
+    def stats(self) -> dict[str, Any]:
+        """Size, layout and scheme of the store, as plain JSON-able values."""
+        with self._env.reading() as txn:
+            count = int(txn.stat(self._h.docs)["entries"])
+            map_size, used = self._env.used_bytes()
+        lay = self._layout
+        return {
+            "path": self.path,
+            "count": count,
+            "k": lay.max_k,
+            "tables": len(lay.tables),
+            "blocks": len(lay.blocks),
+            "header_bits": [lay.header_bits(t) for t in range(len(lay.tables))],
+            "radius": lay.radius,
+            "fingerprint": self._config.to_dict(),
+            "map_size": map_size,
+            "used_bytes": used,
+            "format_version": 3 if self._h.tables.runs else self._h.codec.version,
+            "table_engine": "runs" if self._h.tables.runs else "dupsort",
+            "similarity": self._config.has_signature,
+            "sketch_bytes": 8 * self._h.codec.sketch_words,
+            "band_key_bytes": 4 * self._h.codec.nbands,
+            "bytes_per_doc": used // count if count else None,
+        }
+
+    def fingerprint(self, text: str) -> int:
+        """The fingerprint of a text under this store's own recorded config."""
+        return int(self.fingerprint_texts([text])[0])
+
+    def fingerprint_texts(self, texts: Iterable[str]) -> np.ndarray:
+        """Fingerprints (uint64) of many texts under this store's recorded config."""
+        return fingerprints(texts, self._config)
+
+    # --- properties and lifecycle -------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """The store's directory."""
+        return self._env.path
+
+    @property
+    def k(self) -> int:
+        """The largest distance the tables answer (larger k falls back to a scan)."""
+        return self._layout.max_k
+
+    @property
+    def layout(self) -> Layout:
+        """The table layout recorded in the store."""
+        return self._layout
+
+    @property
+    def config(self) -> FingerprintConfig:
+        """The fingerprint scheme recorded in the store."""
+        return self._config
+
+    @property
+    def readonly(self) -> bool:
+        """Whether this handle refuses writes."""
+        return self._env.readonly
+
+    def sync(self) -> None:
+        """Flush to disk now (useful with durable=False)."""
+        with self._env.lock, self._env.translated():
+            self._env.live().sync(True)
+
+    def close(self) -> None:
+        """Close the handle (idempotent); later calls raise StoreClosedError."""
+        self._env.close()
+
+    # --- whole-store operations (simstore.store.maintenance) -----------------------------------
+
+    def verify(self, timeout: float | None = None) -> list[str]:
+        """Every broken invariant, as sentences; [] when the store is sound.
+
+        Checks the file's structure (as plain bytes), then that each doc is in
+        every permutation and band table exactly once, no table or ids entry
+        is an orphan, and records and metadata parse. Runs in a child process:
+        a damaged file that would make LMDB abort is reported, never kills the
+        caller. ``timeout``: seconds before the check counts as hung.
+        """
+        with self._env.reading() as txn:
+            return _maintenance.verify(txn, self._h, timeout=timeout)
+
+    def rebuild(self, k: int | None = None, expected_size: int | None = None) -> dict[str, Any]:
+        """Re-derive every table (and the ids map) from the docs table: new k, or repair.
+
+        One atomic transaction: a crash leaves the old layout or the new one,
+        complete. Refused with StoreInUseError while another handle (in any
+        process) has the store open. Returns :meth:`stats`.
+        """
+        env = self._env
+        if env.wtxn is not None:
+            raise StoreError("rebuild() cannot run inside batch(); call it outside")
+        env.check_writable()
+        new_k = self.k if k is None else check_k(k, "k", MAX_K)
+        size = None if expected_size is None else check_expected_size(expected_size)
+        with env.lock, env.exclusive("rebuild"):
+            env.live()
+            self._want_k = None  # from now on the layout on disk is the one to read back
+            _maintenance.rebuild(env, lambda: self._h, new_k, size)
+            env.reload()  # re-read layout and handles from disk
+        return self.stats()
+
+    def compact(self, dest: str | os.PathLike[str]) -> None:
+        """Write a compacted copy to a new directory (complete or absent, never half)."""
+        _maintenance.compact(self._env, dest)
+
+    def pairs(self, k: int | None = None) -> Iterator[tuple[DocId, DocId, int]]:
+        """Every pair of stored docs within k (default: the store's k), with the distance."""
+        return _maintenance.pairs(self.snapshot, self._k_arg(k))
+
+    def clusters(self, k: int | None = None) -> list[list[DocId]]:
+        """Connected groups (size >= 2) of docs within k of each other."""
+        return _maintenance.clusters(self.snapshot, self._k_arg(k))
+
+    def __enter__(self) -> SimStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle by path and options: the receiver opens the store itself."""
+        env = self._env
+        return (
+            _reopen,
+            (env.path, self._layout.max_k, self._config, env.readonly, env.durable,
+             self._map_size, env.max_readers),
+        )
+
+    def __repr__(self) -> str:
+        env = self._env
+        state = "closed" if env.closed else ("readonly" if env.readonly else "open")
+        return f"SimStore({env.path!r}, k={self.k}, {state})"
+
+
+def _reopen(
+    path: str, k: int, config: FingerprintConfig, readonly: bool, durable: bool,
+    map_size: int | None, max_readers: int,
+) -> SimStore:
+    return SimStore(
+        path, k=k, config=config, readonly=readonly, durable=durable,
+        map_size=map_size, max_readers=max_readers,
+    )
+
+
+def _initial_map_size(planned: Plan, expected_size: int) -> int:
+    est = planned.bytes_per_fingerprint * max(expected_size, 1) // 4
+    # Only a starting size (the map grows on demand): capped so a huge expected_size
+    # cannot ask for more address space than the machine has.
+    size = min(max(_MIN_MAP_SIZE, est), _MAX_INITIAL_MAP)
+    return -(-size // PAGE) * PAGE

@@ -1,0 +1,110 @@
+"""The package's layers: no module imports a layer above its own, and no import cycles.
+
+Layers, lowest first: the base (``exceptions``, ``_validate``), ``native``, ``text``,
+``search``, ``store``, then ``corpus`` and ``spark`` (beside each other), then ``cli``.
+Imports at any depth count, function-level ones included.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "simstore"
+
+# What each layer may import from the package (besides itself).
+BASE = {"simstore.exceptions", "simstore._validate"}
+ALLOWED = {
+    "base": set(),
+    "native": {"base"},
+    "text": {"base", "native"},
+    "search": {"base", "native", "text"},
+    "store": {"base", "native", "text", "search"},
+    "corpus": {"base", "native", "text", "search", "store"},
+    "spark": {"base", "native", "text", "search", "store"},
+    "cli": {"base", "native", "text", "search", "store", "corpus", "spark", "face"},
+    # The package face and the simstore.batch alias re-export the lower layers.
+    "face": {"base", "text", "search", "store"},
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PKG.rglob("*.py"):
+        rel = p.relative_to(PKG.parent).with_suffix("")
+        name = ".".join(rel.parts)
+        out[name.removesuffix(".__init__")] = p
+    return out
+
+
+def _layer(mod: str) -> str:
+    if mod in BASE:
+        return "base"
+    if mod == "simstore.__main__":
+        return "cli"
+    parts = mod.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED):
+        return parts[1]
+    return "face"  # simstore, simstore.__main__, simstore.batch
+
+
+def _imports(mod: str, path: Path, mods: dict[str, Path]) -> set[str]:
+    is_pkg = path.name == "__init__.py"
+    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = base[: len(base) - node.level + 1]
+                target = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                found.add(full if full in mods else target)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m in mods and m != mod}
+
+
+MODS = _modules()
+GRAPH = {m: _imports(m, p, MODS) for m, p in MODS.items()}
+
+
+def test_the_walk_sees_the_package():
+    """The import graph is read from every module (guards the test itself)."""
+    assert {"simstore.store.store", "simstore.text.minhash", "simstore.cli._spark"} <= set(MODS)
+    assert "simstore.store.env" in GRAPH["simstore.store.store"]
+
+
+@pytest.mark.parametrize("mod", sorted(MODS))
+def test_no_import_from_a_higher_layer(mod):
+    """Each module imports only its own layer and the layers below it."""
+    layer = _layer(mod)
+    bad = [
+        dep for dep in sorted(GRAPH[mod])
+        if _layer(dep) != layer and _layer(dep) not in ALLOWED[layer]
+    ]
+    assert bad == [], f"{mod} ({layer}) imports {bad}"
+
+
+def test_no_import_cycles():
+    """No module reaches itself through imports (package faces count as modules)."""
+    state: dict[str, int] = {}
+    cycles = []
+
+    def walk(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(GRAPH[m]):
+            if state.get(d) == 1:
+                cycles.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                walk(d, stack + [d])
+        state[m] = 2
+
+    for m in sorted(GRAPH):
+        if m not in state:
+            walk(m, [m])
+    assert cycles == []
