@@ -1,17 +1,20 @@
-/* The probe engine of in-memory sorted runs: every probe of one query, over
- * every run of every table (plus the unsorted scan runs), in one call.
+/* The probe engine of sorted runs read in place: every probe of one query,
+ * over every run set of every table (plus the unsorted scan runs), in one call.
  *
- * A sorted run keeps its permuted keys ascending with a directory over their
- * top dbits (ss_build_dir), so a probe is a directory lookup plus a short
- * search inside one bucket. Probes flow through a three-stage software
- * pipeline (prefetch the directory entry; read it and prefetch the bucket;
- * search the bucket), AHEAD probes apart, over every run of every table, so
- * the cache misses of consecutive probes overlap instead of queueing.
+ * A level of a table is a set of disjoint sorted runs; the caller keeps only
+ * their first keys (firsts) in process memory, the keys themselves (and each
+ * run's directory) stay where LMDB maps them (page cache, shared by every
+ * process). A probe finds its run by a binary search of firsts and flows
+ * through a three-stage software pipeline, AHEAD probes apart: prefetch the
+ * run's directory entry; read it and prefetch the bucket's keys; search the
+ * bucket and check the keys of the range, crossing into the next runs when
+ * the range does. A run without a directory is entered at a position
+ * guessed by interpolation (permuted simhashes spread evenly) and searched
+ * by galloping from there. The cache misses of consecutive probes overlap
+ * instead of queueing.
  *
- * Probes go in mask order, not sorted by value: the masks are ascending, so
- * probes that share their high header bits (and so directory lines and
- * pages) are already adjacent, and a full sort measured slower than the
- * locality it bought.
+ * Probes go in mask order: the masks are ascending, so probes that share
+ * their high header bits (and so pages) are adjacent.
  */
 #include "_internal.h"
 
@@ -19,33 +22,12 @@
 #include <string.h>
 
 enum {
-    MAX_DIR_BITS = 26,
     AHEAD = 16,       /* probes between the pipeline's stages */
     RING = 64,        /* probes in flight: a power of two > 2 * AHEAD */
+    MAX_DIR_BITS = 24,
     LOCAL_HITS = 256, /* hits kept on the stack */
     SMALL_SORT = 24,  /* insertion sort up to this many hits */
 };
-
-/* --- directory -------------------------------------------------------- */
-
-/* The top dbits of key (0 when dbits is 0), without a shift by 64. */
-static inline uint64_t bucket_of(uint64_t key, int dbits) {
-    return (key >> 1) >> (63 - dbits);
-}
-
-int ss_build_dir(const uint64_t *keys, size_t n, int dbits, uint64_t *dir) {
-    if (dbits < 0 || dbits > MAX_DIR_BITS || (n && !keys) || !dir) return -2;
-    for (size_t i = 1; i < n; i++)
-        if (keys[i - 1] > keys[i]) return -2;
-    uint64_t nb = 1ULL << dbits;
-    size_t i = 0;
-    for (uint64_t p = 0; p < nb; p++) {
-        while (i < n && bucket_of(keys[i], dbits) < p) i++;
-        dir[p] = i;
-    }
-    dir[nb] = n;
-    return 0;
-}
 
 /* --- hits --------------------------------------------------------------- */
 
@@ -125,6 +107,95 @@ static size_t dedupe_hits(hit *a, size_t n) {
     return m;
 }
 
+/* --- runs ------------------------------------------------------------------ */
+
+static inline uint64_t run_key(const ss_run *r, size_t i) {
+    return r->kw == 8 ? ((const uint64_t *)r->keys)[i]
+                      : (r->high | ((const uint32_t *)r->keys)[i]);
+}
+
+static inline uint64_t run_val(const ss_run *r, size_t i) {
+    return r->vw == 8 ? ((const uint64_t *)r->vals)[i]
+                      : (uint64_t)((const uint32_t *)r->vals)[i];
+}
+
+/* Index of the last run whose first key is < v (0 when none is): where the
+ * keys >= v start, even when equal keys span runs. */
+static inline size_t run_of(const ss_runset *s, uint64_t v) {
+    size_t lo = 0, n = s->nruns;
+    const uint64_t *f = s->firsts;
+    while (n > 1) {
+        size_t half = n / 2;
+        if (f[lo + half] < v) lo += half;
+        n -= half;
+    }
+    return lo;
+}
+
+/* Index of the first key of a kw-8 run that is >= v, searched from the guess
+ * g (galloping out to a bracket, then halving it). */
+static inline size_t lower_from(const uint64_t *keys, size_t n, size_t g,
+                                uint64_t v) {
+    size_t lo, hi; /* keys[lo - 1] < v <= keys[hi] (bounds as sentinels) */
+    if (g >= n) g = n ? n - 1 : 0;
+    if (!n) return 0;
+    if (keys[g] < v) {
+        size_t step = 1;
+        lo = g + 1;
+        hi = g + 1;
+        while (hi < n && keys[hi] < v) {
+            lo = hi + 1;
+            hi += step;
+            step *= 2;
+        }
+        if (hi > n) hi = n;
+    } else {
+        size_t step = 1;
+        hi = g;
+        lo = g;
+        while (lo > 0 && keys[lo - 1] >= v) {
+            hi = lo - 1;
+            lo = lo > step ? lo - step : 0;
+            step *= 2;
+        }
+    }
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Index of the first key >= v of any run (binary search). */
+static inline size_t lower_any(const ss_run *r, uint64_t v) {
+    size_t lo = 0, hi = (size_t)r->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (run_key(r, mid) < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+int ss_run_dir(const uint64_t *keys, size_t n, int dbits, uint32_t *dir) {
+    if (!keys || !dir || n == 0 || n > UINT32_MAX || dbits < 1 ||
+        dbits > MAX_DIR_BITS)
+        return -2;
+    for (size_t i = 1; i < n; i++)
+        if (keys[i - 1] > keys[i]) return -2;
+    uint64_t span = keys[n - 1] - keys[0];
+    int bits = span ? 64 - __builtin_clzll(span) : 0;
+    int shift = bits > dbits ? bits - dbits : 0;
+    size_t nb = (size_t)1 << dbits, i = 0;
+    for (size_t b = 0; b < nb; b++) {
+        while (i < n && ((keys[i] - keys[0]) >> shift) < b) i++;
+        dir[b] = (uint32_t)i;
+    }
+    dir[nb] = (uint32_t)n;
+    return shift;
+}
+
 /* --- the probe pipeline ------------------------------------------------- */
 
 /* The query as seen by one table. */
@@ -132,16 +203,16 @@ typedef struct {
     uint64_t qp;        /* the query permuted for the table */
     uint64_t tailmask;  /* the bits below the header */
     int k;
-    int hbits;          /* header bits (a run with as many dbits: exact) */
 } probe_ctx;
 
-/* One probe in flight: its run, table context and value; lo holds the
- * directory bucket until the directory is read, then [lo, hi) is the bucket. */
+/* One probe in flight: its run set, table context, value and run; lo..hi
+ * the bucket of the run's directory (lo the bucket number until stage 2
+ * reads it), or lo the interpolated guess of a run without one. */
 typedef struct {
-    const ss_segment *sg;
+    const ss_runset *s;
     const probe_ctx *c;
     uint64_t v;
-    size_t lo, hi;
+    size_t r, lo, hi;
 } flight;
 
 typedef struct {
@@ -149,80 +220,96 @@ typedef struct {
     size_t issued, resolved, done;
 } pipeline;
 
-/* Index of the first of a[0..n) that is >= v. */
-static inline size_t lower_bound(const uint64_t *a, size_t n, uint64_t v) {
-    const uint64_t *p = a;
-    while (n > 1) {
-        size_t half = n / 2;
-        p = p[half - 1] < v ? p + half : p;
-        n -= half;
-    }
-    return (size_t)(p - a) + (n == 1 && *p < v);
-}
-
 /* Stage 2: read the directory entry, prefetch the bucket's first key. */
 static inline void resolve(flight *f) {
-    const uint64_t *dir = f->sg->dir;
-    size_t p = f->lo, n = f->sg->n;
-    /* clamped, so a damaged directory cannot read out of bounds */
-    f->hi = dir[p + 1] < n ? dir[p + 1] : n;
-    f->lo = dir[p] < f->hi ? dir[p] : f->hi;
-    __builtin_prefetch(f->sg->keys + f->lo);
-}
-
-/* The value of entry i of a run (64- or 32-bit values). */
-static inline uint64_t seg_val(const ss_segment *sg, size_t i) {
-    return sg->vals ? sg->vals[i] : (uint64_t)sg->vals32[i];
-}
-
-/* Stage 3: the keys of the bucket within [v, v | tailmask] (all of them when
- * the bucket is exact) and within k of the permuted query, into h. */
-static inline void finish(const flight *f, hits *h) {
-    const uint64_t *keys = f->sg->keys;
-    const probe_ctx *c = f->c;
-    size_t lo = f->lo, hi = f->hi;
-    if (f->sg->dbits != c->hbits) {
-        uint64_t top = f->v | c->tailmask;
-        lo += lower_bound(keys + lo, hi - lo, f->v);
-        for (; lo < hi && keys[lo] <= top; lo++) {
-            int d = __builtin_popcountll(keys[lo] ^ c->qp);
-            if (d <= c->k) hits_push(h, seg_val(f->sg, lo), d);
-        }
+    const ss_run *run = &f->s->runs[f->r];
+    if (!run->dir || f->lo > ((size_t)1 << run->dbits)) return;
+    size_t b = f->lo, n = (size_t)run->n;
+    if (b == ((size_t)1 << run->dbits)) { /* past the run's last key */
+        f->lo = f->hi = n;
         return;
     }
-    for (; lo < hi; lo++) {
-        int d = __builtin_popcountll(keys[lo] ^ c->qp);
-        if (d <= c->k) hits_push(h, seg_val(f->sg, lo), d);
+    /* clamped, so a damaged directory cannot read out of bounds */
+    f->hi = run->dir[b + 1] < n ? run->dir[b + 1] : n;
+    f->lo = run->dir[b] < f->hi ? run->dir[b] : f->hi;
+    __builtin_prefetch((const uint64_t *)run->keys + f->lo);
+}
+
+/* Stage 3: the keys in [v, v | tailmask] within k of the permuted query,
+ * from the probe's run on (a range may cross into later runs). */
+static inline void finish(const flight *f, hits *h) {
+    const ss_runset *s = f->s;
+    const probe_ctx *c = f->c;
+    uint64_t top = f->v | c->tailmask;
+    size_t r = f->r;
+    const ss_run *run = &s->runs[r];
+    const uint64_t *keys = run->keys;
+    size_t i;
+    if (run->dir)
+        i = f->lo + lower_from(keys + f->lo, f->hi - f->lo, 0, f->v);
+    else
+        i = lower_from(keys, (size_t)run->n, f->lo, f->v);
+    for (;;) {
+        size_t n = (size_t)run->n;
+        for (; i < n && keys[i] <= top; i++) {
+            int d = __builtin_popcountll(keys[i] ^ c->qp);
+            if (d <= c->k) hits_push(h, run_val(run, i), d);
+        }
+        if (i < n || ++r >= s->nruns || s->firsts[r] > top) return;
+        run = &s->runs[r];
+        keys = run->keys;
+        i = 0;
     }
 }
 
-/* Stage 1 for probe v of run sg, and the later stages of older probes. */
-static inline void pipe_push(pipeline *pp, const ss_segment *sg,
+/* Stage 1 for probe v of set s: its run and its directory bucket (prefetched),
+ * or a guess inside a run without one; then the later stages of older probes. */
+static inline void pipe_push(pipeline *pp, const ss_runset *s,
                              const probe_ctx *c, uint64_t v, hits *h) {
     flight *f = &pp->ring[pp->issued++ % RING];
-    f->sg = sg;
+    size_t r = run_of(s, v);
+    const ss_run *run = &s->runs[r];
+    uint64_t first = s->firsts[r];
+    f->s = s;
     f->c = c;
     f->v = v;
-    f->lo = bucket_of(v, sg->dbits);
-    __builtin_prefetch(sg->dir + f->lo);
+    f->r = r;
+    f->lo = f->hi = 0;
+    if (v > first && run->dir) {
+        uint64_t b = (v - first) >> run->shift;
+        size_t nb = (size_t)1 << run->dbits;
+        f->lo = b < nb ? (size_t)b : nb;
+        __builtin_prefetch(run->dir + f->lo);
+    } else if (v > first && run->n > 1) {
+        uint64_t last = r + 1 < s->nruns ? s->firsts[r + 1] : UINT64_MAX;
+        /* the fraction (v - first) / (last - first), in 32-bit fixed point */
+        int sh = 64 - __builtin_clzll(last - first);
+        sh = sh > 32 ? sh - 32 : 0;
+        uint64_t num = (v - first) >> sh, den = ((last - first) >> sh) + 1;
+        f->lo = (size_t)((num * (uint64_t)run->n) / den);
+        if (f->lo >= run->n) f->lo = (size_t)run->n - 1;
+        __builtin_prefetch((const uint64_t *)run->keys + f->lo);
+    }
     if (pp->issued - pp->resolved > AHEAD)
         resolve(&pp->ring[pp->resolved++ % RING]);
     if (pp->resolved - pp->done > AHEAD)
         finish(&pp->ring[pp->done++ % RING], h);
 }
 
-/* The later stages of every probe still in flight. */
 static void pipe_drain(pipeline *pp, hits *h) {
     while (pp->resolved < pp->issued) resolve(&pp->ring[pp->resolved++ % RING]);
     while (pp->done < pp->resolved) finish(&pp->ring[pp->done++ % RING], h);
 }
 
-/* Every key of an unsorted run within k of q. */
-static void scan_run(const ss_segment *sg, uint64_t q, int k, hits *h) {
-    const uint64_t *keys = sg->keys;
-    for (size_t i = 0; i < sg->n; i++) {
-        int d = __builtin_popcountll(keys[i] ^ q);
-        if (d <= k) hits_push(h, seg_val(sg, i), d);
+/* Every key of a scan set within k of q. */
+static void scan_set(const ss_runset *s, uint64_t q, int k, hits *h) {
+    for (size_t r = 0; r < s->nruns; r++) {
+        const ss_run *run = &s->runs[r];
+        const uint64_t *keys = run->keys;
+        for (size_t i = 0; i < run->n; i++) {
+            int d = __builtin_popcountll(keys[i] ^ q);
+            if (d <= k) hits_push(h, run_val(run, i), d);
+        }
     }
 }
 
@@ -241,30 +328,35 @@ static int plan_ok(const ss_probe_plan *pl) {
     return total == 0 || pl->masks;
 }
 
-static int segments_ok(const ss_probe_plan *pl, const ss_segment *segs,
-                       size_t nsegs) {
-    for (size_t s = 0; s < nsegs; s++) {
-        const ss_segment *sg = &segs[s];
-        if (sg->table < -1 || sg->table >= pl->ntables) return 0;
-        if (sg->n && (!sg->keys || (!sg->vals && !sg->vals32))) return 0;
-        if (sg->table < 0) continue;
-        int hbits = 64 - pl->tails[sg->table];
-        if (sg->dbits < 0 || sg->dbits > MAX_DIR_BITS || sg->dbits > hbits ||
-            !sg->dir)
+/* Whether a set's runs can be read: widths known, pointers where n > 0,
+ * firsts for a sorted set, 64-bit keys where probes or scans read them. */
+static int set_ok(const ss_runset *s, int32_t ntables, int need_kw8) {
+    if (s->table < -1 || s->table >= ntables || (s->nruns && !s->runs))
+        return 0;
+    if (s->table >= 0 && s->nruns && !s->firsts) return 0;
+    for (size_t r = 0; r < s->nruns; r++) {
+        const ss_run *run = &s->runs[r];
+        if ((run->kw != 8 && run->kw != 4) || (run->vw != 8 && run->vw != 4))
             return 0;
+        if (run->dir && (run->kw != 8 || run->dbits < 1 || run->dbits > MAX_DIR_BITS ||
+                         run->shift < 0 || run->shift > 63))
+            return 0;
+        if (run->n && (!run->keys || !run->vals)) return 0;
+        if (need_kw8 && run->kw != 8) return 0;
+        if (s->table >= 0 && !run->n) return 0; /* a sorted run is never empty */
     }
     return 1;
 }
 
-/* Push every probe of every sorted run of table t (masks m[0..nm)). */
+/* Push every probe of every sorted set of table t (masks m[0..nm)). */
 static void probe_table(pipeline *pp, const probe_ctx *c, int t,
-                        const uint64_t *m, size_t nm, const ss_segment *segs,
-                        size_t nsegs, hits *h) {
+                        const uint64_t *m, size_t nm, const ss_runset *sets,
+                        size_t nsets, hits *h) {
     uint64_t base = c->qp & ~c->tailmask;
-    for (size_t s = 0; s < nsegs; s++) {
-        if (segs[s].table != t || segs[s].n == 0) continue;
+    for (size_t s = 0; s < nsets; s++) {
+        if (sets[s].table != t || sets[s].nruns == 0) continue;
         for (size_t i = 0; i < nm; i++)
-            pipe_push(pp, &segs[s], c, base ^ m[i], h);
+            pipe_push(pp, &sets[s], c, base ^ m[i], h);
     }
 }
 
@@ -285,30 +377,32 @@ __attribute__((flatten))
 #endif
 SS__CLONES
 int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
-                 const ss_segment *segs, size_t nsegs, uint64_t *out_vals,
+                 const ss_runset *sets, size_t nsets, uint64_t *out_vals,
                  uint8_t *out_dist, size_t cap) {
     uint64_t qp[64];
     probe_ctx ctx[64];
     pipeline pp = {.issued = 0, .resolved = 0, .done = 0};
     hits h;
-    if (k < 0 || k > 64 || (nsegs && !segs) ||
+    if (k < 0 || k > 64 || (nsets && !sets) ||
         (cap && (!out_vals || !out_dist)))
         return -2;
-    if (!plan_ok(plan) || !segments_ok(plan, segs, nsegs)) return -2;
+    if (!plan_ok(plan)) return -2;
+    for (size_t s = 0; s < nsets; s++)
+        if (!set_ok(&sets[s], plan->ntables, 1)) return -2;
     ss_permute_tables(q, plan->ntables, plan->nblocks, plan->src_shift,
                       plan->width, plan->dst_shift, qp);
     hits_init(&h);
     const uint64_t *m = plan->masks;
     for (int t = 0; t < plan->ntables; t++) {
         uint64_t tailmask = (1ULL << plan->tails[t]) - 1;
-        ctx[t] = (probe_ctx){qp[t], tailmask, k, 64 - plan->tails[t]};
-        probe_table(&pp, &ctx[t], t, m, (size_t)plan->nmasks[t], segs, nsegs,
+        ctx[t] = (probe_ctx){qp[t], tailmask, k};
+        probe_table(&pp, &ctx[t], t, m, (size_t)plan->nmasks[t], sets, nsets,
                     &h);
         m += plan->nmasks[t];
     }
     pipe_drain(&pp, &h);
-    for (size_t s = 0; s < nsegs; s++)
-        if (segs[s].table < 0) scan_run(&segs[s], q, k, &h);
+    for (size_t s = 0; s < nsets; s++)
+        if (sets[s].table < 0) scan_set(&sets[s], q, k, &h);
     int64_t rc = h.oom ? -1 : (int64_t)take_hits(&h, out_vals, out_dist, cap);
     hits_free(&h);
     return rc;
@@ -316,25 +410,25 @@ int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
 
 /* --- exact lookups ---------------------------------------------------------- */
 
-int64_t ss_lookup(const ss_segment *segs, size_t nsegs, const uint64_t *qs,
+int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
                   size_t nq, uint64_t *out_vals, size_t cap) {
     size_t m = 0;
-    if ((nsegs && !segs) || (nq && !qs) || (cap && !out_vals)) return -2;
-    for (size_t s = 0; s < nsegs; s++) {
-        const ss_segment *sg = &segs[s];
-        if (!sg->n) continue;
-        if (sg->table < 0 || !sg->keys || (!sg->vals && !sg->vals32) || !sg->dir ||
-            sg->dbits < 0 || sg->dbits > MAX_DIR_BITS)
-            return -2;
+    if ((nsets && !sets) || (nq && !qs) || (cap && !out_vals)) return -2;
+    for (size_t s = 0; s < nsets; s++) {
+        const ss_runset *set = &sets[s];
+        if (set->table < 0 || !set_ok(set, 64, 0)) return -2;
+        if (!set->nruns) continue;
         for (size_t i = 0; i < nq; i++) {
-            uint64_t q = qs[i], b = bucket_of(q, sg->dbits);
-            /* clamped, so a damaged directory cannot read out of bounds */
-            size_t hi = sg->dir[b + 1] < sg->n ? sg->dir[b + 1] : sg->n;
-            size_t lo = sg->dir[b] < hi ? sg->dir[b] : hi;
-            lo += lower_bound(sg->keys + lo, hi - lo, q);
-            for (; lo < hi && sg->keys[lo] == q; lo++) {
-                if (m < cap) out_vals[m] = seg_val(sg, lo);
-                m++;
+            uint64_t q = qs[i];
+            for (size_t r = run_of(set, q); r < set->nruns && set->firsts[r] <= q;
+                 r++) {
+                const ss_run *run = &set->runs[r];
+                size_t j = lower_any(run, q);
+                for (; j < run->n && run_key(run, j) == q; j++) {
+                    if (m < cap) out_vals[m] = run_val(run, j);
+                    m++;
+                }
+                if (j < run->n) break; /* a larger key: no later run has q */
             }
         }
     }

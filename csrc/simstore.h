@@ -157,28 +157,42 @@ int ss_sort_table(const uint64_t *fps, const uint64_t *iids, size_t n,
                   uint64_t *out_vals);
 /* QUERY-END */
 
-/* --- probe engine over in-memory sorted runs (csrc/probe.c) ---------- */
+/* --- probe engine over sorted runs read in place (csrc/probe.c) ------ */
 /* PROBE-BEGIN */
-/* One run of keys: table >= 0, its permuted keys ascending with a directory
- * dir of 2**dbits + 1 entries (ss_build_dir); table -1, a scan run of
- * unpermuted fingerprints in any order (dir and dbits unused). vals[i] is
- * the value (internal doc id) of keys[i]; when vals is NULL, vals32[i] is
- * (values below 2**32 kept in half the memory). */
+/* One run: n keys and their values (internal doc ids), wherever they are
+ * (a store's runs are read where LMDB maps them). keys are uint64 (kw 8) or
+ * the low 32 bits of keys whose high 32 bits are `high` (kw 4); values are
+ * uint64 (vw 8) or uint32 (vw 4), host order. A kw 8 run may carry a
+ * directory (dir not NULL): 2**dbits + 1 entries (dbits 1..24), dir[b] the
+ * first index whose key k has ((k - keys[0]) >> shift) >= b (shift 0..63),
+ * dir[2**dbits] = n (see ss_run_dir); without one a probe interpolates. */
 typedef struct {
-    const uint64_t *keys;
-    const uint64_t *vals;
-    const uint64_t *dir;
-    size_t n;
-    int32_t table;
+    const void *keys;
+    const void *vals;
+    const uint32_t *dir;
+    uint64_t high;
+    uint64_t n;
+    int32_t kw;
+    int32_t vw;
     int32_t dbits;
-    const uint32_t *vals32;
-} ss_segment;
+    int32_t shift;
+} ss_run;
+/* A set of runs: table >= 0, one level of a sorted table: runs ascending and
+ * disjoint, firsts[i] the first key of runs[i] (ascending); table -1, scan
+ * runs of unpermuted fingerprints in any order (kw 8; firsts unused). */
+typedef struct {
+    const ss_run *runs;
+    const uint64_t *firsts;
+    uint64_t nruns;
+    int32_t table;
+    int32_t pad;
+} ss_runset;
 /* The probes of a query at one radius: ntables (1..64) permutations of
  * nblocks (1..64) blocks each (ntables rows of nblocks bytes, see
  * ss_permute_blocks), each table's tail bit count (64 - header bits, 0..63)
  * and its nmasks[t] distinct header XOR masks (concatenated table after
  * table, already shifted left by tails[t]; ascending keeps probes that share
- * directory lines together, any order gives the same answer). */
+ * pages together, any order gives the same answer). */
 typedef struct {
     int32_t ntables;
     int32_t nblocks;
@@ -189,26 +203,25 @@ typedef struct {
     const uint64_t *masks;
     const int32_t *nmasks;
 } ss_probe_plan;
-/* The directory of n ascending keys: dir[p] = the first index whose key's top
- * dbits (0..26) are >= p, for p in 0..2**dbits (dir[2**dbits] = n). Returns
- * 0, -2 bad arguments (keys not ascending included). */
-int ss_build_dir(const uint64_t *keys, size_t n, int dbits, uint64_t *dir);
-/* Every value within k (0..64) of q over nsegs runs, in one call. A sorted run
- * of table t (dbits <= its header bits) is probed at each of t's masks m:
- * the keys in [lo, lo | tailmask], lo = (q permuted for t, tail cleared) ^ m,
- * that are within k of the permuted q. A scan run checks every key against
- * q. The distinct values (least distance of each) ascending go to out_vals
- * and out_dist, at most cap of them. Returns how many there are (more than
- * cap: call again with room for that many), -1 out of memory, -2 bad
- * arguments. */
+/* Every value within k (0..64) of q over nsets run sets, in one call. A set
+ * of table t is probed at each of t's masks m: the keys in [lo, lo |
+ * tailmask], lo = (q permuted for t, tail cleared) ^ m, that are within k of
+ * the permuted q (kw 8 runs only). A scan set checks every key against q. The
+ * distinct values (least distance of each) ascending go to out_vals and
+ * out_dist, at most cap of them. Returns how many there are (more than cap:
+ * call again with room for that many), -1 out of memory, -2 bad arguments. */
 int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
-                 const ss_segment *segs, size_t nsegs, uint64_t *out_vals,
+                 const ss_runset *sets, size_t nsets, uint64_t *out_vals,
                  uint8_t *out_dist, size_t cap);
-/* The values of every key of the sorted runs (table >= 0, with their
- * directories) equal to one of qs[0..nq): at most cap of them to out_vals, in
- * run order then query order, duplicates kept. Returns how many there are
- * (more than cap: call again with room for that many), -2 bad arguments. */
-int64_t ss_lookup(const ss_segment *segs, size_t nsegs, const uint64_t *qs,
+/* The directory of a run of n ascending keys (n >= 1), as ss_run describes:
+ * dir (2**dbits + 1 entries, dbits 1..24) and its shift (returned, or -2 on
+ * bad arguments: keys not ascending included). */
+int ss_run_dir(const uint64_t *keys, size_t n, int dbits, uint32_t *dir);
+/* The values of every key of the sorted sets (table >= 0) equal to one of
+ * qs[0..nq): at most cap of them to out_vals, in set order then query order,
+ * duplicates kept. Returns how many there are (more than cap: call again with
+ * room for that many), -2 bad arguments. */
+int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
                   size_t nq, uint64_t *out_vals, size_t cap);
 /* PROBE-END */
 

@@ -1,8 +1,11 @@
-"""Thin binding of the probe engine (``csrc/probe.c``): queries over in-memory sorted runs.
+"""Thin binding of the probe engine (``csrc/probe.c``): queries over sorted runs in place.
 
-A :class:`Prober` holds a layout's probe plans and the runs it points at, and
-answers a query (every probe of every table and level) or exact key lookups in
-one C call each. Callers validate the layout; this module checks the arrays.
+A :class:`Prober` holds a layout's probe plans and the run sets it points at,
+and answers a query (every probe of every table and level) or exact key
+lookups in one C call each. A run's arrays may view memory the caller does not
+own (a store's runs are numpy views of LMDB's map): the caller keeps that
+memory valid while it calls the prober. Callers validate the layout; this
+module checks the arrays.
 """
 
 from __future__ import annotations
@@ -10,26 +13,50 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..exceptions import InvalidConfigError
-from .core import U64, _u64_ptr, ffi, lib, raise_for
+from .core import U64, ffi, lib, raise_for
 
-MAX_DIR_BITS = 26
 MAX_PROBES = 1 << 22  # probes a query may plan (a larger radius is a layout mistake)
-# (table, keys, values, directory, directory bits); table -1 (directory None) for a scan run.
-Segment = tuple[int, np.ndarray, np.ndarray, "np.ndarray | None", int]
 
 
-def choose_dbits(n: int, header_bits: int) -> int:
-    """Directory bits for a run of n keys: about two keys a bucket.
+MAX_RUN_DIR_BITS = 24
 
-    Never above the header bits (a probe then falls in one bucket) nor 24
-    (a directory of at most 128 MiB).
+
+class Run(NamedTuple):
+    """One sorted run: keys (uint64, or uint32 low halves under ``high``) and values.
+
+    A run of uint64 keys may carry its directory (``run_dir``): probes then
+    read one bucket instead of searching the run.
     """
-    return max(0, min(header_bits, 24, int(n).bit_length() - 2))
+
+    keys: np.ndarray
+    vals: np.ndarray
+    high: int = 0  # the keys' high 32 bits (<< 32) when keys are uint32 low halves
+    dir: np.ndarray | None = None  # uint32, 2**dbits + 1 entries
+    shift: int = 0
+
+
+def run_dir(keys: np.ndarray, dbits: int) -> tuple[np.ndarray, int]:
+    """The directory of a run's ascending uint64 keys (at least one) and its shift.
+
+    dir[b] is the first index whose key k has ``(k - keys[0]) >> shift >= b``;
+    shift is the least that fits the run's span in dbits bits (ss_run_dir).
+    """
+    keys = _u64_array(keys, "run keys")
+    if not _is_int(dbits) or not 1 <= dbits <= MAX_RUN_DIR_BITS or not len(keys):
+        raise InvalidConfigError(
+            f"simstore: a run directory needs keys and dbits in 1..{MAX_RUN_DIR_BITS} "
+            f"(got {len(keys)} keys, dbits {dbits!r})")
+    out = np.empty((1 << dbits) + 1, dtype=np.uint32)
+    shift = lib.ss_run_dir(ffi.from_buffer("uint64_t[]", keys), len(keys), dbits,
+                           ffi.from_buffer("uint32_t[]", out))
+    if shift < 0:
+        raise_for(shift, "building a run directory (the keys must be ascending)")
+    return out, int(shift)
 
 
 def _is_int(x: Any) -> bool:
@@ -44,22 +71,63 @@ def _u64_array(a: Any, what: str) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def build_dir(keys: np.ndarray, dbits: int) -> np.ndarray:
-    """The directory of a run's ascending keys: 2**dbits + 1 uint64 (see ss_build_dir).
+def _width(a: Any, what: str) -> int:
+    """4 or 8: the width of a 1-D contiguous uint32/uint64 array; else refused."""
+    if isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype in (np.uint32, U64) \
+            and a.flags.c_contiguous:
+        return int(a.dtype.itemsize)
+    got = f"{a.dtype} {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
+    raise InvalidConfigError(
+        f"simstore: {what} must be a contiguous 1-D uint32 or uint64 array (got {got})")
 
-    dir[p] is the first index whose key's top dbits are >= p, so the keys of
-    bucket p are keys[dir[p]:dir[p + 1]].
+
+class RunSet:
+    """A level of one table as the C engine reads it: sorted disjoint runs, or scan runs.
+
+    table >= 0: runs ascending and disjoint, ``firsts[i]`` the first key of
+    run i (given, e.g. from the store's record keys, so building a set reads
+    no key); table -1: runs of unpermuted fingerprints to scan (uint64 keys).
+    Holds the C structs and a reference to every array they point into.
     """
-    keys = _u64_array(keys, "keys")
-    if not _is_int(dbits) or not 0 <= dbits <= MAX_DIR_BITS:
-        raise InvalidConfigError(
-            f"simstore: dbits must be an int in 0..{MAX_DIR_BITS} (got {dbits!r})"
-        )
-    out = np.empty((1 << dbits) + 1, dtype=np.uint64)
-    rc = lib.ss_build_dir(_u64_ptr(keys), len(keys), dbits, _u64_ptr(out))
-    if rc != 0:
-        raise_for(rc, f"building a {dbits}-bit directory (the keys must be ascending)")
-    return out
+
+    def __init__(self, table: int, runs: Sequence[Run], firsts: Sequence[int] | None = None,
+                 ) -> None:
+        if not _is_int(table) or table < -1:
+            raise InvalidConfigError(f"simstore: a run set's table must be >= -1 (got {table!r})")
+        self.table = table
+        runs = [r for r in runs if len(r.keys)]
+        if firsts is None:
+            firsts = [int(r.high) | int(r.keys[0]) for r in runs]
+        elif len(firsts) != len(runs):
+            raise InvalidConfigError("simstore: a run set needs one first key per run")
+        self.firsts = np.array(firsts, dtype=np.uint64)
+        if len(self.firsts) > 1 and bool((self.firsts[1:] < self.firsts[:-1]).any()):
+            raise InvalidConfigError("simstore: a run set's first keys must ascend")
+        self.n = 0
+        arr = ffi.new("ss_run[]", len(runs))
+        refs: list[Any] = []
+        for i, (keys, vals, high, dir_, shift) in enumerate(runs):
+            kw, vw = _width(keys, "run keys"), _width(vals, "run values")
+            if len(keys) != len(vals) or (kw == 8 and high) or not 0 <= high < 1 << 64:
+                raise InvalidConfigError(
+                    "simstore: a run needs as many values as keys, and a high half only "
+                    "over 32-bit keys")
+            c = arr[i]
+            c.keys = ffi.from_buffer(keys)
+            c.vals = ffi.from_buffer(vals)
+            c.high, c.n, c.kw, c.vw = high, len(keys), kw, vw
+            if dir_ is not None:
+                c.dir, c.dbits, c.shift = _run_dir_ok(dir_, shift, kw, len(keys))
+                refs.append(dir_)
+            refs += [keys, vals]
+            self.n += len(keys)
+        self._runs, self._refs = arr, refs
+        self._firsts_c = ffi.from_buffer("uint64_t[]", self.firsts)
+
+    def fill(self, c: Any) -> None:
+        """Point a C ss_runset at this set."""
+        c.runs, c.firsts, c.nruns, c.table = self._runs, self._firsts_c, len(self.firsts), \
+            self.table
 
 
 def _ball(bits: int, radius: int) -> int:
@@ -76,16 +144,29 @@ def probe_masks(header_bits: int, radius: int, tail: int) -> list[int]:
     return sorted(out)
 
 
+def _run_dir_ok(dir_: Any, shift: Any, kw: int, n: int) -> tuple[Any, int, int]:
+    """(C pointer, dbits, shift) of a run's directory, checked for its shape."""
+    size = len(dir_) - 1 if isinstance(dir_, np.ndarray) else 0
+    dbits = size.bit_length() - 1
+    if not (isinstance(dir_, np.ndarray) and dir_.dtype == np.uint32 and dir_.ndim == 1
+            and dir_.flags.c_contiguous and size == 1 << dbits and 1 <= dbits
+            <= MAX_RUN_DIR_BITS and kw == 8 and _is_int(shift) and 0 <= shift <= 63
+            and int(dir_[-1]) == n):
+        raise InvalidConfigError(
+            "simstore: a run directory must be run_dir(keys, dbits) of the run's 64-bit keys")
+    return ffi.from_buffer("uint32_t[]", dir_), dbits, shift
+
+
 class Prober:
-    """A query's probes over in-memory sorted runs, all in one C call (ss_probe).
+    """A query's probes over sorted runs, all in one C call (ss_probe).
 
     Built once per layout from each table's permutation spec (as
-    Layout.shifts) and header bits. ``set_segments`` points it at the current
-    runs, keeping a reference to every array the C side reads; calling it
-    answers a query. Probe plans are built per radius on first use. The output
-    buffers are kept and grown between calls, so calls must not overlap (one
-    prober per thread); set_segments may run while a call is under way (the
-    call finishes on the runs it started with).
+    Layout.shifts) and header bits. ``set_sets`` points it at the current
+    run sets, keeping a reference to each; :meth:`hits` answers a query.
+    Probe plans are built per radius on first use. The output buffers are
+    kept and grown between calls, so calls must not overlap (one prober per
+    thread); set_sets may run while a call is under way (the call finishes on
+    the runs it started with).
     """
 
     def __init__(
@@ -100,12 +181,9 @@ class Prober:
         ] + [ffi.new("uint8_t[]", bytes(self._tails))]
         self._plans: dict[int, Any] = {}
         self._plan_refs: list[Any] = []
-        # (C segment array, count, buffers it points into): swapped whole, so a
-        # call holds the runs it started with even if set_segments runs meanwhile
-        self._segments: tuple[Any, int, list[Any]] = (ffi.new("ss_segment[]", 0), 0, [])
-        self._no_hits = (
-            _read_only(np.empty(0, dtype=np.uint64)), _read_only(np.empty(0, dtype=np.uint8))
-        )
+        # (C set array, count, the RunSets it points into): swapped whole, so a
+        # call holds the runs it started with even if set_sets runs meanwhile
+        self._sets: tuple[Any, int, list[RunSet]] = (ffi.new("ss_runset[]", 0), 0, [])
         self._grow(64)
 
     def masks(self, radius: int) -> list[list[int]]:
@@ -135,60 +213,17 @@ class Prober:
         self._plans[radius] = plan
         return plan
 
-    def set_segments(self, segments: Sequence[Segment]) -> None:
-        """Probe these runs from now on: (table, keys, values, dir, dbits) each.
-
-        A sorted run (table >= 0) has ascending permuted keys and the
-        directory build_dir(keys, dbits) made, dbits <= the table's header
-        bits; a scan run (table -1, dir None) has unpermuted fingerprints.
-        """
-        arr = ffi.new("ss_segment[]", len(segments))
-        refs: list[Any] = []
-        for i, seg in enumerate(segments):
-            refs += self._fill_segment(arr[i], seg)
-        self._segments = (arr, len(segments), refs)
-
-    def _fill_segment(self, c: Any, seg: Segment) -> list[Any]:
-        """Check one run and point a C ss_segment at it; the buffers to keep alive."""
-        table, keys, vals, dir_, dbits = seg
-        if not _is_int(table) or not -1 <= table < self._ntables:
-            raise InvalidConfigError(
-                f"simstore: a segment's table must be -1..{self._ntables - 1} (got {table!r})"
-            )
-        keys = _u64_array(keys, "segment keys")
-        narrow = isinstance(vals, np.ndarray) and vals.dtype == np.uint32 and vals.ndim == 1
-        vals = np.ascontiguousarray(vals) if narrow else _u64_array(vals, "segment values")
-        if len(keys) != len(vals):
-            raise InvalidConfigError(
-                f"simstore: segment keys and values differ in length ({len(keys)} != {len(vals)})"
-            )
-        bufs = [ffi.from_buffer("uint64_t[]", keys),
-                ffi.from_buffer("uint32_t[]" if narrow else "uint64_t[]", vals)]
-        c.keys, c.n, c.table, c.dbits = bufs[0], len(keys), table, 0
-        if narrow:
-            c.vals, c.vals32 = ffi.NULL, bufs[1]
-        else:
-            c.vals, c.vals32 = bufs[1], ffi.NULL
-        if table >= 0:
-            d = self._check_dir(dir_, dbits, table, len(keys))
-            bufs.append(ffi.from_buffer("uint64_t[]", d))
-            c.dir, c.dbits = bufs[2], dbits
-        return bufs
-
-    def _check_dir(self, dir_: Any, dbits: Any, table: int, n: int) -> np.ndarray:
-        """A sorted run's directory, checked against its dbits, header and length."""
-        top = min(MAX_DIR_BITS, self._header_bits[table])
-        if not _is_int(dbits) or not 0 <= dbits <= top:
-            raise InvalidConfigError(
-                f"simstore: table {table}'s dbits must be an int in 0..{top} (got {dbits!r})"
-            )
-        d = _u64_array(dir_, "segment directory")
-        if len(d) != (1 << dbits) + 1 or int(d[-1]) != n:
-            raise InvalidConfigError(
-                f"simstore: a segment directory must be build_dir(keys, {dbits})"
-                f" ({(1 << dbits) + 1} entries ending in {n})"
-            )
-        return d
+    def set_sets(self, sets: Sequence[RunSet]) -> None:
+        """Probe these run sets from now on (their tables within this prober's)."""
+        for rs in sets:
+            if rs.table >= self._ntables:
+                raise InvalidConfigError(
+                    f"simstore: a run set's table must be -1..{self._ntables - 1} "
+                    f"(got {rs.table})")
+        arr = ffi.new("ss_runset[]", len(sets))
+        for i, rs in enumerate(sets):
+            rs.fill(arr[i])
+        self._sets = (arr, len(sets), list(sets))
 
     def _grow(self, cap: int) -> None:
         """Output buffers with room for cap hits."""
@@ -200,49 +235,39 @@ class Prober:
 
     def _run(self, q: int, k: int, plan: Any) -> int:
         """One ss_probe call into the output buffers: the hit count (maybe > cap)."""
-        segs, nsegs, _bufs = self._segments  # _bufs: alive until the call returns
+        sets, nsets, _keep = self._sets  # _keep: alive until the call returns
         try:
-            m: int = lib.ss_probe(q, k, plan, segs, nsegs, self._c_vals, self._c_dist, self._cap)
+            m: int = lib.ss_probe(q, k, plan, sets, nsets, self._c_vals, self._c_dist, self._cap)
         except (OverflowError, TypeError) as exc:
             raise InvalidConfigError(
                 f"simstore: a probe needs q in 0..2**64-1 and k in 0..64 (got {q!r}, {k!r})"
             ) from exc
         if m < 0:
-            raise_for(m, f"probing {nsegs} segments (k={k})")
+            raise_for(m, f"probing {nsets} run sets (k={k})")
         if m > self._cap:
             self._grow(max(m, 2 * self._cap))
             return self._run(q, k, plan)
         return m
 
-    def __call__(self, q: int, k: int, radius: int) -> tuple[np.ndarray, np.ndarray]:
-        """Values (uint64, ascending, distinct) within k of q, and their distances (uint8).
-
-        radius is the header radius that answers k on this layout
-        (Layout.radius_for(k)). No hit gives two empty read-only arrays.
-        """
-        plan = self._plans.get(radius)
-        if plan is None:
-            plan = self._plan(radius)
-        m = self._run(q, k, plan)
-        if not m:
-            return self._no_hits
-        return self._vals[:m].copy(), self._dist[:m].copy()
-
     def lookup(self, qs: np.ndarray) -> list[int]:
         """Values of every key of the sorted runs equal to one of qs (uint64), duplicates kept."""
         qs = _u64_array(qs, "lookup keys")
-        segs, nsegs, _bufs = self._segments  # _bufs: alive until the call returns
+        sets, nsets, _keep = self._sets  # _keep: alive until the call returns
         cq = ffi.from_buffer("uint64_t[]", qs)
         while True:
-            m = int(lib.ss_lookup(segs, nsegs, cq, len(qs), self._c_vals, self._cap))
+            m = int(lib.ss_lookup(sets, nsets, cq, len(qs), self._c_vals, self._cap))
             if m < 0:
-                raise_for(m, f"looking up {len(qs)} keys in {nsegs} segments")
+                raise_for(m, f"looking up {len(qs)} keys in {nsets} run sets")
             if m <= self._cap:
                 return ffi.unpack(self._c_vals, m) if m else []
             self._grow(max(m, 2 * self._cap))
 
     def hits(self, q: int, k: int, radius: int) -> list[tuple[int, int]]:
-        """The same answer as a list of (value, distance) (the store's query path)."""
+        """(value, distance) of every value within k of q, values ascending and distinct.
+
+        radius is the header radius that answers k on this layout
+        (Layout.radius_for(k)).
+        """
         plan = self._plans.get(radius)
         if plan is None:
             plan = self._plan(radius)
@@ -250,12 +275,6 @@ class Prober:
         if not m:
             return []
         return list(zip(ffi.unpack(self._c_vals, m), ffi.unpack(self._c_dist, m), strict=True))
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    """a, made read-only (safe to hand out many times)."""
-    a.flags.writeable = False
-    return a
 
 
 def _check_specs(

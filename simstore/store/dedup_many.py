@@ -45,7 +45,6 @@ from .schema import Handles
 from .writes import add, add_many, extra_of, next_iid
 
 _PAIR_SEARCH_MAX_K = 16  # find_all's largest radius; above it the pass popcounts per doc
-_KEY_BYTES = 5  # a band-table key: band index (1 byte), low 32 bits of the band key (BE)
 
 
 class Rule(NamedTuple):
@@ -113,20 +112,6 @@ class _CallKeys:
         for cell, key in zip(cells.tolist(), packed[cells].tolist(), strict=True):
             self.shared.setdefault(cell // self.nbands, []).append(key)
 
-    def key_bytes(self) -> list[bytes]:
-        """The LMDB keys of uniq, in order."""
-        rows = self.uniq.astype(">u8").view(np.uint8).reshape(-1, 8)[:, 8 - _KEY_BYTES :]
-        return np.ascontiguousarray(rows).view(f"V{_KEY_BYTES}").ravel().tolist()  # type: ignore[no-any-return]
-
-    def holders(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row into u, document) for every document holding key uniq[u[row]]."""
-        order = np.argsort(self.inverse, kind="stable")
-        starts = np.searchsorted(self.inverse[order], np.arange(len(self.uniq) + 1))
-        lens = (starts[u + 1] - starts[u]).astype(np.int64)
-        row = np.repeat(np.arange(len(u)), lens)
-        offs = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-        return row, order[starts[u][row] + offs] // self.nbands
-
 
 def _records(txn: Any, h: Handles, iids: list[bytes], what: str,
              stale_ok: bool = False) -> list[bytes | None]:
@@ -143,28 +128,9 @@ def _records(txn: Any, h: Handles, iids: list[bytes], what: str,
 
 
 def _band_pairs(txn: Any, h: Handles, keys: _CallKeys) -> tuple[np.ndarray, np.ndarray]:
-    """(document, internal id) of every stored doc sharing a band key with a document.
-
-    A dupsort band table (formats 1 and 2): one ``getmulti`` of all the call's
-    distinct keys. Run tables (format 3): their lookup of each document's keys.
-    """
-    bands = h.bands
-    assert bands is not None
-    if getattr(bands, "runs", False):
-        per_doc = bands.candidates_many(txn, keys.keys32)  # type: ignore[union-attr]
-        lens = np.fromiter((len(c) for c in per_doc), dtype=np.int64, count=len(per_doc))
-        doc = np.repeat(np.arange(len(per_doc)), lens)
-        flat = [i for c in per_doc for i in c]
-        return doc, np.asarray(flat, dtype=np.uint64).reshape(-1)
-    raw = txn.cursor(bands.db).getmulti(keys.key_bytes(), dupdata=True,  # type: ignore[union-attr]
-                                        dupfixed_bytes=8, keyfixed=True)
-    rows = np.frombuffer(raw, dtype=np.uint8).reshape(-1, _KEY_BYTES + 8)
-    kb = np.zeros((len(rows), 8), dtype=np.uint8)
-    kb[:, 8 - _KEY_BYTES :] = rows[:, :_KEY_BYTES]
-    got = kb.view(">u8").ravel().astype(np.uint64)
-    iids = np.ascontiguousarray(rows[:, _KEY_BYTES:]).view(">u8").ravel().astype(np.uint64)
-    row, doc = keys.holders(np.searchsorted(keys.uniq, got))
-    return doc, iids[row]
+    """(document, internal id) of every stored doc sharing a band key with a document."""
+    assert h.bands is not None
+    return h.bands.candidate_pairs(txn, keys.keys32)
 
 
 def _stored_similar(txn: Any, h: Handles, docs: Docs, keys: _CallKeys,
@@ -178,7 +144,7 @@ def _stored_similar(txn: Any, h: Handles, docs: Docs, keys: _CallKeys,
     code = np.unique(doc.astype(np.uint64) * np.uint64(len(cand)) + cidx.ravel())
     pdoc = (code // np.uint64(len(cand))).astype(np.int64)
     pcand = (code % np.uint64(len(cand))).astype(np.int64)
-    stale_ok = bool(getattr(h.bands, "runs", False))
+    stale_ok = h.bands.stale_entries
     got = _records(txn, h, F.iid_rows(cand).tolist(), "a band table", stale_ok)
     if stale_ok and any(r is None for r in got):  # drop removed docs' stale entries
         live = np.array([r is not None for r in got])

@@ -263,6 +263,7 @@ class Env:
             try:
                 return env.begin(write=write)
             except lmdb.MapResizedError:
+                self.epoch += 1  # the map moves: pointers into it (run tables) go stale
                 env.set_mapsize(0)
             except lmdb.Error as exc:
                 raise translate(exc, self.path) from exc

@@ -31,10 +31,12 @@ DocId = Union[str, int]  # noqa: UP007 - a runtime alias, kept valid on Python 3
 
 FORMAT = "simstore"
 # 1: Hamming stores, 2: similarity stores (docs records version 2), both with
-# dupsort permutation tables; 3: either, with run tables (simstore.store.runs).
-FORMAT_VERSION = 3
-FORMAT_VERSIONS = (1, 2, 3)
+# dupsort permutation tables; 3: either, with run tables (simstore.store.runs);
+# 4: run tables whose runs carry a directory (read in place without a search).
+FORMAT_VERSION = 4
+FORMAT_VERSIONS = (1, 2, 3, 4)
 RUNS_FROM = 3  # the first format version with run tables
+RUN_DIRS_FROM = 4  # the first whose runs carry directories
 MAX_DOC_ID_BYTES = 1 << 16
 MAX_KEY_BYTES = 511  # LMDB's key limit: longer ids are keyed by a digest
 _FP_END = 9  # a record is [version byte][fingerprint: bytes 1..8][encoded id]
@@ -368,6 +370,12 @@ def format_meta() -> dict[str, Any]:
 def has_runs(meta: dict[str, Any]) -> bool:
     """Whether a store of this ``format`` metadata keeps run tables (else dupsort tables)."""
     return int(meta["version"]) >= RUNS_FROM
+
+
+def has_run_dirs(meta: dict[str, Any]) -> bool:
+    """Whether the runs a writer adds to such a store carry directories (older simstores
+    reading format 3 would not understand them)."""
+    return int(meta["version"]) >= RUN_DIRS_FROM
 
 
 def is_known_format(meta: dict[str, Any]) -> bool:

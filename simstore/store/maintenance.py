@@ -65,7 +65,7 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             assert cols.encs is not None
             size = max(len(cols.fps), 1) if expected_size is None else expected_size
             layout = plan(k, size).layout
-            old_next = h.tables.next_iid(txn, h.docs)  # internal ids are never reused
+            old_next = h.tables.next_iid(txn)  # internal ids are never reused
             h.tables.drop(txn)
             # the ids table is derived from docs too: re-derive it
             txn.drop(h.ids, delete=False)
@@ -78,7 +78,8 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             if h.bands is not None:
                 h.bands.drop(txn)
             fresh = RunTables(env.env, txn, layout, h.docs, h.codec, create=True,
-                              nbands=h.config.bands if sig else 0)
+                              nbands=h.config.bands if sig else 0,
+                              dirs=F.has_run_dirs(F.format_meta()))
             fresh.init(txn, old_next)
             fresh.fill(txn, cols.fps, cols.iids, bands=cols.bands if sig else None)
             txn.commit()

@@ -81,8 +81,8 @@ def similar(
     for iid in cands:
         rec = get(iid, db=docs)
         if rec is None:
-            if h.bands.runs:
-                continue  # a removed doc's stale entry in the run tables
+            if h.bands.stale_entries:
+                continue  # a removed doc's stale entry
             raise CorruptStoreError(
                 f"store {h.path!r}: a band table names a doc the docs database lacks"
             )

@@ -6,10 +6,13 @@ the recent docs (see :class:`State`). Each run database (``r00``, ``r01``, ...
 for the permutation tables, ``rbands`` for the band keys of a similarity
 store) holds a level as runs: records keyed by the level byte and the run's
 first key (8 bytes big-endian) whose value is a header (entries, id width,
-key width, two zero bytes), the keys (uint64 little-endian, or their low
-halves when every key of the run shares the record key's high half), then
-the internal ids (4 or 8 bytes little-endian). :mod:`simstore.store.runs` keeps
-the levels up to date and in memory.
+key width, directory bits, directory shift), the keys (uint64 little-endian,
+or their low halves when every key of the run shares the record key's high
+half), the internal ids (4 or 8 bytes little-endian), then, from format 4,
+the run's directory (2**bits + 1 uint32 little-endian, see
+:func:`simstore.native.probe.run_dir`; bits 0: none, as in format 3).
+:mod:`simstore.store.runs` keeps the levels up to date and probes them where
+LMDB maps them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import CorruptStoreError
+from ..native.probe import MAX_RUN_DIR_BITS, Run, run_dir
 
 STATE_DB = b"runs"
 STATE_KEY = b"state"
@@ -30,8 +34,14 @@ BASE, L1 = 0, 1
 EMPTY = np.empty(0, dtype=np.uint64)
 _STATE = struct.Struct("<7Q")
 # entries, iid width (4 or 8), key width (0: 8-byte keys; 4: their low halves, the high
-# half being the record key's), two zero bytes
-_RUN_HEAD = struct.Struct("<IBB2s")
+# half being the record key's), directory bits (0: none) and shift
+_RUN_HEAD = struct.Struct("<IBBBB")
+DIR_MIN_ENTRIES = 256  # smaller runs go without a directory (a short search is as fast)
+
+
+def dir_bits(n: int) -> int:
+    """Directory bits for a run of n keys: 4 to 8 keys a bucket (one cache line)."""
+    return max(1, min(MAX_RUN_DIR_BITS, n.bit_length() - 3))
 
 
 def table_name(t: int) -> bytes:
@@ -78,6 +88,10 @@ class State:
     def pack(self) -> bytes:
         return _STATE.pack(self.next, self.base_end, self.l1_end, self.base_gen,
                            self.l1_gen, self.stale, self.recent_xor)
+
+    def level_gen(self, level: int) -> int:
+        """The generation of level BASE or L1."""
+        return self.base_gen if level == BASE else self.l1_gen
 
     @classmethod
     def unpack(cls, raw: Any) -> State:
@@ -137,11 +151,12 @@ def _run_bounds(keys: np.ndarray, run_entries: int) -> list[int]:
 
 
 def write_level(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, *,
-                run_entries: int, halves: bool = False) -> None:
+                run_entries: int, halves: bool = False, dirs: bool = False) -> None:
     """Replace one level of a run table by sorted (keys, vals), in runs of ~run_entries.
 
     halves: runs also end where the keys' high 32 bits change, and store only
-    the low halves (band entries: the high half is the band).
+    the low halves (band entries: the high half is the band). dirs: runs of
+    DIR_MIN_ENTRIES keys or more carry a directory (never with halves).
     """
     drop_level(txn, db, level)
     n = len(keys)
@@ -156,9 +171,14 @@ def write_level(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarra
     lead = bytes((level,))
     for i, a in enumerate(starts):
         b = starts[i + 1] if i + 1 < len(starts) else n
-        head = _RUN_HEAD.pack(b - a, 8 if wide else 4, 4 if halves else 0, bytes(2))
+        dbits, shift, tail = 0, 0, b""
+        if dirs and not halves and b - a >= DIR_MIN_ENTRIES:
+            dbits = dir_bits(b - a)
+            d, shift = run_dir(np.ascontiguousarray(keys[a:b], dtype=np.uint64), dbits)
+            tail = d.astype("<u4").tobytes()
+        head = _RUN_HEAD.pack(b - a, 8 if wide else 4, 4 if halves else 0, dbits, shift)
         ktype = "<u4" if halves else "<u8"
-        body = keys[a:b].astype(ktype).tobytes() + vals[a:b].astype(vtype).tobytes()
+        body = keys[a:b].astype(ktype).tobytes() + vals[a:b].astype(vtype).tobytes() + tail
         txn.put(lead + int(keys[a]).to_bytes(8, "big"), head + body, db=db)
 
 
@@ -173,42 +193,73 @@ def drop_level(txn: Any, db: Any, level: int) -> None:
             break
 
 
-def read_level(txn: Any, db: Any, level: int) -> tuple[np.ndarray, np.ndarray]:
-    """(keys, vals) of one level in key order: uint64 keys, uint32 or uint64 vals.
+def read_runs(txn: Any, db: Any, level: int) -> list[tuple[int, Run]]:
+    """(first key, run) of every run of one level, in key order, as views of what txn read.
 
-    Values stay 32-bit when every run of the level stores them so (half the
-    memory; the C probe reads either).
+    In a transaction begun with ``buffers=True`` the arrays view LMDB's map
+    (nothing is copied: see :mod:`simstore.store.runs` for how long such views
+    stay valid); otherwise they view private bytes. A view that is not aligned
+    to its width (a small run stored inside a leaf page) is copied. Each
+    record's framing is checked; key order is not (``verify`` checks it).
     """
     cur = txn.cursor(db)
     lead = bytes((level,))
-    keys: list[np.ndarray] = []
-    vals: list[np.ndarray] = []
-    if cur.set_range(lead):
-        for key, val in cur.iternext():
-            if bytes(key[:1]) != lead:
-                break
-            if len(key) != 9 or len(val) < _RUN_HEAD.size:
-                raise CorruptStoreError(f"a run record of table level {level} is malformed")
-            n, width, kw, pad = _RUN_HEAD.unpack_from(val)
-            kbytes = kw or 8
-            if width not in (4, 8) or kw not in (0, 4) or pad != bytes(2) or len(val) != (
-                _RUN_HEAD.size + n * (kbytes + width)
-            ):
-                raise CorruptStoreError(f"a run record of table level {level} is malformed")
-            raw = bytes(val)
-            off = _RUN_HEAD.size
-            if kw:
-                high = np.uint64(int.from_bytes(key[1:5], "big") << 32)
-                keys.append(np.frombuffer(raw, dtype="<u4", count=n, offset=off).astype(
-                    np.uint64) | high)
-            else:
-                keys.append(np.frombuffer(raw, dtype="<u8", count=n, offset=off))
-            vals.append(np.frombuffer(raw, dtype="<u4" if width == 4 else "<u8", count=n,
-                                      offset=off + kbytes * n))
-    if not keys:
+    out: list[tuple[int, Run]] = []
+    if not cur.set_range(lead):
+        return out
+    for key, val in cur.iternext():
+        if bytes(key[:1]) != lead:
+            break
+        if len(key) != 9 or len(val) < _RUN_HEAD.size:
+            raise CorruptStoreError(f"a run record of table level {level} is malformed")
+        n, width, kw, dbits, shift = _RUN_HEAD.unpack_from(val)
+        kbytes = kw or 8
+        dlen = 4 * ((1 << dbits) + 1) if dbits else 0
+        if width not in (4, 8) or kw not in (0, 4) or n == 0 or shift > 63 or (
+            dbits and (kw or dbits > MAX_RUN_DIR_BITS)
+        ) or (not dbits and shift) or len(val) != _RUN_HEAD.size + n * (kbytes + width) + dlen:
+            raise CorruptStoreError(f"a run record of table level {level} is malformed")
+        first = int.from_bytes(key[1:9], "big")
+        off = _RUN_HEAD.size
+        keys = _view(val, "<u4" if kw else "<u8", n, off)
+        vals = _view(val, "<u4" if width == 4 else "<u8", n, off + kbytes * n)
+        d = _view(val, "<u4", (1 << dbits) + 1, off + (kbytes + width) * n) if dbits else None
+        if d is not None and int(d[-1]) != n:
+            raise CorruptStoreError(f"a run directory of table level {level} is malformed")
+        out.append((first, Run(keys, vals, first & _HIGH if kw else 0, d, shift)))
+    return out
+
+
+_HIGH = 0xFFFFFFFF00000000
+
+
+def _view(buf: Any, dtype: str, n: int, offset: int) -> np.ndarray:
+    """n values of buf from offset as a native-order array: a view when aligned, else a copy."""
+    a = np.frombuffer(buf, dtype=dtype, count=n, offset=offset)
+    if a.ctypes.data % a.itemsize or not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
+def run_arrays(runs: list[tuple[int, Run]]) -> tuple[np.ndarray, np.ndarray]:
+    """The (keys, vals) of runs as private arrays: uint64 keys, uint32 or uint64 vals."""
+    if not runs:
         return EMPTY, EMPTY
-    k = np.concatenate(keys).astype(np.uint64, copy=False)
+    keys = [r.keys.astype(np.uint64) | np.uint64(r.high) if r.keys.itemsize == 4 else r.keys
+            for _, r in runs]
+    vals = [r.vals for _, r in runs]
+    narrow = all(v.itemsize == 4 for v in vals)
+    return (np.concatenate(keys).astype(np.uint64, copy=False),
+            np.concatenate(vals).astype(np.uint32 if narrow else np.uint64, copy=False))
+
+
+def read_level(txn: Any, db: Any, level: int) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, vals) of one level in key order, copied: uint64 keys, uint32 or uint64 vals.
+
+    Values stay 32-bit when every run of the level stores them so. Checks the
+    key order (the walk of ``verify`` and a merge's input).
+    """
+    k, v = run_arrays(read_runs(txn, db, level))
     if len(k) > 1 and bool((k[1:] < k[:-1]).any()):
         raise CorruptStoreError(f"the runs of table level {level} are out of key order")
-    narrow = all(v.dtype.itemsize == 4 for v in vals)
-    return k, np.concatenate(vals).astype(np.uint32 if narrow else np.uint64, copy=False)
+    return k, v

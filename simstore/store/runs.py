@@ -15,22 +15,41 @@ is part of the write transaction that triggers it: atomic and crash-safe
 like any LMDB commit, and readers never wait on it (MVCC).
 
 Removing a doc leaves its level entries *stale*: queries drop hits whose docs
-record is gone (iids are never reused) and the state counts them. A process
-keeps each level it has read in memory (keyed by the random generation
-written with it) and the recent docs (checked against the XOR hash the
-writers keep in the state), so a query is one state read and one C call.
+record is gone (iids are never reused) and the state counts them.
+
+**Read in place.** A query probes the levels' runs where LMDB maps them (the
+page cache, shared by every process): a process keeps per level and table
+only the runs' first keys and pointers (:class:`~simstore.native.probe.RunSet`),
+keyed by the level's random generation, plus the recent docs (checked against
+the XOR hash the writers keep in the state). A query is one state read and
+one C call. The pointers are taken in a read transaction begun with
+``buffers=True`` and stay valid while both hold:
+
+1. the transaction that dereferences them sees the same generation of that
+   level in its state record. A level is never rewritten under the same
+   generation, and LMDB never changes committed pages in place nor reuses
+   them while a reader holds a snapshot that references them, so the runs
+   of that generation are the very pages the pointers name; and
+2. the map has not been remapped in this process since (the environment's
+   epoch, bumped on every growth and reopen).
+
+``_sync`` checks both before every probe; a level whose generation or epoch
+changed is read again. A write transaction whose own merge changed a level
+reads that level as a private copy (its new runs are dirty pages, not the map).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
+import lmdb
 import numpy as np
 
-from ..exceptions import CorruptStoreError
 from ..native import core as _core, probe as _probe
 from ..search.layout import Layout
+from . import runcheck
 from .format import iid_bytes
 from .legacy.tables import tables_beyond
 from .runfile import (
@@ -48,7 +67,8 @@ from .runfile import (
     mix,
     mix_xor,
     new_gen,
-    read_level,
+    read_runs,
+    run_arrays,
     table_name,
     write_level,
 )
@@ -68,11 +88,13 @@ STALE_SHARE = 8  # rebuild the levels when stale entries exceed live / STALE_SHA
 @dataclass
 class _Level:
     gen: int
-    keys: list[np.ndarray]  # per table, then the band entries (a similarity store)
-    vals: list[np.ndarray]
-    segments: dict[int, tuple[int, np.ndarray, np.ndarray, Any, int]] = field(
-        default_factory=dict
-    )  # per table: the prober's segment (with its directory), built on first use
+    epoch: int  # the map epoch its pointers were taken in
+    runs: list[list[tuple[int, Any]]]  # per run database: (first key, Run), key order
+    sets: list[_probe.RunSet]  # per run database: the prober's view of its runs
+
+    def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Run database i's (keys, vals) of this level as private arrays (for a merge)."""
+        return run_arrays(self.runs[i])
 
 
 @dataclass
@@ -101,34 +123,41 @@ class _Walked(NamedTuple):
 
 
 class RunTables:
-    """Handles, cache and query plan of one layout's run tables in one environment."""
+    """Handles, cache and query plan of one layout's run tables in one environment:
+    a :class:`~simstore.store.engine.TableEngine`."""
 
-    runs = True
+    name = "runs"
 
     def __init__(self, env: Any, txn: Any, layout: Layout, docs: Any, codec: Any, *,
-                 create: bool, nbands: int = 0) -> None:
+                 create: bool, nbands: int = 0, map_epoch: Callable[[], int] | None = None,
+                 dirs: bool = True) -> None:
+        """map_epoch: the environment's epoch (changes whenever this process remaps);
+        without it levels are read as private copies, never in place. dirs: the runs
+        written carry directories (format 4; format 3 runs do not)."""
         self.layout = layout
+        self._dirs = dirs
+        self._env = env
+        self._map_epoch = map_epoch
         n = len(layout.tables)
         self.nbands = nbands
         self.dbs = [env.open_db(table_name(t), txn=txn, create=create) for t in range(n)]
         # every run database: the tables, then the band entries of a similarity store
-        self._all = self.dbs + ([env.open_db(BANDS_DB, txn=txn, create=create)] if nbands else [])
+        self.run_dbs = self.dbs + (
+            [env.open_db(BANDS_DB, txn=txn, create=create)] if nbands else [])
         self._meta = env.open_db(STATE_DB, txn=txn, create=create)
         self._docs = docs
         self._codec = codec
-        self._specs = [layout.shifts(t) for t in range(n)]
+        self.specs = [layout.shifts(t) for t in range(n)]
         self._hbits = [layout.header_bits(t) for t in range(n)]
         self._radius = {k: layout.radius_for(k) for k in range(layout.max_k + 1)}
-        self._prober = _probe.Prober(self._specs, self._hbits)
-        # Band entries are looked up exactly (ss_lookup). In memory their keys are
-        # shifted left past the always-zero top bits, so a directory on the top bits
-        # spreads them (the order stays the same).
-        self._bskip = 32 - max(nbands - 1, 0).bit_length()
+        self._prober = _probe.Prober(self.specs, self._hbits)
+        # Band entries (band << 32 | key32) are looked up exactly (ss_lookup).
         self._bprober = _probe.Prober([(b"\0", b"\x40", b"\0")], [64]) if nbands else None
         self._levels: dict[int, _Level] = {}
         self._recent: _Recent | None = None
         self._wired: tuple[int, ...] | None = None  # what the prober holds
         self._wired_raw: bytes | None = None  # the state record it was wired for
+        self._wired_epoch = -2  # and the map epoch
 
     # --- state ---------------------------------------------------------------------------
 
@@ -146,7 +175,7 @@ class RunTables:
         """
         self._put_state(txn, State(next=next_iid))
 
-    def next_iid(self, txn: Any, docs: Any = None) -> int:
+    def next_iid(self, txn: Any) -> int:
         """The next internal id (never a removed doc's)."""
         return self.state(txn).next
 
@@ -214,7 +243,7 @@ class RunTables:
 
     def _rows(self, w: _Walked) -> list[tuple[np.ndarray, np.ndarray]]:
         """Sorted (keys, vals) of docs in every run database."""
-        out = [_core.sort_table(w.fps, w.iids, *spec) for spec in self._specs]
+        out = [_core.sort_table(w.fps, w.iids, *spec) for spec in self.specs]
         if self.nbands:
             assert w.bands is not None
             out.append(band_rows(w.iids, w.bands))
@@ -222,13 +251,14 @@ class RunTables:
 
     def _write(self, txn: Any, i: int, level: int, keys: np.ndarray, vals: np.ndarray) -> None:
         """Write run database i's level (the band entries as low halves, per band)."""
-        write_level(txn, self._all[i], level, keys, vals, run_entries=RUN_ENTRIES,
-                    halves=i == len(self.dbs))
+        halves = i == len(self.dbs)
+        write_level(txn, self.run_dbs[i], level, keys, vals, run_entries=RUN_ENTRIES,
+                    halves=halves, dirs=self._dirs and not halves)
 
     def _write_base(self, txn: Any, w: _Walked) -> None:
         for i, (keys, vals) in enumerate(self._rows(w)):
             self._write(txn, i, BASE, keys, vals)
-            drop_level(txn, self._all[i], L1)
+            drop_level(txn, self.run_dbs[i], L1)
 
     def _maybe_merge(self, txn: Any, st: State) -> State:
         """Merge recent docs into L1, or rebuild the levels, when due; the new state."""
@@ -243,9 +273,8 @@ class RunTables:
             return st
         new = self._rows(self._walk(txn, st.l1_end))
         old = self._level(txn, L1, st.l1_gen)
-        for i in range(len(self._all)):
-            keys = old.keys[i] if i < len(self.dbs) else old.keys[i] >> np.uint64(self._bskip)
-            self._write(txn, i, L1, *merged((keys, old.vals[i]), new[i]))
+        for i in range(len(self.run_dbs)):
+            self._write(txn, i, L1, *merged(old.arrays(i), new[i]))
         return replace(st, l1_end=st.next, l1_gen=new_gen(), recent_xor=0)
 
     def rebuild_levels(self, txn: Any, st: State) -> State:
@@ -257,19 +286,40 @@ class RunTables:
 
     # --- the cache -----------------------------------------------------------------------
 
+    def _epoch(self) -> int:
+        return -1 if self._map_epoch is None else self._map_epoch()
+
     def _level(self, txn: Any, level: int, gen: int) -> _Level:
-        """A level's arrays, from the cache when its generation matches."""
+        """A level's runs, from the cache when its generation and the map epoch match.
+
+        Read in place through a read transaction of its own when that one sees
+        the same generation (see the module's docstring), else from txn itself
+        as private bytes (txn's own merge wrote the level, or a commit came
+        between the two transactions).
+        """
+        epoch = self._epoch()
         got = self._levels.get(level)
-        if got is not None and got.gen == gen:
+        if got is not None and got.gen == gen and got.epoch == epoch:
             return got
-        keys, vals = [], []
-        for db in self._all:
-            k, v = read_level(txn, db, level)
-            keys.append(k)
-            vals.append(v)
-        if self.nbands:
-            keys[-1] = keys[-1] << np.uint64(self._bskip)
-        got = self._levels[level] = _Level(gen, keys, vals)
+        src, inplace = txn, None
+        if self._map_epoch is not None:
+            try:
+                inplace = self._env.begin(buffers=True)
+            except lmdb.Error:  # e.g. another process grew the map: read a copy instead
+                inplace = None
+            if inplace is not None:
+                raw = inplace.get(STATE_KEY, db=self._meta)
+                if raw is not None and State.unpack(raw).level_gen(level) == gen:
+                    src = inplace
+        try:
+            runs = [read_runs(src, db, level) for db in self.run_dbs]
+        finally:
+            if inplace is not None:
+                inplace.abort()
+        nt = len(self.dbs)
+        sets = [_probe.RunSet(i if i < nt else 0, [r for _, r in rr], [f for f, _ in rr])
+                for i, rr in enumerate(runs)]
+        got = self._levels[level] = _Level(gen, epoch, runs, sets)
         return got
 
     def _recent_docs(self, txn: Any, st: State) -> _Recent:
@@ -294,46 +344,30 @@ class RunTables:
         return rec
 
     def _wire(self, txn: Any, st: State) -> None:
-        """Point the prober at the levels and recent docs this state names."""
-        tag = (st.base_gen, st.l1_gen, st.l1_end, st.next, st.recent_xor)
+        """Point the probers at the levels and recent docs this state names."""
+        tag = (st.base_gen, st.l1_gen, st.l1_end, st.next, st.recent_xor, self._epoch())
         if self._wired == tag:
             return
-        base = self._level(txn, BASE, st.base_gen)
-        l1 = self._level(txn, L1, st.l1_gen)
+        levels = [self._level(txn, BASE, st.base_gen), self._level(txn, L1, st.l1_gen)]
         rec = self._recent_docs(txn, st)
-        segs: list[tuple[int, np.ndarray, np.ndarray, Any, int]] = []
-        for lev in (base, l1):
-            for t in range(len(self.dbs)):
-                if len(lev.keys[t]):
-                    segs.append(self._segment(lev, t))
+        nt = len(self.dbs)
+        sets = [lev.sets[t] for lev in levels for t in range(nt) if lev.sets[t].n]
         if len(rec.iids):
-            segs.append((-1, rec.fps, rec.iids, None, 0))
-        self._prober.set_segments(segs)
+            sets.append(_probe.RunSet(-1, [_probe.Run(rec.fps, rec.iids)]))
+        self._prober.set_sets(sets)
         if self._bprober is not None:
-            b = len(self.dbs)
-            self._bprober.set_segments(
-                [self._segment(lev, b, 0) for lev in (base, l1) if len(lev.keys[b])])
+            self._bprober.set_sets([lev.sets[nt] for lev in levels if lev.sets[nt].n])
         self._wired = tag
-
-    def _segment(self, lev: _Level, i: int, table: int | None = None
-                 ) -> tuple[int, np.ndarray, np.ndarray, Any, int]:
-        """Run database i's keys of a level as a prober segment (its table by default)."""
-        got = lev.segments.get(i)
-        if got is None:
-            keys = lev.keys[i]
-            dbits = _probe.choose_dbits(len(keys), self._hbits[i] if table is None else 64)
-            got = lev.segments[i] = (i if table is None else table, keys, lev.vals[i],
-                                     _probe.build_dir(keys, dbits), dbits)
-        return got
 
     # --- search --------------------------------------------------------------------------
 
     def _sync(self, txn: Any) -> None:
-        """Bring the cache and prober to the state this transaction sees."""
+        """Bring the cache and probers to the state this transaction sees (and the map)."""
         raw = txn.get(STATE_KEY, db=self._meta)
-        if raw is None or raw != self._wired_raw:
+        if raw is None or raw != self._wired_raw or self._wired_epoch != self._epoch():
             self._wire(txn, State.unpack(raw))
             self._wired_raw = bytes(raw)
+            self._wired_epoch = self._epoch()
 
     def band_candidates(self, txn: Any, keys: np.ndarray) -> list[int]:
         """Internal ids of docs sharing a band key (band << 32 | key32, uint64) with keys.
@@ -343,7 +377,7 @@ class RunTables:
         self._sync(txn)
         assert self._bprober is not None
         q = np.ascontiguousarray(keys, dtype=np.uint64)
-        out = self._bprober.lookup(q << np.uint64(self._bskip))
+        out = self._bprober.lookup(q)
         rec = self._recent
         if rec is not None and rec.bands:
             get = rec.bands.get
@@ -376,78 +410,17 @@ class RunTables:
 
     def drop(self, txn: Any) -> None:
         """Delete every run table of this layout (for a rebuild)."""
-        for db in self._all:
+        for db in self.run_dbs:
             txn.drop(db, delete=True)
         txn.delete(STATE_KEY, db=self._meta)
 
     def check(self, txn: Any, iids: np.ndarray, fps: np.ndarray) -> list[str]:
         """Problems of the run tables against the live docs (iids, fps in iid order)."""
-        try:
-            st = self.state(txn)
-        except CorruptStoreError as exc:
-            return [str(exc)]
-        problems = []
-        if len(iids) and int(iids[-1]) >= st.next:
-            problems.append(f"run state: next internal id {st.next} is not past the last doc")
-        if not st.base_end <= st.l1_end <= st.next:
-            problems.append(f"run state: level bounds {st.base_end}, {st.l1_end} out of order")
-        recent = iids >= np.uint64(st.l1_end)
-        if mix_xor(iids[recent], fps[recent]) != st.recent_xor:
-            problems.append("run state: the recent docs' hash does not match the docs table")
-        for t, db in enumerate(self.dbs):
-            problems.extend(self._check_table(txn, t, db, st, iids[~recent], fps[~recent]))
-        extra = self.extra(txn)
-        if extra:
-            problems.append(f"tables left over from another layout: {', '.join(extra)}")
-        return problems
-
-    def _check_table(self, txn: Any, t: int, db: Any, st: State,
-                     iids: np.ndarray, fps: np.ndarray) -> list[str]:
-        want = _core.permute_blocks(fps, *self._specs[t])
-        return self._check_level_rows(txn, table_name(t).decode(), db, st, want, iids, 1)
+        return runcheck.check_tables(self, txn, iids, fps)
 
     def check_bands(self, txn: Any, iids: np.ndarray, keys32: np.ndarray) -> list[str]:
         """Problems of the band entries against the live docs (iids and band keys, iid order)."""
-        try:
-            st = self.state(txn)
-        except CorruptStoreError as exc:
-            return [str(exc)]
-        old = iids < np.uint64(st.l1_end)
-        want, vals = band_rows(iids[old], keys32[old])
-        return self._check_level_rows(txn, "of band keys", self._all[-1], st, want, vals,
-                                      self.nbands)
-
-    def _check_level_rows(self, txn: Any, name: str, db: Any, st: State, want: np.ndarray,
-                          want_vals: np.ndarray, per_doc: int) -> list[str]:
-        """A run database's levels hold exactly the wanted (key, iid) rows, plus
-        per_doc stale rows per removed doc."""
-        try:
-            levels = [read_level(txn, db, lev) for lev in (BASE, L1)]
-        except CorruptStoreError as exc:
-            return [f"table {name}: {exc}"]
-        problems = []
-        bounds = ((0, st.base_end), (st.base_end, st.l1_end))
-        for lev, ((_, vals), (lo, hi)) in enumerate(zip(levels, bounds, strict=True)):
-            if len(vals) and (int(vals.min()) < lo or int(vals.max()) >= hi):
-                problems.append(f"table {name} level {lev}: an internal id outside its level")
-        keys = np.concatenate([lv[0] for lv in levels])
-        vals = np.concatenate([lv[1].astype(np.uint64) for lv in levels])
-        live = np.isin(vals, want_vals)
-        stale = int((~live).sum())
-        got = sorted(zip(keys[live].tolist(), vals[live].tolist(), strict=True))
-        need = sorted(zip(want.tolist(), want_vals.tolist(), strict=True))
-        if got != need:
-            gs, ns = set(got), set(need)
-            problems.append(
-                f"table {name}: {len(ns - gs)} {'docs' if per_doc == 1 else 'band entries'} "
-                "missing, "
-                f"{len(gs - ns) + len(got) - len(gs)} wrong entries"
-            )
-        if stale != st.stale * per_doc:
-            problems.append(
-                f"table {name}: {stale} stale entries, the state says {st.stale * per_doc}"
-            )
-        return problems
+        return runcheck.check_bands(self, txn, iids, keys32)
 
     def extra(self, txn: Any) -> list[str]:
         """Names of run tables beyond this layout's."""
@@ -462,7 +435,7 @@ class RunBands:
     here are no-ops, the reads look them up in the levels and recent docs.
     """
 
-    runs = True
+    stale_entries = True  # a removed doc's entries stay until the levels are rebuilt
 
     def __init__(self, tables: RunTables) -> None:
         self.tables = tables
@@ -485,9 +458,14 @@ class RunBands:
         k32 = np.frombuffer(b"".join(keys), dtype=">u4")
         return [iid_bytes(i) for i in self.tables.band_candidates(txn, band_keys(k32))]
 
-    def candidates_many(self, txn: Any, keys32: np.ndarray) -> list[list[int]]:
-        """For each row of (n, nbands) 32-bit band keys: the internal ids sharing one."""
-        return [self.tables.band_candidates(txn, row) for row in band_keys(keys32)]
+    def candidate_pairs(self, txn: Any, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row, internal id) of every doc sharing a band key with a row of the (n, nbands)
+        32-bit keys (stale ones included)."""
+        per_row = [self.tables.band_candidates(txn, row) for row in band_keys(keys32)]
+        lens = np.fromiter((len(c) for c in per_row), dtype=np.int64, count=len(per_row))
+        flat = [i for c in per_row for i in c]
+        return (np.repeat(np.arange(len(per_row)), lens),
+                np.asarray(flat, dtype=np.uint64).reshape(-1))
 
     def check(self, txn: Any, iids: np.ndarray, keys32: np.ndarray) -> list[str]:
         """Problems of the band entries against the live docs."""

@@ -7,6 +7,7 @@ the permutation and band tables they imply.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..exceptions import (
 from ..search.layout import Layout
 from ..text.fingerprinting import FingerprintConfig
 from . import format as F
+from .engine import BandIndex, TableEngine
 from .legacy.bands import Bands
 from .legacy.tables import Tables
 from .runs import RunBands, RunTables
@@ -36,31 +38,35 @@ class Handles:
     meta: Any
     docs: Any
     ids: Any
-    tables: Tables | RunTables
-    bands: Bands | RunBands | None
+    tables: TableEngine
+    bands: BandIndex | None
+    format_version: int
 
 
 def bind(
     env: Any, txn: Any, path: str, layout: Layout, config: FingerprintConfig, *, create: bool,
-    runs: bool = True,
+    fmt: dict[str, Any], map_epoch: Callable[[], int] | None = None,
 ) -> Handles:
-    """Open (or create, inside txn) the named databases of a layout and config.
+    """Open (or create, inside txn) the named databases of a layout, config and format.
 
-    runs: run tables (format 3), else the dupsort tables of formats 1 and 2.
+    The format picks the table engine: run tables from format 3 (with run
+    directories from 4), else the dupsort tables of formats 1 and 2.
+    map_epoch: the environment's remap counter; run tables read in place only with it.
     """
     sig = config.has_signature
     codec = F.RecordCodec(config.sketch_bits // 64, config.bands) if sig else F.RecordCodec()
     meta = env.open_db(b"meta", txn=txn, create=create)
     docs = env.open_db(b"docs", txn=txn, create=create)
-    tables: Tables | RunTables
-    bands: Bands | RunBands | None = None
-    if runs:
+    tables: TableEngine
+    bands: BandIndex | None = None
+    if F.has_runs(fmt):
         tables = RunTables(env, txn, layout, docs, codec, create=create,
-                           nbands=config.bands if sig else 0)
+                           nbands=config.bands if sig else 0, map_epoch=map_epoch,
+                           dirs=F.has_run_dirs(fmt))
         if sig:
             bands = RunBands(tables)
     else:
-        tables = Tables(env, txn, layout, create=create)
+        tables = Tables(env, txn, layout, docs, create=create)
         if sig:
             bands = Bands(env, txn, config.bands, create=create)
     return Handles(
@@ -73,10 +79,12 @@ def bind(
         ids=env.open_db(b"ids", txn=txn, create=create),
         tables=tables,
         bands=bands,
+        format_version=int(fmt["version"]),
     )
 
 
-def create(env: Any, path: str, layout: Layout, config: FingerprintConfig) -> Handles | None:
+def create(env: Any, path: str, layout: Layout, config: FingerprintConfig,
+           map_epoch: Callable[[], int] | None = None) -> Handles | None:
     """Write a new store's metadata and databases; None if another process won the race."""
     txn = env.begin(write=True)
     try:
@@ -87,7 +95,8 @@ def create(env: Any, path: str, layout: Layout, config: FingerprintConfig) -> Ha
         txn.put(b"format", F.to_json(fmt), db=meta)
         txn.put(b"layout", F.to_json(layout.to_dict()), db=meta)
         txn.put(b"fingerprint", F.to_json(config.to_dict()), db=meta)
-        handles = bind(env, txn, path, layout, config, create=True, runs=F.has_runs(fmt))
+        handles = bind(env, txn, path, layout, config, create=True, fmt=fmt,
+                       map_epoch=map_epoch)
         handles.tables.init(txn)
         txn.commit()
         txn = None
@@ -98,7 +107,8 @@ def create(env: Any, path: str, layout: Layout, config: FingerprintConfig) -> Ha
 
 
 def load(
-    env: Any, path: str, want_k: int | None, want_config: FingerprintConfig | None
+    env: Any, path: str, want_k: int | None, want_config: FingerprintConfig | None,
+    map_epoch: Callable[[], int] | None = None,
 ) -> Handles:
     """Read the recorded layout and config, check them against the caller's, bind."""
     txn = env.begin(write=False)
@@ -137,7 +147,7 @@ def load(
             f"{want_config.scheme}; open it without config or with the same one"
         )
     # Handles opened inside a read transaction die with it: open them on their own.
-    return bind(env, None, path, layout, config, create=False, runs=F.has_runs(fmt))
+    return bind(env, None, path, layout, config, create=False, fmt=fmt, map_epoch=map_epoch)
 
 
 def read_layout(txn: Any, meta: Any) -> Layout:

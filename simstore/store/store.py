@@ -138,10 +138,13 @@ class SimStore(MappingMethods, SimilarityMethods):
     def _on_open(self, env: Any, creating: bool) -> None:
         """Create or check the metadata, then bind the databases (every (re)open)."""
         path = self._env.path
+        envobj = self._env  # not self: the handles must not keep the store alive
+        epoch = lambda: envobj.epoch  # noqa: E731 - the run tables' map epoch
         with self._env.translated():
-            h = _schema.create(env, path, self._layout, self._config) if creating else None
+            h = _schema.create(env, path, self._layout, self._config, epoch) if creating \
+                else None
             if h is None:
-                h = _schema.load(env, path, self._want_k, self._want_config)
+                h = _schema.load(env, path, self._want_k, self._want_config, epoch)
         self._h = h
         self._layout = h.layout
         self._config = h.config
@@ -360,8 +363,8 @@ class SimStore(MappingMethods, SimilarityMethods):
             "fingerprint": self._config.to_dict(),
             "map_size": map_size,
             "used_bytes": used,
-            "format_version": 3 if self._h.tables.runs else self._h.codec.version,
-            "table_engine": "runs" if self._h.tables.runs else "dupsort",
+            "format_version": self._h.format_version,
+            "table_engine": self._h.tables.name,
             "similarity": self._config.has_signature,
             "sketch_bytes": 8 * self._h.codec.sketch_words,
             "band_key_bytes": 4 * self._h.codec.nbands,

@@ -30,7 +30,7 @@ def extra_of(sketch: np.ndarray, bands: np.ndarray) -> tuple[bytes, list[bytes]]
 
 def next_iid(txn: Any, h: Handles) -> int:
     """The next internal id (never a removed doc's in a store with run tables)."""
-    return h.tables.next_iid(txn, h.docs)
+    return h.tables.next_iid(txn)
 
 
 def _unindex(txn: Any, h: Handles, iid: bytes, rec: bytes) -> None:

@@ -1,8 +1,9 @@
-"""The in-memory probe engine (ss_probe / _probe.Prober) against brute force.
+"""The probe engine (ss_probe / ss_lookup through _probe.Prober) against brute force.
 
-Runs are built here the obvious way (keys permuted by the layout, stably
-sorted with numpy); the oracle is every (value, fingerprint) entry within k of
-the query, each value once with its least distance.
+Run sets are built here the obvious way (keys permuted by the layout, stably
+sorted with numpy, cut into runs at random places, equal keys across a cut
+included); the oracle is every (value, fingerprint) entry within k of the
+query, each value once with its least distance.
 """
 
 from __future__ import annotations
@@ -31,16 +32,36 @@ def prober_for(layout: Layout) -> _probe.Prober:
     )
 
 
-def sorted_run(layout: Layout, t: int, fps: np.ndarray, vals: np.ndarray, dbits: int):
-    """One table's run of (fps, vals): keys permuted and stably sorted, with its directory."""
+def cut(keys: np.ndarray, vals: np.ndarray, starts: list[int], narrow: bool = False,
+        dbits: int = 0):
+    """The runs of sorted (keys, vals) that start at the given offsets (0 first); with
+    dbits > 0 each run carries its directory of that many bits."""
+    bounds = sorted({0, *(x for x in starts if 0 < x < len(keys))}) + [len(keys)]
+    v = vals.astype(np.uint32) if narrow else vals
+    runs = []
+    for a, b in zip(bounds, bounds[1:]):
+        if b > a:
+            k = keys[a:b].copy()
+            d, shift = _probe.run_dir(k, dbits) if dbits else (None, 0)
+            runs.append(_probe.Run(k, v[a:b].copy(), 0, d, shift))
+    return runs
+
+
+def sorted_run(layout: Layout, t: int, fps: np.ndarray, vals: np.ndarray, run_len: int = 0,
+               starts: list[int] | None = None, narrow: bool = False,
+               dbits: int = 0) -> _probe.RunSet:
+    """One table's level of (fps, vals): keys permuted, stably sorted, cut into runs
+    (with directories of dbits bits when dbits > 0)."""
     keys = permute(layout, t, fps)
     order = np.argsort(keys, kind="stable")
     keys, v = keys[order], vals[order]
-    return (t, keys, v, _probe.build_dir(keys, dbits), dbits)
+    if starts is None:
+        starts = list(range(0, len(keys), run_len)) if run_len else [0]
+    return _probe.RunSet(t, cut(keys, v, starts, narrow, dbits))
 
 
-def scan_run(fps: np.ndarray, vals: np.ndarray):
-    return (-1, fps.copy(), vals.copy(), None, 0)
+def scan_run(fps: np.ndarray, vals: np.ndarray) -> _probe.RunSet:
+    return _probe.RunSet(-1, [_probe.Run(fps.copy(), vals.copy())])
 
 
 def expected(entries: list[tuple[np.ndarray, np.ndarray]], q: int, k: int) -> dict[int, int]:
@@ -57,11 +78,9 @@ def check_all_k(layout: Layout, pr: _probe.Prober, entries, queries) -> None:
     """Every k the layout answers, at its radius: the probe equals brute force."""
     for q in queries:
         for k in range(layout.max_k + 1):
-            vals, dists = pr(int(q), k, layout.radius_for(k))
-            assert vals.dtype == np.uint64 and dists.dtype == np.uint8
+            got = pr.hits(int(q), k, layout.radius_for(k))
             want = expected(entries, int(q), k)
-            assert vals.tolist() == list(want), (q, k)
-            assert dists.tolist() == list(want.values()), (q, k)
+            assert got == list(want.items()), (q, k)
 
 
 def planted(rng: np.random.Generator, n: int, queries: np.ndarray, max_flip: int) -> np.ndarray:
@@ -119,11 +138,12 @@ def test_probe_equals_brute_force(lay, seed, nlevels, data):
     for lo, hi in zip(bounds, bounds[1:], strict=False):  # levels, some of them empty
         entries.append((fps[lo:hi], vals[lo:hi]))
         for t in range(len(lay.tables)):
-            top = min(lay.header_bits(t), 14)
-            dbits = data.draw(st.sampled_from([0, top, _probe.choose_dbits(hi - lo, top)]))
-            segs.append(sorted_run(lay, t, fps[lo:hi], vals[lo:hi], dbits))
+            starts = data.draw(st.lists(st.integers(0, max(hi - lo, 1)), max_size=8))
+            segs.append(sorted_run(lay, t, fps[lo:hi], vals[lo:hi], starts=starts,
+                                   narrow=data.draw(st.booleans()) and bool((vals < 2**32).all()),
+                                   dbits=data.draw(st.sampled_from([0, 1, 3, 9]))))
     pr = prober_for(lay)
-    pr.set_segments(segs)
+    pr.set_sets(segs)
     check_all_k(lay, pr, entries, queries)
 
 
@@ -139,10 +159,10 @@ def test_probe_planned_layouts_at_scale(k):
     segs = [scan_run(fps[:1_000], vals[:1_000])]
     for lo, hi in zip(bounds[1:], bounds[2:], strict=False):
         for t in range(len(lay.tables)):
-            dbits = _probe.choose_dbits(hi - lo, lay.header_bits(t))
-            segs.append(sorted_run(lay, t, fps[lo:hi], vals[lo:hi], dbits))
+            segs.append(sorted_run(lay, t, fps[lo:hi], vals[lo:hi], run_len=997,
+                                   dbits=0 if t % 2 else 7))
     pr = prober_for(lay)
-    pr.set_segments(segs)
+    pr.set_sets(segs)
     check_all_k(lay, pr, [(fps, vals)], queries)
 
 
@@ -153,27 +173,52 @@ def test_32_bit_values_give_the_same_answer():
     queries = rng.integers(0, MAX_FP, 30, dtype=np.uint64, endpoint=True)
     fps = planted(rng, 20_000, queries, 7)
     vals = rng.choice(2**32, 20_000, replace=False).astype(np.uint64)
-    segs = []
-    for t in range(len(lay.tables)):
-        t_, keys, v, d, dbits = sorted_run(lay, t, fps, vals, _probe.choose_dbits(20_000, 21))
-        segs.append((t_, keys, v.astype(np.uint32), d, dbits))
-    segs.append((-1, fps[:500].copy(), vals[:500].astype(np.uint32), None, 0))
+    segs = [sorted_run(lay, t, fps, vals, run_len=4096, narrow=True)
+            for t in range(len(lay.tables))]
+    segs.append(_probe.RunSet(-1, [_probe.Run(fps[:500].copy(), vals[:500].astype(np.uint32))]))
     pr = prober_for(lay)
-    pr.set_segments(segs)
+    pr.set_sets(segs)
     check_all_k(lay, pr, [(fps, vals)], queries)
 
 
-def test_exact_buckets_and_one_bucket():
-    """dbits equal to the header bits (whole bucket is the range) and dbits 0 (one bucket)."""
+def test_one_key_per_run_and_one_run():
+    """Runs of a single key each (every probe crosses runs) and one run holding everything."""
     lay = manku_layout(8, 1, 7)  # 8-bit headers, radius 0
     rng = np.random.default_rng(5)
     q = int(rng.integers(0, MAX_FP, dtype=np.uint64, endpoint=True))
     fps = planted(rng, 3_000, np.array([q], dtype=np.uint64), 9)
     vals = np.arange(3_000, dtype=np.uint64)
-    for dbits in (0, 8):
-        pr = prober_for(lay)
-        pr.set_segments([sorted_run(lay, t, fps, vals, dbits) for t in range(8)])
-        check_all_k(lay, pr, [(fps, vals)], [q])
+    for run_len in (1, 0):
+        for dbits in (0, 1, 12):
+            pr = prober_for(lay)
+            pr.set_sets([sorted_run(lay, t, fps, vals, run_len, dbits=dbits) for t in range(8)])
+            check_all_k(lay, pr, [(fps, vals)], [q])
+
+
+@given(st.lists(st.integers(0, MAX_FP), min_size=1, max_size=200), st.integers(1, 12))
+def test_run_dir_equals_searchsorted(keys, dbits):
+    """A run's directory: dir[b] is the first index of bucket >= b, buckets of the run's
+    span shifted to fit dbits bits (the least such shift)."""
+    arr = np.array(sorted(keys), dtype=np.uint64)
+    d, shift = _probe.run_dir(arr, dbits)
+    span = int(arr[-1] - arr[0])
+    assert span >> shift < 1 << dbits and (shift == 0 or span >> (shift - 1) >= 1 << dbits)
+    rel = (arr - arr[0]) >> np.uint64(shift)
+    want = np.searchsorted(rel, np.arange((1 << dbits) + 1, dtype=np.uint64), side="left")
+    assert d.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize(("keys", "dbits"), [
+    (np.array([2, 1], dtype=np.uint64), 4),  # not ascending
+    (np.array([], dtype=np.uint64), 4),
+    (np.array([1, 2], dtype=np.uint64), 0),
+    (np.array([1, 2], dtype=np.uint64), 25),
+    (np.array([1, 2], dtype=np.int64), 4),
+])
+def test_run_dir_refuses(keys, dbits):
+    """Keys that are not an ascending uint64 run, or bits outside 1..24: the project's error."""
+    with pytest.raises(InvalidConfigError):
+        _probe.run_dir(keys, dbits)
 
 
 def test_same_value_keeps_its_least_distance():
@@ -185,12 +230,10 @@ def test_same_value_keeps_its_least_distance():
     scan_fps = np.array([q ^ 0b1000, q ^ 0b1], dtype=np.uint64)
     scan_vals = np.array([5, 9], dtype=np.uint64)
     pr = prober_for(lay)
-    segs = [sorted_run(lay, t, level_fps, level_vals, 4) for t in range(len(lay.tables))]
-    pr.set_segments([*segs, scan_run(scan_fps, scan_vals)])
-    vals, dists = pr(q, 3, lay.radius_for(3))
-    assert vals.tolist() == [5, 6, 9] and dists.tolist() == [1, 1, 1]
-    vals, dists = pr(q, 0, lay.radius_for(0))
-    assert vals.tolist() == [] and dists.tolist() == []
+    segs = [sorted_run(lay, t, level_fps, level_vals, 1) for t in range(len(lay.tables))]
+    pr.set_sets([*segs, scan_run(scan_fps, scan_vals)])
+    assert pr.hits(q, 3, lay.radius_for(3)) == [(5, 1), (6, 1), (9, 1)]
+    assert pr.hits(q, 0, lay.radius_for(0)) == []
 
 
 def test_capacity_grows_for_many_hits():
@@ -201,34 +244,24 @@ def test_capacity_grows_for_many_hits():
     fps[::2] ^= np.uint64(1 << 40)
     vals = np.arange(5_000, dtype=np.uint64)[::-1].copy()
     pr = prober_for(lay)
-    pr.set_segments([sorted_run(lay, t, fps, vals, 10) for t in range(len(lay.tables))])
+    pr.set_sets([sorted_run(lay, t, fps, vals, 700) for t in range(len(lay.tables))])
     for _ in range(2):  # the second call runs in the grown buffers
-        got, dists = pr(q, 3, lay.radius_for(3))
-        assert got.tolist() == list(range(5_000))
-        assert dists.tolist() == [1 - (4_999 - v) % 2 for v in range(5_000)]
-    small, _ = pr(q, 0, lay.radius_for(0))
-    assert small.tolist() == list(range(0, 5_000, 2))
+        got = pr.hits(q, 3, lay.radius_for(3))
+        assert [v for v, _ in got] == list(range(5_000))
+        assert [d for _, d in got] == [1 - (4_999 - v) % 2 for v in range(5_000)]
+    small = pr.hits(q, 0, lay.radius_for(0))
+    assert [v for v, _ in small] == list(range(0, 5_000, 2))
 
 
-def test_no_segments_and_set_segments_replaces():
+def test_no_sets_and_set_sets_replaces():
+    """A prober without run sets answers nothing; set_sets swaps what it reads."""
     lay = plan(5, 1000).layout
     pr = prober_for(lay)
-    vals, dists = pr(1, 5, lay.radius_for(5))
-    assert vals.size == 0 and dists.size == 0
-    pr.set_segments([scan_run(np.array([1], dtype=np.uint64), np.array([3], dtype=np.uint64))])
-    assert pr(1, 5, lay.radius_for(5))[0].tolist() == [3]
-    pr.set_segments([])
-    assert pr(1, 5, lay.radius_for(5))[0].tolist() == []
-
-
-def test_results_are_owned_copies():
-    """A later call does not change an earlier result."""
-    lay = plan(3, 1000).layout
-    pr = prober_for(lay)
-    pr.set_segments([scan_run(np.array([1, 2], dtype=np.uint64), np.array([10, 20], dtype=np.uint64))])
-    first, _ = pr(1, 0, 0)
-    pr(2, 0, 0)
-    assert first.tolist() == [10]
+    assert pr.hits(1, 5, lay.radius_for(5)) == []
+    pr.set_sets([scan_run(np.array([1], dtype=np.uint64), np.array([3], dtype=np.uint64))])
+    assert pr.hits(1, 5, lay.radius_for(5)) == [(3, 0)]
+    pr.set_sets([])
+    assert pr.hits(1, 5, lay.radius_for(5)) == []
 
 
 def test_masks_are_the_hamming_ball():
@@ -241,54 +274,7 @@ def test_masks_are_the_hamming_ball():
             assert all(m >> (64 - h) << (64 - h) == m and m.bit_count() <= r for m in ms)
 
 
-# --- directory --------------------------------------------------------------------
-
-
-def test_build_dir_known_answers():
-    keys = np.array([0, 1 << 62, 1 << 63, (1 << 63) + 5, MAX_FP], dtype=np.uint64)
-    assert _probe.build_dir(keys, 2).tolist() == [0, 1, 2, 4, 5]
-    assert _probe.build_dir(keys, 1).tolist() == [0, 2, 5]
-    assert _probe.build_dir(keys, 0).tolist() == [0, 5]
-    assert _probe.build_dir(np.empty(0, dtype=np.uint64), 3).tolist() == [0] * 9
-    assert _probe.build_dir(np.array([7, 7, 7], dtype=np.uint64), 0).tolist() == [0, 3]
-
-
-@given(st.lists(st.integers(0, MAX_FP), max_size=200), st.integers(0, 12))
-def test_build_dir_equals_searchsorted(keys, dbits):
-    arr = np.array(sorted(keys), dtype=np.uint64)
-    top = (arr >> np.uint64(64 - dbits)) if dbits else np.zeros(len(arr), dtype=np.uint64)
-    want = np.searchsorted(top, np.arange((1 << dbits) + 1, dtype=np.uint64), side="left")
-    assert _probe.build_dir(arr, dbits).tolist() == want.tolist()
-
-
-def test_choose_dbits():
-    assert _probe.choose_dbits(0, 20) == 0
-    assert _probe.choose_dbits(1, 20) == 0
-    assert _probe.choose_dbits(4, 20) == 1
-    assert _probe.choose_dbits(1 << 20, 30) == 19
-    assert _probe.choose_dbits(1 << 20, 16) == 16
-    assert _probe.choose_dbits(1 << 40, 64) == 24
-
-
 # --- bad arguments: the project's errors, never a crash --------------------------
-
-
-@pytest.mark.parametrize(
-    ("keys", "dbits"),
-    [
-        (np.array([2, 1], dtype=np.uint64), 4),  # not ascending
-        (np.array([1, 2], dtype=np.uint64), 27),
-        (np.array([1, 2], dtype=np.uint64), -1),
-        (np.array([1, 2], dtype=np.uint64), True),
-        (np.array([1.0, 2.0]), 4),
-        (np.array([1, 2], dtype=np.int64), 4),
-        ([1, 2], 4),
-        (np.zeros((2, 2), dtype=np.uint64), 4),
-    ],
-)
-def test_build_dir_refuses(keys, dbits):
-    with pytest.raises(InvalidConfigError):
-        _probe.build_dir(keys, dbits)
 
 
 @pytest.mark.parametrize(
@@ -320,23 +306,29 @@ def _one_table():
 @pytest.mark.parametrize(
     "make",
     [
-        lambda k, v: (4, k, v, _probe.build_dir(k, 2), 2),  # no table 4
-        lambda k, v: (-2, k, v, None, 0),
-        lambda k, v: (True, k, v, _probe.build_dir(k, 2), 2),
-        lambda k, v: (0, k, v[:2], _probe.build_dir(k, 2), 2),  # lengths differ
-        lambda k, v: (0, k.astype(np.int64), v, _probe.build_dir(k, 2), 2),
-        lambda k, v: (0, k, v, None, 2),  # a sorted run needs its directory
-        lambda k, v: (0, k, v, _probe.build_dir(k, 2), 3),  # directory of other bits
-        lambda k, v: (0, k, v, _probe.build_dir(k, 17), 17),  # above the 16 header bits
-        lambda k, v: (0, k, v, _probe.build_dir(k[:2], 2), 2),  # directory of other keys
-        lambda k, v: (-1, [1], v, None, 0),
+        lambda k, v: _probe.RunSet(4, [_probe.Run(k, v)]),  # no table 4
+        lambda k, v: _probe.RunSet(-2, [_probe.Run(k, v)]),
+        lambda k, v: _probe.RunSet(True, [_probe.Run(k, v)]),
+        lambda k, v: _probe.RunSet(0, [_probe.Run(k, v[:2])]),  # lengths differ
+        lambda k, v: _probe.RunSet(0, [_probe.Run(k.astype(np.int64), v)]),
+        lambda k, v: _probe.RunSet(0, [_probe.Run(k, v.astype(np.int32))]),
+        lambda k, v: _probe.RunSet(0, [_probe.Run(k[::2], v[::2])]),  # not contiguous
+        lambda k, v: _probe.RunSet(0, [_probe.Run(k, v, 1 << 32)]),  # a high half, 64-bit keys
+        lambda k, v: _probe.RunSet(0, [_probe.Run(k, v), _probe.Run(k, v)], [5, 1]),  # firsts
+        lambda k, v: _probe.RunSet(0, [_probe.Run(k, v)], [1, 2]),  # a first per run
+        lambda k, v: _probe.RunSet(-1, [_probe.Run([1], v)]),
+        lambda k, v: _probe.RunSet(0, [_probe.Run(k, v, 0, np.zeros(5, np.uint32), 0)]),  # end
+        lambda k, v: _probe.RunSet(0, [_probe.Run(k, v, 0, np.array([0, 3], np.uint64), 0)]),
+        lambda k, v: _probe.RunSet(0, [_probe.Run(k, v, 0, np.array([0, 1, 2, 3], np.uint32), 0)]),
+        lambda k, v: _probe.RunSet(0, [_probe.Run(k, v, 0, np.array([0, 3], np.uint32), 64)]),
     ],
 )
-def test_set_segments_refuses(make):
+def test_run_sets_refuse(make):
+    """Malformed runs and sets are refused with the project's error before C sees them."""
     lay, keys, vals = _one_table()
     pr = prober_for(lay)
     with pytest.raises(InvalidConfigError):
-        pr.set_segments([make(keys, vals)])
+        pr.set_sets([make(keys, vals)])
 
 
 @pytest.mark.parametrize(
@@ -347,20 +339,22 @@ def test_set_segments_refuses(make):
 def test_call_refuses(q, k, radius):
     lay = manku_layout(1, 1, 3)  # one 64-bit header: radius 16 would need ~5e14 probes
     pr = prober_for(lay)
-    pr.set_segments([scan_run(np.array([1], dtype=np.uint64), np.array([1], dtype=np.uint64))])
+    pr.set_sets([scan_run(np.array([1], dtype=np.uint64), np.array([1], dtype=np.uint64))])
     with pytest.raises(InvalidConfigError):
-        pr(q, k, radius)
+        pr.hits(q, k, radius)
 
 
-def test_damaged_directory_does_not_read_out_of_bounds():
-    """Directory entries past the run are clamped: a wrong answer at worst, never a crash."""
+def test_keys_out_of_order_do_not_read_out_of_bounds():
+    """Runs whose keys or first keys lie (damage): a wrong answer at worst, never a crash."""
     lay, keys, vals = _one_table()
-    d = _probe.build_dir(keys, 4)
-    d[:-1] = np.uint64(1 << 60)
+    rng = np.random.default_rng(3)
+    bad = rng.integers(0, MAX_FP, 500, dtype=np.uint64, endpoint=True)  # unsorted
+    runs = [_probe.Run(bad[:250].copy(), vals.repeat(250)[:250].copy()),
+            _probe.Run(bad[250:].copy(), vals.repeat(250)[:250].copy())]
     pr = prober_for(lay)
-    pr.set_segments([(t, keys, vals, d, 4) for t in range(4)])
-    got, _ = pr(1, 3, lay.radius_for(3))
-    assert set(got.tolist()) <= {1, 2, 3}
+    pr.set_sets([_probe.RunSet(t, runs, [0, int(MAX_FP)]) for t in range(4)])
+    for q in bad[:20].tolist():
+        assert {v for v, _ in pr.hits(q, 3, lay.radius_for(3))} <= {1, 2, 3}
 
 
 def _c_plan(lay: Layout, **override):
@@ -382,18 +376,19 @@ def _c_plan(lay: Layout, **override):
 @pytest.mark.parametrize(
     "override",
     [{"ntables": 0}, {"ntables": 65}, {"nblocks": 0}, {"nblocks": 65}, {"tails": "bad-tail"},
-     {"nmasks": "negative"}, {"masks": "null"}, {"table": 4}, {"table": -2}, {"dbits": 27},
-     {"dbits": 17}, {"dbits": -1}, {"dir": "null"}, {"k": -1}, {"k": 65}],
+     {"nmasks": "negative"}, {"masks": "null"}, {"table": 4}, {"table": -2}, {"kw": 4},
+     {"kw": 2}, {"vw": 16}, {"firsts": "null"}, {"keys": "null"}, {"n": 0}, {"k": -1},
+     {"k": 65}],
 )
 def test_c_probe_refuses_bad_arguments(override):
     """The C entry point checks what the binding would have: -2, no crash."""
     ffi, lib = _core.ffi, _core.lib
     lay, keys, vals = _one_table()
-    seg_fields = {"table": 0, "dbits": 4}
+    seg_fields = {"table": 0, "kw": 8, "vw": 8, "n": 3}
     plan_fields = {}
     k = 3
     for key, v in override.items():
-        if key in ("table", "dbits"):
+        if key in ("table", "kw", "vw", "n"):
             seg_fields[key] = v
         elif key == "k":
             k = v
@@ -405,15 +400,19 @@ def test_c_probe_refuses_bad_arguments(override):
             plan_fields[key] = ffi.NULL
         else:
             plan_fields[key] = v
-    c_plan, keep = _c_plan(lay, **{k_: v for k_, v in plan_fields.items() if k_ != "dir"})
-    d = _probe.build_dir(keys, 4)
-    seg = ffi.new("ss_segment[]", 1)
-    bufs = [ffi.from_buffer("uint64_t[]", a) for a in (keys, vals, d)]
-    seg[0].keys, seg[0].vals, seg[0].n = bufs[0], bufs[1], 3
-    seg[0].dir = ffi.NULL if "dir" in plan_fields else bufs[2]
-    seg[0].table, seg[0].dbits = seg_fields["table"], seg_fields["dbits"]
+    c_plan, keep = _c_plan(lay, **{k_: v for k_, v in plan_fields.items()
+                                    if k_ not in ("firsts", "keys")})
+    firsts = ffi.new("uint64_t[]", [1])
+    run = ffi.new("ss_run[]", 1)
+    bufs = [ffi.from_buffer("uint64_t[]", a) for a in (keys, vals)]
+    run[0].keys = ffi.NULL if "keys" in plan_fields else bufs[0]
+    run[0].vals, run[0].high = bufs[1], 0
+    run[0].n, run[0].kw, run[0].vw = seg_fields["n"], seg_fields["kw"], seg_fields["vw"]
+    sets = ffi.new("ss_runset[]", 1)
+    sets[0].runs, sets[0].nruns, sets[0].table = run, 1, seg_fields["table"]
+    sets[0].firsts = ffi.NULL if "firsts" in plan_fields else firsts
     out_v, out_d = ffi.new("uint64_t[]", 8), ffi.new("uint8_t[]", 8)
-    assert lib.ss_probe(1, k, c_plan, seg, 1, out_v, out_d, 8) == -2
+    assert lib.ss_probe(1, k, c_plan, sets, 1, out_v, out_d, 8) == -2
     del keep
 
 
@@ -423,9 +422,11 @@ def test_c_probe_reports_the_count_past_capacity():
     lay = plan(3, 1000).layout
     c_plan, keep = _c_plan(lay)
     keys = np.arange(10, dtype=np.uint64)
-    seg = ffi.new("ss_segment[]", 1)
+    run = ffi.new("ss_run[]", 1)
     bufs = [ffi.from_buffer("uint64_t[]", keys)]
-    seg[0].keys, seg[0].vals, seg[0].n, seg[0].table, seg[0].dbits = bufs[0], bufs[0], 10, -1, 0
+    run[0].keys, run[0].vals, run[0].n, run[0].kw, run[0].vw = bufs[0], bufs[0], 10, 8, 8
+    seg = ffi.new("ss_runset[]", 1)
+    seg[0].runs, seg[0].nruns, seg[0].table, seg[0].firsts = run, 1, -1, ffi.NULL
     out_v, out_d = ffi.new("uint64_t[]", 5), ffi.new("uint8_t[]", 5)
     out_v[4] = 12345
     assert lib.ss_probe(0, 64, c_plan, seg, 1, out_v, out_d, 3) == 10
@@ -436,21 +437,40 @@ def test_c_probe_reports_the_count_past_capacity():
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 300), max_size=300), st.lists(st.integers(0, 320), max_size=20),
-       st.integers(0, 2**32 - 1), st.booleans())
-def test_lookup_equals_brute_force(keys, qs, seed, narrow):
-    """Exact lookups over two sorted runs: every value of an equal key, duplicates kept."""
+       st.integers(0, 2**32 - 1), st.booleans(), st.booleans(), st.data())
+def test_lookup_equals_brute_force(keys, qs, seed, narrow, halves, data):
+    """Exact lookups over two sets of runs (64-bit keys, or 32-bit halves under a high half
+    per run as the band entries keep them): every value of an equal key, duplicates kept."""
     rng = np.random.default_rng(seed)
-    shift = np.uint64(rng.integers(0, 55))  # keys anywhere in the 64 bits
+    shift = np.uint64(0 if halves else rng.integers(0, 55))  # keys anywhere in the 64 bits
     pr = _probe.Prober([(b"\0", b"\x40", b"\0")], [64])
-    segs, entries = [], []
+    sets, entries = [], []
     for part in (keys[: len(keys) // 2], keys[len(keys) // 2 :]):
         k = np.sort(np.array(part, dtype=np.uint64)) << shift
+        if halves:  # band b holds keys 3b..3b+2 (low halves) under high half b << 32
+            k = np.sort((k // np.uint64(3) << np.uint64(32)) | (k % np.uint64(3)))
         v = rng.integers(0, 2**32 - 1, len(k), dtype=np.uint64)
-        dbits = _probe.choose_dbits(len(k), 64)
-        segs.append((0, k, v.astype(np.uint32) if narrow else v, _probe.build_dir(k, dbits), dbits))
+        vv = v.astype(np.uint32) if narrow else v
+        starts = data.draw(st.lists(st.integers(0, max(len(k), 1)), max_size=5))
+        if halves:  # runs end where the high half changes
+            starts += (np.flatnonzero(np.diff(k >> np.uint64(32))) + 1).tolist()
+        bounds = sorted({0, *(x for x in starts if 0 < x < len(k))}) + [len(k)]
+        runs = []
+        for a, b in zip(bounds, bounds[1:]):
+            if b <= a:
+                continue
+            if halves:
+                high = int(k[a]) >> 32 << 32
+                runs.append(_probe.Run((k[a:b] & np.uint64(0xFFFFFFFF)).astype(np.uint32),
+                                       vv[a:b].copy(), high))
+            else:
+                runs.append(_probe.Run(k[a:b].copy(), vv[a:b].copy()))
+        sets.append(_probe.RunSet(0, runs))
         entries.append((k, v))
-    pr.set_segments(segs)
+    pr.set_sets(sets)
     q = np.array(qs, dtype=np.uint64) << shift
+    if halves:
+        q = (q // np.uint64(3) << np.uint64(32)) | (q % np.uint64(3))
     want = [int(v) for k, vs in entries for x in q.tolist()
             for kk, v in zip(k.tolist(), vs.tolist(), strict=True) if kk == x]
     assert pr.lookup(q) == want

@@ -122,7 +122,7 @@ def test_similarity_store_equals_add_if_new_one_by_one(tmp_path, seed, legacy):
         assert got == want
         assert any(w == [] for w in want) and any(w != [] for w in want)
     _same_store(seq, bulk, sigs[::7], threshold=t)
-    assert bool(getattr(bulk._h.tables, "runs", False)) == (not legacy)
+    assert (bulk._h.tables.name == "runs") == (not legacy)
     if seed == 0:
         assert bulk.verify() == []
 
@@ -145,7 +145,7 @@ def test_hamming_store_equals_add_if_new_one_by_one(tmp_path, seed, legacy):
         got = bulk.add_if_new_many(ids, fps[a:b], k)
         assert got == want
     _same_store(seq, bulk, fps[::9], k=k)
-    assert bool(getattr(bulk._h.tables, "runs", False)) == (not legacy)
+    assert (bulk._h.tables.name == "runs") == (not legacy)
     # the oracle's own rule, spelled out for the first doc of the last call
     if want[0]:
         kk = 4 if k is None else k

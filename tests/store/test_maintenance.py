@@ -64,7 +64,7 @@ def test_verify_reports_missing_and_orphan_entries_and_rebuild_repairs(tmp_path,
         s.rebuild()
         assert s.verify() == []
         assert sorted(s) == ["d0", "d1", "d2", "d3"]
-        assert s._h.tables.runs and [m.doc_id for m in s.query(1 << 40, 0)] == ["d3"]
+        assert s._h.tables.name == "runs" and [m.doc_id for m in s.query(1 << 40, 0)] == ["d3"]
 
 
 def test_verify_reports_a_doc_missing_from_ids(tmp_path):

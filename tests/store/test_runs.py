@@ -10,6 +10,7 @@ over a dict kept in insertion order (a changed doc moves to the end).
 
 from __future__ import annotations
 
+import bisect
 import json
 import random
 import shutil
@@ -43,23 +44,32 @@ from ..strategies import fingerprints, near_neighbour
 from .test_crash import run_py
 
 # RECENT_MAX 8: a merge every ninth new doc; L1_MIN 32: a level rebuild every few
-# merges; RUN_ENTRIES 16: levels of many runs; STALE_SHARE 4.
-SMALL = {"RECENT_MAX": 8, "L1_MIN": 32, "RUN_ENTRIES": 16, "STALE_SHARE": 4}
-_RUN_HEAD = struct.Struct("<IB3s")  # entries, iid width, zeros: the documented run header
+# merges; RUN_ENTRIES 16: levels of many runs; STALE_SHARE 4; DIR_MIN_ENTRIES 4 (of
+# simstore.store.runfile): runs of 4 keys or more carry a directory.
+SMALL = {"RECENT_MAX": 8, "L1_MIN": 32, "RUN_ENTRIES": 16, "STALE_SHARE": 4,
+         "DIR_MIN_ENTRIES": 4}
+# entries, iid width, key width (0: 8-byte keys), directory bits, directory shift: the
+# documented run header
+_RUN_HEAD = struct.Struct("<IBBBB")
+
+
+def _module_of(name: str) -> str:
+    return "runfile" if name == "DIR_MIN_ENTRIES" else "runs"
 
 
 def small(monkeypatch: pytest.MonkeyPatch, **over: int) -> dict[str, int]:
     """Shrink the run tables' constants in this process; the values set."""
     values = {**SMALL, **over}
     for name, value in values.items():
-        monkeypatch.setattr(simstore.store.runs, name, value)
+        monkeypatch.setattr(getattr(simstore.store, _module_of(name)), name, value)
     return values
 
 
 def child_prelude(values: dict[str, int]) -> str:
     """Python lines that set the same constants in a child process."""
-    sets = "; ".join(f"R.{name} = {value}" for name, value in values.items())
-    return f"import simstore.store.runs as R; {sets}\n"
+    sets = "; ".join(f"simstore.store.{_module_of(name)}.{name} = {value}"
+                     for name, value in values.items())
+    return f"import simstore.store.runs, simstore.store.runfile; {sets}\n"
 
 
 def state_of(store: SimStore) -> State:
@@ -105,13 +115,23 @@ def raw_runs(txn: Any, db: Any) -> list[tuple[int, int, list[int], list[int], in
     for key, val in txn.cursor(db):
         key, val = bytes(key), bytes(val)
         assert len(key) == 9, key
-        n, width, pad = _RUN_HEAD.unpack_from(val)
-        assert width in (4, 8) and pad == bytes(3) and len(val) == 8 + n * (8 + width)
+        n, width, kw, dbits, shift = _RUN_HEAD.unpack_from(val)
+        dlen = 4 * ((1 << dbits) + 1) if dbits else 0
+        assert width in (4, 8) and kw == 0 and (dbits or not shift)
+        assert len(val) == 8 + n * (8 + width) + dlen
         body = val[8:]
         keys = [int.from_bytes(body[8 * i : 8 * i + 8], "little") for i in range(n)]
         at = 8 * n
         iids = [int.from_bytes(body[at + width * i : at + width * (i + 1)], "little")
                 for i in range(n)]
+        if dbits:  # the directory: first index of each bucket of (key - first) >> shift
+            at += width * n
+            got = [int.from_bytes(body[at + 4 * b : at + 4 * b + 4], "little")
+                   for b in range((1 << dbits) + 1)]
+            rel = [(x - keys[0]) >> shift for x in keys]
+            assert rel[-1] < 1 << dbits and (not shift or (keys[-1] - keys[0]) >> (shift - 1)
+                                              >= 1 << dbits)
+            assert got == [bisect.bisect_left(rel, b) for b in range((1 << dbits) + 1)]
         out.append((key[0], int.from_bytes(key[1:], "big"), keys, iids, width))
     return out
 
@@ -536,6 +556,53 @@ def test_cache_follows_another_process(monkeypatch: pytest.MonkeyPatch, tmp_path
     store.close()
 
 
+def test_reader_across_a_map_grown_by_another_process(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    """This process reads the levels in place; a child grows the map (long ids) without
+    touching a level, then merges and rebuilds: each next query remaps (a new epoch), reads
+    the levels again and equals brute force, with no crash on the old pointers."""
+    values = small(monkeypatch, RECENT_MAX=64, L1_MIN=128)
+    rng = random.Random(11)
+    pool = [rng.getrandbits(64) for _ in range(4)]
+    path = tmp_path / "s"
+    store = SimStore(path, k=3, expected_size=1000, map_size=1 << 20)
+    model: dict[Any, int] = {}
+    first = [[f"d{i}" for i in range(300)], [near(rng, rng.choice(pool), 5) for _ in range(300)]]
+    store.add_many(*first)
+    apply_ops(model, [["add_many", *first]])
+    tables = store._h.tables
+    check_answers(store, model, pool)
+    assert tables._levels and all(lev.sets for lev in tables._levels.values())
+    size0, epoch0 = store._env.env.info()["map_size"], store._env.epoch
+    gens0 = (state_of(store).base_gen, state_of(store).l1_gen)
+    # 40 docs of 60 KB ids (made in the child: too long for its command line): the map
+    # grows, every level stays (they are recent docs)
+    r = run_py(child_prelude(values) + f"""
+import random
+from simstore.store import SimStore
+rng = random.Random(5)
+with SimStore({str(path)!r}) as s:
+    s.add_many(["%03d" % i + "x" * 60_000 for i in range(40)],
+               [rng.getrandbits(64) for _ in range(40)])
+""")
+    assert r.returncode == 0, r.stderr
+    crng = random.Random(5)
+    apply_ops(model, [["add_many", ["%03d" % i + "x" * 60_000 for i in range(40)],
+                       [crng.getrandbits(64) for _ in range(40)]]])
+    assert (state_of(store).base_gen, state_of(store).l1_gen) == gens0
+    check_answers(store, model, pool + list(model.values())[-5:])
+    assert store._env.epoch > epoch0 and store._env.env.info()["map_size"] > size0
+    # then merges and a level rebuild in the child, and more growth
+    for r in range(3):
+        ops = [["add_many", [f"m{r}-{i}" for i in range(100)],
+                [near(rng, rng.choice(pool), 5) for _ in range(100)]]]
+        child_ops(path, values, ops)
+        apply_ops(model, ops)
+        check_answers(store, model, pool + list(model.values())[-3:])
+    assert store.verify() == []
+    store.close()
+
+
 @pytest.mark.parametrize(("aborted", "child"), [(3, 3), (3, 12), (12, 12), (12, 2)])
 def test_aborted_batch_leaves_nothing_cached(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                              aborted: int, child: int) -> None:
@@ -639,17 +706,31 @@ def _texts(rng: random.Random, n: int) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("version", [1, 2])
+def run_dir_bits(store: SimStore) -> set[int]:
+    """The directory bits in the headers of every run of the store's permutation tables."""
+    out = set()
+    with store._env.reading() as txn:
+        for db in store._h.tables.dbs:
+            for _, val in txn.cursor(db):
+                out.add(bytes(val)[6])
+    return out
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_legacy_store_works_and_rebuild_moves_it_to_runs(monkeypatch: pytest.MonkeyPatch,
                                                          tmp_path: Path, version: int) -> None:
-    """A format-1 Hamming store and a format-2 similarity store (dupsort tables) reopen and
-    take adds, updates (the doc moves to the end), removes, add_if_new, queries, similar and
-    verify against brute force; rebuild() makes them format 3 with run tables and the same
-    answers, and they go on working there (merges at small constants)."""
+    """A format-1 Hamming store and a format-2 similarity store (dupsort tables), and a
+    format-3 store (run tables without directories: its writes add none, so older simstores
+    still read it) reopen and take adds, updates (the doc moves to the end), removes,
+    add_if_new, queries, similar and verify against brute force; rebuild() makes them the
+    current format (run tables with directories) with the same answers, and they go on
+    working there (merges at small constants)."""
     rng = random.Random(version)
     path = tmp_path / "s"
     sim = version == 2
     cfg = simstore.SIGNATURE_CONFIG if sim else None
+    if version == 3:
+        monkeypatch.setattr(simstore.store.runfile, "DIR_MIN_ENTRIES", 1)
 
     def item(text: str) -> Any:
         return simstore.signature(text) if sim else simstore.fingerprint(text)
@@ -661,10 +742,12 @@ def test_legacy_store_works_and_rebuild_moves_it_to_runs(monkeypatch: pytest.Mon
         s.add_many(list(model), [v for v in model.values()] if not sim
                    else s.signatures(texts))
     monkeypatch.undo()
+    if version == 3:  # every run a directory could have (none under format 3)
+        monkeypatch.setattr(simstore.store.runfile, "DIR_MIN_ENTRIES", 1)
     store = SimStore(path)
     try:
-        assert format_version(store) == version and not store._h.tables.runs
-        assert store.stats()["table_engine"] == "dupsort"
+        assert format_version(store) == version and store._h.tables.name == ("runs" if version == 3 else "dupsort")
+        assert store.stats()["table_engine"] == ("runs" if version == 3 else "dupsort")
         assert store.stats()["format_version"] == version
         more = _texts(rng, 8)
         for i, t in enumerate(more[:4]):
@@ -685,10 +768,15 @@ def test_legacy_store_works_and_rebuild_moves_it_to_runs(monkeypatch: pytest.Mon
         before = legacy_answers(store, model, queries)
         assert sum(len(a) > 1 for a in before) >= 3  # answers with several docs among them
         assert store.verify() == []
+        if version == 3:
+            assert run_dir_bits(store) == {0}
 
         store.rebuild()
-        assert format_version(store) == 3 and store._h.tables.runs
-        assert (store.stats()["format_version"], store.stats()["table_engine"]) == (3, "runs")
+        now = simstore.store.format.FORMAT_VERSION
+        assert now == 4 and format_version(store) == now and store._h.tables.name == "runs"
+        assert (store.stats()["format_version"], store.stats()["table_engine"]) == (now, "runs")
+        if version == 3:
+            assert 0 not in run_dir_bits(store)
         assert legacy_answers(store, model, queries) == before
         assert list(store.items()) == list(fps_of(model).items())
         assert store.verify() == []
@@ -761,7 +849,9 @@ def _stale_count(txn: Any, dbs: list[Any], meta: Any) -> None:
 DAMAGE = {
     "a key's byte flipped": (_flip_key_byte, "table r00: 1 docs missing", "answers"),
     "a run deleted": (_delete_run, "docs missing", "subset"),
-    "keys out of order": (_swap_keys, "out of key order", "raise"),
+    # Read in place, a run's keys are not re-checked at query time (that would read every
+    # page): queries answer, maybe missing hits, and verify names the damage.
+    "keys out of order": (_swap_keys, "out of key order", "answers"),
     "a run's iid width 5": (_bad_width, "malformed", "raise"),
     "state record too short": (_short_state, "state record is missing or malformed", "raise"),
     "stale count off by 2": (_stale_count, "0 stale entries, the state says 2", "exact"),
@@ -796,8 +886,8 @@ def test_damaged_run_tables_are_named_by_verify(monkeypatch: pytest.MonkeyPatch,
                                                 tmp_path: Path) -> None:
     """A flipped key byte, a deleted run, keys out of order, a bad run header, a short state
     record, a wrong stale count: verify() names each in a sentence; queries (in a child
-    process) answer or raise a simstore error, never crash; on a wrong stale count alone
-    the answers stay exact."""
+    process, reading the runs in place) answer or raise a simstore error, never crash; on
+    a wrong stale count alone the answers stay exact."""
     small(monkeypatch)
     rng = random.Random(5)
     src = tmp_path / "sound"

@@ -19,6 +19,7 @@ from .find_all import cmd_find_all
 from .fingerprint import cmd_fingerprint
 from .load import cmd_load
 from .query import cmd_query
+from .readers import add_parser as add_readers_parser
 from .similarity import cmd_similarity
 from .spark import add_parser as add_spark_parser
 
@@ -221,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab.set_defaults(func=cmd_ab)
 
     add_spark_parser(sub, common, _positive, _sizes, DEFAULT_WORKDIR)
+    add_readers_parser(sub)
     return p
 
 

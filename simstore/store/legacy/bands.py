@@ -18,6 +18,8 @@ import numpy as np
 from ..format import iid_rows
 from .tables import PUT_CHUNK, put_sorted, read_rows
 
+_KEY_BYTES = 5  # a band-table key: band index (1 byte), low 32 bits of the band key (BE)
+
 
 def key_bytes(keys32: np.ndarray) -> list[bytes]:
     """4-byte big-endian keys of one doc's 32-bit band keys."""
@@ -25,9 +27,9 @@ def key_bytes(keys32: np.ndarray) -> list[bytes]:
 
 
 class Bands:
-    """Handles of a similarity store's band table (formats 1 and 2)."""
+    """Handles of a similarity store's band table (formats 1 and 2): a BandIndex."""
 
-    runs = False
+    stale_entries = False  # every entry names a live doc (removes delete them)
 
     def __init__(self, env: Any, txn: Any, nbands: int, *, create: bool) -> None:
         self.nbands = nbands
@@ -51,6 +53,31 @@ class Bands:
         """Internal ids sharing at least one band key, each once, in first-seen order."""
         found = txn.cursor(self.db).getmulti(self._keys(keys), dupdata=True)
         return list(dict.fromkeys(iid for _, iid in found))
+
+    def candidate_pairs(self, txn: Any, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row, internal id) of every stored doc sharing a band key with a row of the
+        (n, bands) 32-bit keys: one ``getmulti`` of all their distinct keys."""
+        n, nb = keys32.shape
+        band = np.broadcast_to(np.arange(nb, dtype=np.uint64), (n, nb))
+        packed = ((band << np.uint64(32)) | keys32.astype(np.uint64)).ravel()
+        uniq, inverse = np.unique(packed, return_inverse=True)
+        inverse = inverse.ravel()
+        lead = uniq.astype(">u8").view(np.uint8).reshape(-1, 8)[:, 8 - _KEY_BYTES :]
+        lkeys = np.ascontiguousarray(lead).view(f"V{_KEY_BYTES}").ravel().tolist()
+        raw = txn.cursor(self.db).getmulti(lkeys, dupdata=True, dupfixed_bytes=8,
+                                           keyfixed=True)
+        rows = np.frombuffer(raw, dtype=np.uint8).reshape(-1, _KEY_BYTES + 8)
+        kb = np.zeros((len(rows), 8), dtype=np.uint8)
+        kb[:, 8 - _KEY_BYTES :] = rows[:, :_KEY_BYTES]
+        u = np.searchsorted(uniq, kb.view(">u8").ravel().astype(np.uint64))
+        iids = np.ascontiguousarray(rows[:, _KEY_BYTES:]).view(">u8").ravel().astype(np.uint64)
+        # every row holding key uniq[u[i]], for each entry i found
+        order = np.argsort(inverse, kind="stable")
+        starts = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
+        lens = (starts[u + 1] - starts[u]).astype(np.int64)
+        at = np.repeat(np.arange(len(u)), lens)
+        offs = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+        return order[starts[u][at] + offs] // nb, iids[at]
 
     def fill(self, txn: Any, keys32: np.ndarray, iids: np.ndarray) -> None:
         """Insert many docs' (n, bands) 32-bit keys in key order (appends when empty)."""

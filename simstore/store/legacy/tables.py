@@ -91,10 +91,11 @@ def _probe_masks(header_bits: int, radius: int, tail: int) -> list[int]:
 class Tables:
     """Handles and query plan of one layout's permutation tables in one environment."""
 
-    runs = False
+    name = "dupsort"
 
-    def __init__(self, env: Any, txn: Any, layout: Layout, *, create: bool) -> None:
+    def __init__(self, env: Any, txn: Any, layout: Layout, docs: Any, *, create: bool) -> None:
         self.layout = layout
+        self.docs = docs
         n = len(layout.tables)
         self.dbs = [
             env.open_db(table_name(t), txn=txn, create=create, dupsort=True, dupfixed=True)
@@ -138,12 +139,12 @@ class Tables:
 
     # --- single writes -------------------------------------------------------------
 
-    def init(self, txn: Any) -> None:
-        """Nothing to write at creation (the run tables keep a state record)."""
+    def init(self, txn: Any, next_iid: int = 0) -> None:
+        """Nothing to write at creation (the next internal id follows the docs table)."""
 
-    def next_iid(self, txn: Any, docs: Any) -> int:
+    def next_iid(self, txn: Any) -> int:
         """The next internal id: one past the last docs key."""
-        cur = txn.cursor(docs)
+        cur = txn.cursor(self.docs)
         return int.from_bytes(cur.key(), "big") + 1 if cur.last() else 0
 
     def _keys(self, fp: int) -> list[bytes]:

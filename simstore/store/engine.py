@@ -1,0 +1,90 @@
+"""The seam between the store and its table engines, declared once.
+
+A store keeps its documents in the docs table; the permutation tables (and, in
+a similarity store, the band keys) are derived from it by a *table engine*.
+Two implement this interface: the run tables of formats 3-4
+(:class:`simstore.store.runs.RunTables` with :class:`~simstore.store.runs.RunBands`)
+and the dupsort tables of formats 1-2 (:mod:`simstore.store.legacy`).
+:func:`simstore.store.schema.bind` picks one from the store's format; the rest of
+the store calls these methods and never asks which engine it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..search.layout import Layout
+
+
+class TableEngine(Protocol):
+    """The permutation tables of one layout in one open environment."""
+
+    name: str  # "runs" or "dupsort": what stats() reports as the table engine
+    layout: Layout
+
+    def init(self, txn: Any, next_iid: int = 0) -> None:
+        """Write what empty tables need (at creation, or a rebuild's start)."""
+
+    def next_iid(self, txn: Any) -> int:
+        """The next internal id to hand out (never a removed doc's)."""
+
+    def index(self, txn: Any, iid: bytes, fp: int) -> None:
+        """Take a doc just written to the docs table."""
+
+    def unindex(self, txn: Any, iid: bytes, fp: int) -> None:
+        """Let go of a doc about to leave the docs table."""
+
+    def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray,
+             before: Callable[[], None] | None = None,
+             bands: np.ndarray | None = None) -> None:
+        """Take many docs at new iids, written by ``before()`` (if given) first.
+
+        bands: their (n, nbands) 32-bit band keys, for engines that keep band keys
+        with the tables (the others take them through their :class:`BandIndex`).
+        """
+
+    def search(self, txn: Any, q: int, k: int) -> list[tuple[int, bytes, bytes]]:
+        """(distance, internal id, docs record) of every live doc within k of q
+        (k at most the layout's)."""
+
+    def drop(self, txn: Any) -> None:
+        """Delete every table of this layout (for a rebuild)."""
+
+    def check(self, txn: Any, iids: np.ndarray, fps: np.ndarray) -> list[str]:
+        """Problems of the tables against the live docs (iids, fps in iid order)."""
+
+    def extra(self, txn: Any) -> list[str]:
+        """Names of tables beyond this layout's (left by another layout)."""
+
+
+class BandIndex(Protocol):
+    """The band keys of a similarity store: which docs share a MinHash band key."""
+
+    # Whether candidates may name removed docs (entries left stale, skipped by the
+    # reader) instead of only live ones (a missing doc is then damage).
+    stale_entries: bool
+
+    def index(self, txn: Any, iid: bytes, keys: list[bytes]) -> None:
+        """Take a doc's 4-byte band keys (band by band)."""
+
+    def unindex(self, txn: Any, iid: bytes, keys: list[bytes]) -> None:
+        """Let go of a doc's band keys."""
+
+    def fill(self, txn: Any, keys32: np.ndarray, iids: np.ndarray) -> None:
+        """Take many docs' (n, nbands) 32-bit band keys."""
+
+    def drop(self, txn: Any) -> None:
+        """Delete the band keys (for a rebuild)."""
+
+    def candidates(self, txn: Any, keys: list[bytes]) -> list[bytes]:
+        """Internal ids (8-byte keys) of docs sharing at least one of a doc's band keys."""
+
+    def candidate_pairs(self, txn: Any, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row, internal id) of every doc sharing a band key with a row of (n, bands)
+        32-bit keys: the lookups of many docs at once."""
+
+    def check(self, txn: Any, iids: np.ndarray, keys32: np.ndarray) -> list[str]:
+        """Problems of the band keys against the live docs."""
