@@ -200,7 +200,7 @@ def cmd_readers(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(args.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     load0 = load_average()
-    trees = {"head": REPO}
+    trees = {"head": _tree(args.head, workdir) if args.head else REPO}
     if args.base:
         trees["base"] = _tree(args.base, workdir)
     stores, empties = {}, {}
@@ -234,7 +234,7 @@ def cmd_readers(args: argparse.Namespace) -> dict[str, Any]:
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
                                  text=True).stdout.strip(),
         "stores": {side: str(p) for side, p in stores.items()},
-        "load_start": load0, "load_end": load_average(), "rows": rows,
+        "head": args.head, "load_start": load0, "load_end": load_average(), "rows": rows,
         "command": " ".join(["python -m tools.bench", *args.argv]),
     }
     return out
@@ -251,7 +251,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--queries", type=int, default=1000, help="queries per reader")
     p.add_argument("--writer", type=float, default=0.0,
                    help="seconds a durable writer adds 1,000 docs a commit (0: no writer)")
-    p.add_argument("--base", help="also run with this revision's simstore (same store)")
+    p.add_argument("--head", help="run this revision's simstore as the head (a worktree), "
+                   "not this checkout's")
+    p.add_argument("--base", help="also run with this revision's simstore (its own store of "
+                   "the same fingerprints)")
     p.add_argument("--workdir", default=str(REPO / ".bench" / "readers"))
     p.add_argument("--seed", type=int, default=20261124)
     p.add_argument("--out", type=Path, help="write the JSON result here")
