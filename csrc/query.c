@@ -28,20 +28,6 @@ static uint64_t load_be64(const uint8_t *p) {
     return x;
 }
 
-size_t ss_verify_be_keys(const uint8_t *keys, size_t n, uint64_t q, int k,
-                         int64_t *out_idx, uint8_t *out_dist) {
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        int d = __builtin_popcountll(load_be64(keys + 8 * i) ^ q);
-        if (d <= k) {
-            out_idx[m] = (int64_t)i;
-            if (out_dist) out_dist[m] = (uint8_t)d;
-            m++;
-        }
-    }
-    return m;
-}
-
 size_t ss_verify_candidates(const uint8_t *keys, const uint8_t *tables,
                             size_t n, const uint8_t *qs_be, int ntables,
                             int k, int64_t *out_idx, uint8_t *out_dist) {

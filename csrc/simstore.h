@@ -119,11 +119,6 @@ int ss_components(size_t n, const int64_t *a, const int64_t *b, size_t m,
 void ss_permute_tables(uint64_t q, int ntables, int nblocks,
                        const uint8_t *src_shift, const uint8_t *width,
                        const uint8_t *dst_shift, uint64_t *out);
-/* keys holds n 8-byte big-endian keys back to back: indices i with
- * popcount(key[i] ^ q) <= k into out_idx (distances into out_dist, which may
- * be NULL); returns how many. out_idx must hold n entries. */
-size_t ss_verify_be_keys(const uint8_t *keys, size_t n, uint64_t q, int k,
-                         int64_t *out_idx, uint8_t *out_dist);
 /* The tail check of a store query, one call for all its candidates: keys
  * holds n 8-byte big-endian keys, key i read from table tables[i], whose
  * permuted query is the 8-byte big-endian qs_be[tables[i]] (the first

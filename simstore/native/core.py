@@ -146,17 +146,6 @@ def permute_tables(
     return list(out)
 
 
-def verify_be_keys(keys: bytes, q: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices (int64) and distances (uint8) of the 8-byte big-endian keys within k of q."""
-    n = len(keys) // 8
-    idx = np.empty(n, dtype=np.int64)
-    dist = np.empty(n, dtype=np.uint8)
-    m = lib.ss_verify_be_keys(
-        keys, n, q, k, ffi.from_buffer("int64_t[]", idx), ffi.from_buffer("uint8_t[]", dist)
-    )
-    return idx[:m], dist[:m]
-
-
 def raise_for(rc: int, what: str) -> None:
     """The package exception for a nonzero C return code (-1 memory, -2 arguments)."""
     if rc == -1:

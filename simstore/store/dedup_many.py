@@ -38,9 +38,10 @@ import numpy as np
 from ..exceptions import CorruptStoreError
 from ..native import core as _core
 from ..search.hamming import find_all
-from ..text.minhash import band_keys32, jaccard_from_distance
+from ..text.minhash import band_keys32, jaccard_table
 from . import format as F
 from .reads import Match, SimilarMatch
+from .rows import band_keys
 from .schema import Handles
 from .writes import add, add_many, extra_of, next_iid
 
@@ -86,11 +87,6 @@ def add_if_new_many(txn: Any, h: Handles, docs: Docs, rule: Rule) -> list[list[A
 # --------------------------------------------------------------------------- stored candidates
 
 
-def _estimates(bits: int) -> np.ndarray:
-    """The Jaccard estimate of every sketch distance 0..bits, as the store's lookup computes it."""
-    return np.asarray(jaccard_from_distance(np.arange(bits + 1), bits), dtype=np.float64)
-
-
 class _CallKeys:
     """The band-table keys of a call's documents (uint64: band << 32 | low 32 key bits).
 
@@ -102,9 +98,8 @@ class _CallKeys:
 
     def __init__(self, bands: np.ndarray) -> None:
         self.keys32 = keys32 = band_keys32(bands)
-        n, self.nbands = keys32.shape
-        band = np.tile(np.arange(self.nbands, dtype=np.uint64), n).reshape(n, self.nbands)
-        packed = ((band << np.uint64(32)) | keys32.astype(np.uint64)).ravel()
+        self.nbands = keys32.shape[1]
+        packed = band_keys(keys32).ravel()
         self.uniq, inverse, counts = np.unique(packed, return_inverse=True, return_counts=True)
         self.inverse = inverse.ravel()
         cells = np.flatnonzero(counts[self.inverse] > 1)
@@ -160,7 +155,7 @@ def _stored_similar(txn: Any, h: Handles, docs: Docs, keys: _CallKeys,
     stored = stored.astype(np.uint64).reshape(len(recs), words)
     dist = _core.sketch_distance_pairwise(np.ascontiguousarray(docs.sketches[pdoc]),
                                           np.ascontiguousarray(stored[pcand]))
-    est = _estimates(64 * words)[dist]
+    est = jaccard_table(64 * words)[dist]
     ok = np.flatnonzero(est >= t)
     out: dict[int, Found] = {}
     cand_ints = cand.tolist()
@@ -226,7 +221,7 @@ class _Greedy:
         self.by_key: dict[int, list[int]] = {}  # shared band key -> kept positions
         if rule.k is None:
             assert docs.sketches is not None
-            self.table = _estimates(docs.sketches.shape[1] * 64)
+            self.table = jaccard_table(docs.sketches.shape[1] * 64)
 
     def run(self, stored: dict[int, Found]) -> list[list[Any]]:
         """The matches of every document ([] = kept), the kept ones written."""

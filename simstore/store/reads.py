@@ -6,14 +6,13 @@ transaction; the results are the public :class:`Match` and :class:`SimilarMatch`
 
 from __future__ import annotations
 
-import functools
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..exceptions import CorruptStoreError
 from ..native import core as _core
-from ..text.minhash import jaccard_from_distance
+from ..text.minhash import jaccard_table
 from .env import Env
 from .format import DocId, iid_bytes
 from .schema import Handles
@@ -58,12 +57,6 @@ def matches(h: Handles, txn: Any, rows: list[Any]) -> list[Match]:
     return out
 
 
-@functools.lru_cache(maxsize=8)
-def _estimates(bits: int) -> np.ndarray:
-    """The Jaccard estimate of every sketch distance 0..bits (one lookup per candidate)."""
-    return np.asarray(jaccard_from_distance(np.arange(bits + 1), bits), dtype=np.float64)
-
-
 def similar(
     h: Handles, txn: Any, fp: int, sketch: np.ndarray, keys: list[bytes], threshold: float
 ) -> list[SimilarMatch]:
@@ -94,7 +87,7 @@ def similar(
     words = codec.sketch_words
     raw = b"".join(codec.sketch(r) for r in recs)
     stored = np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(len(recs), words)
-    est = _estimates(64 * words)[_core.sketch_distance_one(sketch, stored)]
+    est = jaccard_table(64 * words)[_core.sketch_distance_one(sketch, stored)]
     out = []
     for i in np.flatnonzero(est >= threshold).tolist():
         doc_id, got = codec.match(recs[i])

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..exceptions import CorruptStoreError
 from ..native.probe import MAX_RUN_DIR_BITS, Run, run_dir
+from .rows import band_keys
 
 STATE_DB = b"runs"
 STATE_KEY = b"state"
@@ -47,12 +48,6 @@ def dir_bits(n: int) -> int:
 def table_name(t: int) -> bytes:
     """The LMDB database name of run table t."""
     return b"r%02d" % t
-
-
-def band_keys(keys32: np.ndarray) -> np.ndarray:
-    """Band-entry keys band << 32 | key32 (uint64) of 32-bit band keys (bands: last axis)."""
-    nb = keys32.shape[-1]
-    return (np.arange(nb, dtype=np.uint64) << np.uint64(32)) | keys32.astype(np.uint64)
 
 
 def band_rows(iids: np.ndarray, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

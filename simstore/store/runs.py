@@ -51,7 +51,7 @@ from ..native import core as _core, probe as _probe
 from ..search.layout import Layout
 from . import runcheck
 from .format import iid_bytes
-from .legacy.tables import tables_beyond
+from .rows import band_keys, tables_beyond
 from .runfile import (
     BANDS_DB,
     BASE,
@@ -60,7 +60,6 @@ from .runfile import (
     STATE_DB,
     STATE_KEY,
     State,
-    band_keys,
     band_rows,
     drop_level,
     merged,

@@ -148,8 +148,3 @@ def load(
         )
     # Handles opened inside a read transaction die with it: open them on their own.
     return bind(env, None, path, layout, config, create=False, fmt=fmt, map_epoch=map_epoch)
-
-
-def read_layout(txn: Any, meta: Any) -> Layout:
-    """The layout recorded in a store's metadata."""
-    return Layout.from_dict(F.from_json(txn.get(b"layout", db=meta), "layout"))

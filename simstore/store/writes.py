@@ -15,8 +15,8 @@ from ..exceptions import CorruptStoreError
 from ..text.minhash import band_keys32
 from . import format as F
 from .legacy.bands import key_bytes
-from .legacy.tables import PUT_CHUNK, put_sorted
 from .reads import SimilarMatch, similar
+from .rows import PUT_CHUNK, put_sorted
 from .schema import Handles
 
 # A doc's similarity part: (sketch bytes, 4-byte band keys), None in Hamming stores.

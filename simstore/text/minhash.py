@@ -25,6 +25,7 @@ without a token has the single no-feature hash as its feature):
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -332,3 +333,9 @@ def sketch_jaccard(a: Any, b: Any) -> Any:
 def band_keys32(bands: np.ndarray) -> np.ndarray:
     """The 32-bit keys of 64-bit band keys (any shape): what stores keep and searches compare."""
     return (np.asarray(bands, dtype=np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
+@functools.lru_cache(maxsize=8)
+def jaccard_table(bits: int) -> np.ndarray:
+    """The Jaccard estimate of every sketch distance 0..bits (float64): one lookup per pair."""
+    return np.asarray(jaccard_from_distance(np.arange(bits + 1), bits), dtype=np.float64)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..format import iid_rows
-from .tables import PUT_CHUNK, put_sorted, read_rows
+from ..rows import PUT_CHUNK, band_keys, put_sorted, read_rows
 
 _KEY_BYTES = 5  # a band-table key: band index (1 byte), low 32 bits of the band key (BE)
 
@@ -57,9 +57,8 @@ class Bands:
     def candidate_pairs(self, txn: Any, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, internal id) of every stored doc sharing a band key with a row of the
         (n, bands) 32-bit keys: one ``getmulti`` of all their distinct keys."""
-        n, nb = keys32.shape
-        band = np.broadcast_to(np.arange(nb, dtype=np.uint64), (n, nb))
-        packed = ((band << np.uint64(32)) | keys32.astype(np.uint64)).ravel()
+        nb = keys32.shape[1]
+        packed = band_keys(keys32).ravel()
         uniq, inverse = np.unique(packed, return_inverse=True)
         inverse = inverse.ravel()
         lead = uniq.astype(">u8").view(np.uint8).reshape(-1, 8)[:, 8 - _KEY_BYTES :]

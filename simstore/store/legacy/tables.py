@@ -12,16 +12,16 @@ radius, and checks the tail bits of all candidates in one C call
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from itertools import combinations
 from typing import Any
 
 import numpy as np
 
 from ...native import core as _core
+from ...native.probe import probe_masks
 from ...search.layout import Layout
 from ..format import iid_rows
+from ..rows import PUT_CHUNK, put_sorted, read_rows, tables_beyond
 
-PUT_CHUNK = 1 << 19  # rows turned into bytes objects at a time (bounds memory)
 _PIPELINE_MIN = 100_000  # rows from which a fill sorts the next table in a thread
 _PAST_END = b"\xff" * 9  # sorts after every 8-byte key
 
@@ -29,63 +29,6 @@ _PAST_END = b"\xff" * 9  # sorts after every 8-byte key
 def table_name(t: int) -> bytes:
     """The LMDB database name of permutation table t."""
     return b"t%02d" % t
-
-
-def put_sorted(cur: Any, keys: list[bytes], values: list[bytes], *, append: bool) -> bool:
-    """putmulti of rows in key order; whether appending still works for the next rows.
-
-    An append that LMDB refuses (a row not after the database's end) is
-    redone as ordinary puts, which skip rows already written.
-    """
-    if append:
-        _, added = cur.putmulti(zip(keys, values, strict=False), append=True)
-        if added == len(keys):
-            return True
-    cur.putmulti(zip(keys, values, strict=False))
-    return False
-
-
-def read_rows(txn: Any, db: Any, key_size: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Every (key, internal id) of a dupsort table as uint64 arrays, in table order.
-
-    Keys of key_size <= 8 bytes are read as big-endian unsigned integers.
-
-    None if an entry is not key_size + 8 bytes (a damaged table).
-    """
-    kb: list[bytes] = []
-    vb: list[bytes] = []
-    for key, val in txn.cursor(db).iternext():
-        if len(key) != key_size or len(val) != 8:
-            return None
-        kb.append(key)
-        vb.append(val)
-    raw = np.frombuffer(b"".join(kb), dtype=np.uint8).reshape(len(kb), key_size)
-    padded = np.zeros((len(kb), 8), dtype=np.uint8)
-    padded[:, 8 - key_size :] = raw
-    keys = padded.view(">u8").ravel().astype(np.uint64)
-    return keys, np.frombuffer(b"".join(vb), dtype=">u8").astype(np.uint64)
-
-
-def tables_beyond(txn: Any, letter: bytes, count: int) -> list[str]:
-    """Names of the environment's tables ``<letter>NN`` with NN >= count (another layout's)."""
-    names = []
-    for key in txn.cursor().iternext(keys=True, values=False):
-        k = bytes(key)
-        if len(k) == 3 and k[:1] == letter and k[1:].isdigit() and int(k[1:]) >= count:
-            names.append(k.decode())
-    return names
-
-
-def _probe_masks(header_bits: int, radius: int, tail: int) -> list[int]:
-    """XOR masks (already shifted to the header's position) of weight <= radius."""
-    out = []
-    for r in range(min(radius, header_bits) + 1):
-        for bits in combinations(range(header_bits), r):
-            m = 0
-            for b in bits:
-                m |= 1 << b
-            out.append(m << tail)
-    return out
 
 
 class Tables:
@@ -126,7 +69,7 @@ class Tables:
         got = self._probes.get(radius)
         if got is None:
             tails = self._tails
-            masks = [_probe_masks(64 - tail, radius, tail) for tail in tails]
+            masks = [probe_masks(64 - tail, radius, tail) for tail in tails]
             ranges = _core.query_ranges_fn(*self._specs, bytes(tails), masks)
             rows = []
             pos = len(tails)

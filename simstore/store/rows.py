@@ -1,0 +1,64 @@
+"""Helpers the table engines share: bulk puts, whole-table reads, leftover tables, band keys.
+
+Both engines (the run tables and the dupsort tables of formats 1-2) and the
+write operations use these; neither engine imports the other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+PUT_CHUNK = 1 << 19  # rows turned into bytes objects at a time (bounds memory)
+
+
+def band_keys(keys32: np.ndarray) -> np.ndarray:
+    """Band-entry keys band << 32 | key32 (uint64) of 32-bit band keys (bands: last axis)."""
+    nb = keys32.shape[-1]
+    return (np.arange(nb, dtype=np.uint64) << np.uint64(32)) | keys32.astype(np.uint64)
+
+
+def put_sorted(cur: Any, keys: list[bytes], values: list[bytes], *, append: bool) -> bool:
+    """putmulti of rows in key order; whether appending still works for the next rows.
+
+    An append that LMDB refuses (a row not after the database's end) is
+    redone as ordinary puts, which skip rows already written.
+    """
+    if append:
+        _, added = cur.putmulti(zip(keys, values, strict=False), append=True)
+        if added == len(keys):
+            return True
+    cur.putmulti(zip(keys, values, strict=False))
+    return False
+
+
+def read_rows(txn: Any, db: Any, key_size: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Every (key, internal id) of a dupsort table as uint64 arrays, in table order.
+
+    Keys of key_size <= 8 bytes are read as big-endian unsigned integers.
+
+    None if an entry is not key_size + 8 bytes (a damaged table).
+    """
+    kb: list[bytes] = []
+    vb: list[bytes] = []
+    for key, val in txn.cursor(db).iternext():
+        if len(key) != key_size or len(val) != 8:
+            return None
+        kb.append(key)
+        vb.append(val)
+    raw = np.frombuffer(b"".join(kb), dtype=np.uint8).reshape(len(kb), key_size)
+    padded = np.zeros((len(kb), 8), dtype=np.uint8)
+    padded[:, 8 - key_size :] = raw
+    keys = padded.view(">u8").ravel().astype(np.uint64)
+    return keys, np.frombuffer(b"".join(vb), dtype=">u8").astype(np.uint64)
+
+
+def tables_beyond(txn: Any, letter: bytes, count: int) -> list[str]:
+    """Names of the environment's tables ``<letter>NN`` with NN >= count (another layout's)."""
+    names = []
+    for key in txn.cursor().iternext(keys=True, values=False):
+        k = bytes(key)
+        if len(k) == 3 and k[:1] == letter and k[1:].isdigit() and int(k[1:]) >= count:
+            names.append(k.decode())
+    return names
