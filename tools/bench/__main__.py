@@ -18,6 +18,7 @@ from .corpus import add_corpus_options, cmd_corpus
 from .find_all import cmd_find_all
 from .fingerprint import cmd_fingerprint
 from .load import cmd_load
+from .memlimit import add_parser as add_memlimit_parser
 from .query import cmd_query
 from .readers import add_parser as add_readers_parser
 from .similarity import cmd_similarity
@@ -223,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_spark_parser(sub, common, _positive, _sizes, DEFAULT_WORKDIR)
     add_readers_parser(sub)
+    add_memlimit_parser(sub)
     return p
 
 
