@@ -9,22 +9,5 @@
 
 from __future__ import annotations
 
-from .api import (
-    BadInputError,
-    CorpusSummary,
-    IndexSummary,
-    Interrupted,
-    MissingDependencyError,
-    Progress,
-    Representatives,
-    dedup_corpus,
-    index_corpus,
-    representative_clusters,
-    to_arrow,
-)
-
-__all__ = [
-    "BadInputError", "CorpusSummary", "IndexSummary", "Interrupted", "MissingDependencyError",
-    "Progress", "Representatives", "dedup_corpus", "index_corpus", "representative_clusters",
-    "to_arrow",
-]
+from .api import *  # noqa: F403 - the face: api.__all__ declares the public names
+from .api import __all__  # noqa: F401

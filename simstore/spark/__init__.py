@@ -7,42 +7,5 @@
 
 from __future__ import annotations
 
-from .api import (
-    Dedup,
-    clusters,
-    dedup,
-    duplicate_groups,
-    export_store,
-    find_all,
-    find_similar,
-    fp_from_hex,
-    fp_from_unsigned,
-    fp_to_hex,
-    fp_to_unsigned,
-    from_long,
-    import_store,
-    local_session,
-    to_long,
-    with_fingerprints,
-    with_signatures,
-)
-
-__all__ = [
-    "Dedup",
-    "clusters",
-    "dedup",
-    "duplicate_groups",
-    "export_store",
-    "find_all",
-    "find_similar",
-    "fp_from_hex",
-    "fp_from_unsigned",
-    "fp_to_hex",
-    "fp_to_unsigned",
-    "from_long",
-    "import_store",
-    "local_session",
-    "to_long",
-    "with_fingerprints",
-    "with_signatures",
-]
+from .api import *  # noqa: F403 - the face: api.__all__ declares the public names
+from .api import __all__  # noqa: F401

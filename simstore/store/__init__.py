@@ -10,17 +10,5 @@ Nothing here imports the corpus workflow, Spark or the CLI.
 
 from __future__ import annotations
 
-from .store import (
-    DEFAULT_EXPECTED_SIZE,
-    DEFAULT_K,
-    MAX_DOC_ID_BYTES,
-    DocId,
-    Match,
-    SimilarMatch,
-    SimStore,
-)
-
-__all__ = [
-    "DEFAULT_EXPECTED_SIZE", "DEFAULT_K", "MAX_DOC_ID_BYTES", "DocId", "Match", "SimilarMatch",
-    "SimStore",
-]
+from .store import *  # noqa: F403 - the face: store.__all__ declares the public names
+from .store import __all__  # noqa: F401

@@ -157,6 +157,8 @@ class Env:
                     create=creating,
                 )
             except lmdb.Error as exc:
+                # py-lmdb refuses a second open of one environment in a process with a
+                # plain lmdb.Error (no class of its own): its text is all there is.
                 if attempt or "already open in this process" not in str(exc):
                     raise
                 if not close_inherited(self.path):
@@ -409,6 +411,11 @@ def _no_op(txn: Any) -> None:
 
 
 def _abort(txn: Any) -> None:
+    """Abort a transaction on the way out of an error or a close.
+
+    An abort can only fail when the environment is already gone; the caller is
+    raising (or closing) anyway, so that failure has nothing to add.
+    """
     try:
         txn.abort()
     except lmdb.Error:

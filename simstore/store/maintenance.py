@@ -23,7 +23,7 @@ from .check import verify as _verify
 from .env import Env
 from .errors import translate
 from .runs import RunTables
-from .schema import Handles
+from .schema import Handles, write_meta
 
 Snapshot = Callable[[], tuple[list[Any], np.ndarray]]
 
@@ -72,8 +72,7 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             id_items = sorted(zip(map(F.id_key, cols.encs), cols.keys, strict=True))
             txn.cursor(h.ids).putmulti(id_items, append=True)
             del id_items
-            txn.put(b"layout", F.to_json(layout.to_dict()), db=h.meta)
-            txn.put(b"format", F.to_json(F.format_meta()), db=h.meta)  # run tables
+            write_meta(txn, h.meta, layout)  # the current format: run tables
             sig = h.bands is not None
             if h.bands is not None:
                 h.bands.drop(txn)
@@ -87,7 +86,7 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             try:
                 txn.abort()
             except lmdb.Error:
-                pass
+                pass  # the error being raised says what went wrong; an abort adds nothing
             raise
 
     def grow() -> None:

@@ -83,6 +83,15 @@ def bind(
     )
 
 
+def write_meta(txn: Any, meta: Any, layout: Layout, config: FingerprintConfig | None = None,
+               ) -> None:
+    """Record the format this simstore writes, the layout and (given) the config in meta."""
+    txn.put(b"format", F.to_json(F.format_meta()), db=meta)
+    txn.put(b"layout", F.to_json(layout.to_dict()), db=meta)
+    if config is not None:
+        txn.put(b"fingerprint", F.to_json(config.to_dict()), db=meta)
+
+
 def create(env: Any, path: str, layout: Layout, config: FingerprintConfig,
            map_epoch: Callable[[], int] | None = None) -> Handles | None:
     """Write a new store's metadata and databases; None if another process won the race."""
@@ -92,9 +101,7 @@ def create(env: Any, path: str, layout: Layout, config: FingerprintConfig,
             return None
         meta = env.open_db(b"meta", txn=txn)
         fmt = F.format_meta()
-        txn.put(b"format", F.to_json(fmt), db=meta)
-        txn.put(b"layout", F.to_json(layout.to_dict()), db=meta)
-        txn.put(b"fingerprint", F.to_json(config.to_dict()), db=meta)
+        write_meta(txn, meta, layout, config)
         handles = bind(env, txn, path, layout, config, create=True, fmt=fmt,
                        map_epoch=map_epoch)
         handles.tables.init(txn)
