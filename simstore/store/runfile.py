@@ -1,4 +1,4 @@
-"""The records of the run tables (store format 3): the state record and the runs.
+"""The records of the run tables (store formats 3-4): the state record and the runs.
 
 Database ``runs`` holds one record, ``state``: the levels' bounds by internal
 id, their random generations, the count of stale entries and an XOR hash of
