@@ -8,7 +8,7 @@
  * folded into an odd sketch (Mitzenmacher, Pagh, Pham 2014): the XOR of two
  * sketches is the sketch of the symmetric difference, whose popcount
  * estimates its size. Band keys hash groups of rows band bins for LSH
- * candidate lookup. simstore/_reference.py spells out the same scheme.
+ * candidate lookup. simstore/text/reference.py spells out the same scheme.
  */
 #include <stdlib.h>
 #include <string.h>

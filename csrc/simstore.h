@@ -230,7 +230,7 @@ int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
  * uint64 words, bit p in word p / 64) and one key per band (murmur3_x64_128
  * low 64 bits of its rows values as little-endian uint32, seed s + 1 + band).
  * Valid shapes: b a multiple of 64 in 64..4096, bands 1..64, rows 1..32,
- * bands * rows <= 1024. The exact scheme is simstore/_reference.py's. */
+ * bands * rows <= 1024. The exact scheme is simstore/text/reference.py's. */
 
 /* Signatures of given hash sets: set d is hashes[offsets[d] .. offsets[d+1])
  * (at least one hash; repeats do not matter). out_sketch holds ndocs rows of

@@ -1,4 +1,4 @@
-# Type stub of the cffi-compiled C core (csrc/simstore.h); see simstore/_core.py.
+# Type stub of the cffi-compiled C core (csrc/simstore.h); see simstore/native/core.py.
 from typing import Any
 
 ffi: Any
