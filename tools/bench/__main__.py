@@ -210,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--base", required=True, help="base revision (any git commit-ish)")
     ab.add_argument("--head", default=None,
                     help="head revision (default: this checkout's working tree, as it is)")
+    ab.add_argument("--ks", type=_sizes, default=[3, 5],
+                    help="k values, one store each (default 3,5)")
     ab.add_argument("--n", type=_positive, default=200_000,
                     help="random fingerprints per store and for find_all (default %(default)s)")
     ab.add_argument("--queries", type=_positive, default=1000,

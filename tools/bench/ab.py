@@ -25,16 +25,18 @@ from ._harness import REPO, git, load_average
 
 AB_DIR = REPO / ".bench" / "ab"
 PROBE = Path(__file__).with_name("_ab_probe.py")
-KS = (3, 5)
-# (key in the summary, label, unit, how to read it from one probe result)
-METRICS = [
-    *((f"query_k{k}_{p}", f"query k={k} {p}", "us", ("k", str(k), f"{p}_us"))
-      for k in KS for p in ("p50", "p90", "p99")),
-    *((f"load_k{k}_s", f"bulk load k={k}", "s", ("k", str(k), "load_s")) for k in KS),
-    ("find_all_s", "find_all k=3", "s", ("find_all_s",)),
-    *((f"{c}_k{k}_ms", f"durable {c} k={k}", "ms", ("k", str(k), f"{c}_ms"))
-      for k in KS for c in ("add", "add_if_new")),
-]
+
+
+def metrics(ks: tuple[int, ...]) -> list[tuple[str, str, str, tuple[str, ...]]]:
+    """(key in the summary, label, unit, how to read it from one probe result) per metric."""
+    return [
+        *((f"query_k{k}_{p}", f"query k={k} {p}", "us", ("k", str(k), f"{p}_us"))
+          for k in ks for p in ("p50", "p90", "p99")),
+        *((f"load_k{k}_s", f"bulk load k={k}", "s", ("k", str(k), "load_s")) for k in ks),
+        ("find_all_s", "find_all k=3", "s", ("find_all_s",)),
+        *((f"{c}_k{k}_ms", f"durable {c} k={k}", "ms", ("k", str(k), f"{c}_ms"))
+          for k in ks for c in ("add", "add_if_new")),
+    ]
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -87,7 +89,7 @@ def probe(tree: Path, script: Path, args: argparse.Namespace, workdir: Path) -> 
     """One measurement in a fresh process that imports tree's simstore."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     cmd = [sys.executable, str(script), "--n", str(args.n), "--queries", str(args.queries),
-           "--ks", ",".join(map(str, KS)), "--seed", str(args.seed), "--workdir", str(workdir)]
+           "--ks", ",".join(map(str, args.ks)), "--seed", str(args.seed), "--workdir", str(workdir)]
     out = json.loads(_run(cmd, workdir, env).strip().splitlines()[-1])
     imported = Path(out["simstore_file"]).resolve()
     if not imported.is_relative_to(tree.resolve()):
@@ -103,7 +105,8 @@ def _pick(result: dict[str, Any], path: tuple[str, ...]) -> float:
 
 
 def cmd_ab(args: argparse.Namespace) -> dict[str, Any]:
-    """Query p50/p90/p99 (k=3, 5), bulk load and find_all of two revisions, head / base."""
+    """Query p50/p90/p99 (--ks, default 3 and 5), bulk load and find_all of two revisions,
+    head / base."""
     load_start = load_average()
     base_sha = resolve(args.base)
     head_sha = resolve(args.head) if args.head else None
@@ -138,7 +141,8 @@ def cmd_ab(args: argparse.Namespace) -> dict[str, Any]:
                 res.update(round=r + 1, side=side, seconds=round(time.perf_counter() - t0, 1))
                 runs.append(res)
                 print(f"  round {r + 1} {side:<4} " + "  ".join(
-                    f"{m[0]}={_pick(res, m[3]):.4g}" for m in METRICS) + f"  ({res['seconds']} s)",
+                    f"{m[0]}={_pick(res, m[3]):.4g}" for m in metrics(tuple(args.ks)))
+                    + f"  ({res['seconds']} s)",
                     flush=True)
     finally:
         for path in made:
@@ -148,7 +152,7 @@ def cmd_ab(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(run_dir, ignore_errors=True)
     summary = {}
     print(f"  {'metric':<22} {'unit':<5} {'base median':>12} {'head median':>12} {'head/base':>10}")
-    for key, label, unit, path in METRICS:
+    for key, label, unit, path in metrics(tuple(args.ks)):
         med = {side: float(np.median([_pick(x, path) for x in runs if x["side"] == side]))
                for side in ("base", "head")}
         ratio = med["head"] / med["base"] if med["base"] else float("nan")
@@ -156,7 +160,7 @@ def cmd_ab(args: argparse.Namespace) -> dict[str, Any]:
         print(f"  {label:<22} {unit:<5} {med['base']:12.4g} {med['head']:12.4g} {ratio:10.3f}")
     for side in ("base", "head"):
         recall = {f"k={k}": sorted({x["k"][str(k)]["recall"] for x in runs if x["side"] == side})
-                  for k in KS}
+                  for k in args.ks}
         if any(v != [args.queries] for v in recall.values()):
             notes.append(f"{side}: planted neighbours found {recall} of {args.queries}")
     pairs = {x["side"]: x["find_all_pairs"] for x in runs}
@@ -170,7 +174,7 @@ def cmd_ab(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "command": "ab",
         "params": {"n": args.n, "queries": args.queries, "repeat": args.repeat,
-                   "seed": args.seed, "ks": list(KS), "find_all_k": 3},
+                   "seed": args.seed, "ks": list(args.ks), "find_all_k": 3},
         "base": {"rev": args.base, "commit": base_sha, "tree": str(trees.get("base"))},
         "head": {"rev": args.head, "commit": head_sha or git("rev-parse", "HEAD"),
                  "tree": str(trees.get("head")),
