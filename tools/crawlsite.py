@@ -338,6 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         srv = self.server
+        srv.meet(self.headers.get("User-Agent", ""))
         if srv.delay:
             time.sleep(srv.delay)
         status, ctype, body = srv.site.render(self.path)
@@ -367,18 +368,32 @@ class Fetch:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, site: Site, delay: float) -> None:
+    def __init__(self, site: Site, delay: float, together: int) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.site = site
         self.delay = delay
         self.lock = threading.Lock()
         self.log: list[Fetch] = []
+        self.together = together
+        self._agents: set[str] = set()
+        self._met = threading.Condition(self.lock)
+
+    def meet(self, agent: str) -> None:
+        """Hold requests until ``together`` user agents have asked (at most 60 s)."""
+        with self._met:
+            self._agents.add(agent)
+            self._met.notify_all()
+            self._met.wait_for(lambda: len(self._agents) >= self.together, timeout=60)
 
 
 @contextmanager
-def serve(site: Site, delay: float = 0.0) -> Iterator[tuple[str, _Server]]:
-    """Serve site on 127.0.0.1 (a free port) in a thread: (base URL, server)."""
-    srv = _Server(site, delay)
+def serve(site: Site, delay: float = 0.0, together: int = 1) -> Iterator[tuple[str, _Server]]:
+    """Serve site on 127.0.0.1 (a free port) in a thread: (base URL, server).
+
+    delay: seconds added to every response; together: no response before that many
+    user agents have asked (so concurrent crawlers really overlap).
+    """
+    srv = _Server(site, delay, together)
     t = threading.Thread(target=srv.serve_forever, name="crawlsite", daemon=True)
     t.start()
     try:

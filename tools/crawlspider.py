@@ -54,3 +54,17 @@ class SiteSpider(scrapy.Spider):
             stats["finish_reason"] = reason
             with open(self._stats, "w", encoding="utf-8") as f:
                 json.dump(stats, f, default=str)
+
+
+MIDDLEWARE = '{"simstore.scrapy.NearDuplicateMiddleware": 575}'
+
+
+def command(starts: list[str], record: str, stats: str, settings: dict[str, Any]) -> list[str]:
+    """The ``scrapy runspider`` command line of this spider (settings as ``-s NAME=VALUE``)."""
+    import sys
+
+    cmd = [sys.executable, "-m", "scrapy", "runspider", __file__, "-a",
+           "start=" + ",".join(starts), "-a", f"record={record}", "-a", f"stats={stats}"]
+    for name, value in settings.items():
+        cmd += ["-s", f"{name}={value}"]
+    return cmd
