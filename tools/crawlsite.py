@@ -18,6 +18,8 @@ first calendar month. The ways the site repeats them:
 - ``/calendar/<y>/<m>``: the calendar trap, a month linking to the months before and
   after it, for ever (``trap=False``: only the months of one year).
 
+``variants=False`` gives a site of distinct pages only: home, sections, articles.
+
 Odd responses, linked from ``/misc``: a Latin-1 page with no declared charset and a
 page declaring UTF-8 in cp1252 bytes (pages with text: ``odd-…`` ids), and responses
 with none to check (``SKIPPED``: a binary body sent as HTML, a 10 MB page, an empty
@@ -227,7 +229,9 @@ class Site:
         parts = [p for p in path.split("/") if p]
         if not parts:
             links = [(f"/section/{s}", s.title()) for s in self.sections()]
-            links += [("/calendar/{}/{}".format(*CALENDAR_START), "Events"), ("/misc", "Odd files")]
+            if self.variants:
+                links += [("/calendar/{}/{}".format(*CALENDAR_START), "Events"),
+                          ("/misc", "Odd files")]
             intro = ("<h1>The Example Gazette</h1><p>News and essays from the harbour town, "
                      "collected by our reporters and readers since the spring.</p>")
             return "home", "The Example Gazette", self._chrome(intro), links

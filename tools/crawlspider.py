@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime, timezone
 from typing import Any
 
 import scrapy
@@ -52,6 +53,10 @@ class SiteSpider(scrapy.Spider):
         if self._stats:
             stats = dict(self.crawler.stats.get_stats())
             stats["finish_reason"] = reason
+            # Scrapy sets its own elapsed time after this method: start to now instead
+            started = stats.get("start_time")
+            if isinstance(started, datetime):
+                stats["crawl_seconds"] = (datetime.now(timezone.utc) - started).total_seconds()
             with open(self._stats, "w", encoding="utf-8") as f:
                 json.dump(stats, f, default=str)
 

@@ -9,6 +9,7 @@ commit, default True).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from scrapy import signals
@@ -78,13 +79,18 @@ class Checker:
         self.count("skipped")
         self.count("skipped/" + reason)
 
-    def decide(self, doc_id: DocId, text: str) -> Verdict | None:
-        """The Gate's verdict, counted; None (counted as skipped) if the store failed."""
+    def judge(self, doc_ids: Sequence[DocId], texts: Sequence[str]) -> list[Verdict | None]:
+        """The Gate's verdicts in one transaction; Nones if the store failed (logged)."""
         try:
-            verdict = self.gate.check(doc_id, text)
+            return list(self.gate.check_many(doc_ids, texts))
         except SimstoreError as exc:
-            logger.error("simstore: %s not checked: %s", doc_id, exc)
+            logger.error("simstore: %d documents not checked (%s, ...): %s", len(doc_ids),
+                         doc_ids[0], exc)
+            return [None] * len(doc_ids)
+
+    def tally(self, verdict: Verdict | None) -> None:
+        """Count a verdict: simstore/new, simstore/near_duplicate, or skipped (store_error)."""
+        if verdict is None:
             self.skip("store_error")
-            return None
-        self.count("new" if verdict.new else "near_duplicate")
-        return verdict
+        else:
+            self.count("new" if verdict.new else "near_duplicate")

@@ -10,6 +10,7 @@ Hamming distance <= its own k. ``k`` asks for a Hamming check on either kind.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,21 +88,26 @@ class Gate:
 
     def check(self, doc_id: DocId, text: str) -> Verdict:
         """Store the text under doc_id unless a stored doc is near it (one transaction)."""
+        return self.check_many([doc_id], [text])[0]
+
+    def check_many(self, doc_ids: Sequence[DocId], texts: Sequence[str]) -> list[Verdict]:
+        """:meth:`check` for each text in order, in ONE transaction (one commit)."""
         s = self.store
-        item: Any = s.signature(text) if self._sign else s.fingerprint(text)
         if self.k is None:
-            found = s.add_if_new(doc_id, item, threshold=self.threshold)
+            found = s.add_if_new_many(doc_ids, s.signatures(texts), threshold=self.threshold)
         else:
-            found = s.add_if_new(doc_id, item, self.k)
+            items = s.signatures(texts) if self._sign else s.fingerprint_texts(texts)
+            found = s.add_if_new_many(doc_ids, items, self.k)
+        return [self._verdict(m) for m in found]
+
+    def _verdict(self, found: list[Any]) -> Verdict:
         if not found:
             return Verdict(True)
         if self.k is None:
             best = max(found, key=lambda m: m.jaccard)
-            why = f"Jaccard {best.jaccard:.2f}"
-        else:
-            best = min(found, key=lambda m: m.distance)
-            why = f"Hamming distance {best.distance}"
-        return Verdict(False, best.doc_id, why)
+            return Verdict(False, best.doc_id, f"Jaccard {best.jaccard:.2f}")
+        best = min(found, key=lambda m: m.distance)
+        return Verdict(False, best.doc_id, f"Hamming distance {best.distance}")
 
     def close(self) -> None:
         """Close the store (idempotent)."""

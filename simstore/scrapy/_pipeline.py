@@ -36,7 +36,8 @@ class NearDuplicatePipeline(Checker):
         if not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool) or doc_id == "":
             doc_id = "text:" + hashlib.blake2b(text.encode("utf-8", "replace"),
                                                digest_size=16).hexdigest()
-        verdict = self.decide(doc_id, text)
+        verdict = self.judge([doc_id], [text])[0]
+        self.tally(verdict)
         if verdict is None or verdict.new:
             return item
         logger.debug("Near-duplicate item %s (%s with %s)", doc_id, verdict.why, verdict.kept,

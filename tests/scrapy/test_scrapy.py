@@ -56,9 +56,13 @@ def stats(crawler) -> dict:
 
 
 def run(mw, resp: Response) -> bool:
-    """True if the middleware passed the response on, False if it raised IgnoreRequest."""
+    """True if the middleware passed the response on, False if it raised IgnoreRequest.
+
+    process_response's steps in this thread (the crawl tests run the coroutine itself)."""
+    text = mw.screen(resp.request, resp)
     try:
-        assert mw.process_response(resp.request, resp) is resp
+        if text is not None:
+            assert mw.settle(resp, mw.judge([resp.url], [text])[0]) is resp
         return True
     except IgnoreRequest:
         return False
@@ -192,6 +196,37 @@ def test_store_failure_passes_the_page_on(site, tmp_path, caplog):
     assert run(mw, page(site, "/article/2"))
     assert stats(crawler) == {"simstore/skipped": 1, "simstore/skipped/store_error": 1}
     assert any(r.levelno == logging.ERROR for r in caplog.records)
+
+
+def test_pages_waiting_together_share_one_transaction(site, tmp_path):
+    """Pages queued while a transaction runs go into the next one, and their verdicts are
+    those of one check per page in arrival order (a second store is the oracle)."""
+    import threading
+
+    from simstore.scrapy import Gate
+    from simstore.scrapy._commit import Committer
+
+    gate, oracle = Gate(tmp_path / "a"), Gate(tmp_path / "b")
+    hold, groups = threading.Event(), []
+
+    def decide(ids, texts):
+        hold.wait(10)
+        groups.append(len(ids))
+        return gate.check_many(ids, texts)
+
+    paths = ["/article/0", "/article/1", "/article/0/print", "/archive/1", "/article/2",
+             "/article/2?sid=a", "/section/world", "/article/3/print", "/article/3"]
+    pages = [page(site, p) for p in paths]
+    texts = [page_text(r) for r in pages]
+    c = Committer(decide)
+    futs = [c.submit(r.url, t) for r, t in zip(pages, texts, strict=True)]
+    hold.set()
+    c.close()
+    assert groups[0] >= 1 and sum(groups) == len(paths) and len(groups) < len(paths)
+    expected = [oracle.check(r.url, t) for r, t in zip(pages, texts, strict=True)]
+    assert [f.result() for f in futs] == expected
+    assert [v.new for v in expected] == [True, True, False, False, True, False, True, True,
+                                         False]
 
 
 # --------------------------------------------------------------------------- settings

@@ -15,6 +15,7 @@ from ._render import DOCS_MD
 from .ab import cmd_ab
 from .all import cmd_all
 from .corpus import add_corpus_options, cmd_corpus
+from .crawl import add_crawl_options, cmd_crawl
 from .find_all import cmd_find_all
 from .fingerprint import cmd_fingerprint
 from .load import cmd_load
@@ -190,6 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_corpus_options(co)
     co.set_defaults(func=cmd_corpus)
+
+    cr = sub.add_parser("crawl", help="Scrapy pages/s with and without NearDuplicateMiddleware "
+                                      "on a local site; peak memory",
+                        description=sys.modules[cmd_crawl.__module__].__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_crawl_options(cr)
+    cr.set_defaults(func=cmd_crawl)
 
     al = sub.add_parser("all", help="everything at default sizes; JSON, Markdown tables, plot",
                         description=cmd_all.__doc__)
