@@ -19,6 +19,8 @@ first calendar month. The ways the site repeats them:
   after it, for ever (``trap=False``: only the months of one year).
 
 ``variants=False`` gives a site of distinct pages only: home, sections, articles.
+``page_kb`` adds an inline script of that many KB to every page (the weight of real
+pages: their analytics and hydration data).
 
 Odd responses, linked from ``/misc``: a Latin-1 page with no declared charset and a
 page declaring UTF-8 in cp1252 bytes (pages with text: ``odd-…`` ids), and responses
@@ -125,6 +127,7 @@ class Site:
     seed: int = 7
     trap: bool = True
     variants: bool = True
+    page_kb: int = 0
     items: list[Article] = field(init=False)
     _sids: dict[str, int] = field(init=False, default_factory=dict)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
@@ -205,7 +208,8 @@ class Site:
         doc = (
             f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="page-id" content="{page_id}"><title>{html.escape(title)}</title>'
-            f"</head><body>{body}<ul class=\"links\">{''.join(hrefs)}</ul></body></html>"
+            f"</head><body>{body}<ul class=\"links\">{''.join(hrefs)}</ul>"
+            f"{_script(self.page_kb)}</body></html>"
         )
         return 200, "text/html; charset=utf-8", doc.encode("utf-8")
 
@@ -309,6 +313,19 @@ class Site:
         if name == path or name not in _BAD:
             return None
         return _BAD[name]()
+
+
+@functools.cache
+def _script(kb: int) -> str:
+    """An inline script of about kb KB (a page's analytics and hydration data), or ""."""
+    if kb <= 0:
+        return ""
+    rng = random.Random(kb)
+    rows = []
+    while sum(map(len, rows)) < kb * 1000:
+        key, val = rng.getrandbits(32), rng.getrandbits(48)
+        rows.append(f'{{"k":"{key:08x}","v":{val},"t":"item-{val % 997}"}}')
+    return "<script>window.__STATE__=[" + ",".join(rows) + "];</script>"
 
 
 @functools.cache

@@ -6,10 +6,12 @@ follows every link and notes every page; the middleware, when on, at order 575 o
 a new store). Two measurements:
 
 1. **overhead**: ``--articles`` distinct articles, their section pages and the home
-   page, with no copies and no traps, so every crawl fetches the same pages and
-   every page is new to the store -- the middleware's dearest case (one write per
-   page). Runs alternate, ``--reps`` rounds of: without the middleware, with it
-   (durable commits, the default), with ``SIMSTORE_DURABLE=False``.
+   page, with no copies and no traps, for each ``--page-kb`` (an inline script making
+   pages as heavy as real ones; 0: the site's bare ~2.5 KB pages), so every crawl
+   fetches the same pages and every page is new to the store -- the middleware's
+   dearest case (one write per page). Runs alternate, ``--reps`` rounds of: without
+   the middleware, with it (durable commits, the default), with
+   ``SIMSTORE_DURABLE=False``.
 2. **traps**: the full site (print views, tracking and session-id copies, archive
    copies, the endless calendar) once with the middleware (the crawl ends by
    itself) and once without (stopped at ``--trap-cap`` pages).
@@ -71,8 +73,8 @@ def _crawl(work: Path, url: str, starts: list[str], simstore: dict[str, str] | N
     }
 
 
-def _overhead(args: argparse.Namespace, rep: Report, work: Path) -> None:
-    site = Site(args.articles, args.seed, trap=False, variants=False)
+def _overhead(args: argparse.Namespace, rep: Report, work: Path, page_kb: int) -> None:
+    site = Site(args.articles, args.seed, trap=False, variants=False, page_kb=page_kb)
     starts = ["/"]
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
     with serve(site) as (url, _):
@@ -82,8 +84,9 @@ def _overhead(args: argparse.Namespace, rep: Report, work: Path) -> None:
             for name in order:
                 runs[name].append(_crawl(work, url, starts, VARIANTS[name]))
     pages = {x["pages"] for rs in runs.values() for x in rs}
-    rep.set_meta(site="distinct", articles=args.articles)
-    case = f"{max(pages)} distinct pages"
+    size = len(site.render("/article/0")[2]) / 1000
+    rep.set_meta(site="distinct", articles=args.articles, page_kb=page_kb)
+    case = f"{max(pages)} pages of {size:.0f} KB"
     for name, rs in runs.items():
         rep.row(name, case, Stats.of([x["pages_per_s"] for x in rs]), "pages/s",
                 cpu_s=Stats.of([x["cpu_s"] for x in rs]).median,
@@ -94,7 +97,8 @@ def _overhead(args: argparse.Namespace, rep: Report, work: Path) -> None:
     base = Stats.of([x["pages_per_s"] for x in runs["scrapy"]]).median
     for name in list(VARIANTS)[1:]:
         ratio = Stats.of([x["pages_per_s"] for x in runs[name]]).median / base
-        rep.target(f"{name}: overhead in pages/s", round(100 * (1 - ratio), 1), 10, "<=", "%")
+        rep.target(f"{name}, {size:.0f} KB pages: overhead in pages/s",
+                   round(100 * (1 - ratio), 1), 10, "<=", "%")
 
 
 def _traps(args: argparse.Namespace, rep: Report, work: Path) -> None:
@@ -118,13 +122,14 @@ def cmd_crawl(args: argparse.Namespace) -> dict[str, Any]:
     if args.reps < 3 or args.articles < 1:
         raise SystemExit("crawl: --reps must be >= 3 and --articles >= 1")
     rep = Report("crawl", {"articles": args.articles, "reps": args.reps, "seed": args.seed,
-                           "trap_cap": args.trap_cap})
+                           "page_kb": args.page_kb, "trap_cap": args.trap_cap})
     rep.note(f"load average before the runs: {load_average()}")
     args.workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-crawl-", dir=args.workdir) as tmp:
         rep.header()
         started = time.monotonic()
-        _overhead(args, rep, Path(tmp))
+        for kb in args.page_kb:
+            _overhead(args, rep, Path(tmp), kb)
         _traps(args, rep, Path(tmp))
         rep.note(f"{time.monotonic() - started:.0f} s of crawls; load average after: "
                  f"{load_average()}")
@@ -133,8 +138,13 @@ def cmd_crawl(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_crawl_options(p: argparse.ArgumentParser) -> None:
     """The options of ``python -m tools.bench crawl``."""
-    p.add_argument("--articles", type=int, default=2000,
+    p.add_argument("--articles", type=int, default=1000,
                    help="articles of the site (default %(default)s)")
+    p.add_argument("--page-kb", type=lambda t: [int(v) for v in t.split(",") if v],
+                   default=[30, 0],
+                   help="inline script KB added to every page of the overhead site, one "
+                        "measurement each (default 30,0: real pages weigh ~30 KB, the site's "
+                        "own are ~2.5 KB)")
     p.add_argument("--reps", type=int, default=5,
                    help="rounds of the three overhead crawls, >= 3 (default %(default)s)")
     p.add_argument("--seed", type=int, default=7, help="site seed (default %(default)s)")
