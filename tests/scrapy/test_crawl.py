@@ -155,3 +155,18 @@ def test_a_crawler_killed_mid_crawl_leaves_the_store_to_the_other(tmp_path):
         text = " ".join(site.items[0].paras)
         assert s.add_if_new("http://new/", s.signature("Fresh words. " + text[::-1])) == []
         assert s.add_if_new("http://copy/", s.signature("Fresh words. " + text[::-1] + " x"))
+
+
+@pytest.mark.slow
+def test_the_middleware_on_a_plain_twisted_reactor(tmp_path):
+    """With a reactor that is not asyncio's, the middleware awaits Twisted Deferreds: the
+    crawl still keeps each distinct page once."""
+    site = Site(articles=12)
+    with serve(site) as (url, _):
+        c = Crawler(tmp_path, "plain", [url + "/"], tmp_path / "store",
+                    TWISTED_REACTOR="twisted.internet.selectreactor.SelectReactor")
+        assert c.wait() == 0, c.output()[-3000:]
+    assert "SelectReactor" in c.output()
+    ids = Counter(checked(c.pages()))
+    assert set(ids) == site.distinct_ids() and max(ids.values()) == 1
+    assert c.stats()["simstore/new"] == len(ids)
