@@ -77,6 +77,14 @@ def common(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--out", type=Path, default=None, help="write the JSON result here")
 
 
+def _module_command(sub: Any, name: str, help_text: str, cmd: Any, add_options: Any) -> None:
+    """A sub-command described by its module's docstring, its options from add_options."""
+    p = sub.add_parser(name, help=help_text, description=sys.modules[cmd.__module__].__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_options(p)
+    p.set_defaults(func=cmd)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser with one sub-parser per benchmark."""
     p = argparse.ArgumentParser(
@@ -185,19 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where the scratch store goes (default %(default)s)")
     si.set_defaults(func=cmd_similarity)
 
-    co = sub.add_parser("corpus", help="simstore-cli dedup-corpus end to end on a >= 1 GB "
-                                       "JSONL of real text (docs/s, MB/s, peak RSS)",
-                        description=sys.modules[cmd_corpus.__module__].__doc__,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_corpus_options(co)
-    co.set_defaults(func=cmd_corpus)
-
-    cr = sub.add_parser("crawl", help="Scrapy pages/s with and without NearDuplicateMiddleware "
-                                      "on a local site; peak memory",
-                        description=sys.modules[cmd_crawl.__module__].__doc__,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_crawl_options(cr)
-    cr.set_defaults(func=cmd_crawl)
+    _module_command(sub, "corpus", "simstore-cli dedup-corpus end to end on a >= 1 GB JSONL "
+                    "of real text (docs/s, MB/s, peak RSS)", cmd_corpus, add_corpus_options)
+    _module_command(sub, "crawl", "Scrapy pages/s with and without NearDuplicateMiddleware on "
+                    "a local site; peak memory", cmd_crawl, add_crawl_options)
 
     al = sub.add_parser("all", help="everything at default sizes; JSON, Markdown tables, plot",
                         description=cmd_all.__doc__)
