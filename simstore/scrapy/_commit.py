@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 
 from twisted.internet.defer import Deferred
 
-try:  # Scrapy >= 2.13: asyncio, with or without a reactor
+try:  # newer Scrapy: asyncio with or without a reactor
     from scrapy.utils.asyncio import is_asyncio_available
-except ImportError:  # pragma: no cover - older Scrapy
+except ImportError:  # pragma: no cover - Scrapy without scrapy.utils.asyncio (2.13)
     from scrapy.utils.reactor import is_asyncio_reactor_installed as is_asyncio_available
 
 from ..store import DocId
