@@ -267,6 +267,17 @@ def test_k_setting_makes_a_fingerprint_store(site, tmp_path):
     assert not run(mw, page(site, "/article/7?sid=y"))
 
 
+def test_k_setting_on_a_similarity_store(site, tmp_path, caplog):
+    """SIMSTORE_K on a similarity store checks the Hamming distance of its fingerprints."""
+    simstore.SimStore(tmp_path / "store", config=simstore.SIGNATURE_CONFIG).close()
+    mw, _ = middleware(tmp_path, SIMSTORE_K="3")
+    assert (mw.gate.k, mw.gate.threshold) == (3, None) and mw.gate.store.config.has_signature
+    caplog.set_level(logging.DEBUG, logger="simstore.scrapy")
+    assert run(mw, page(site, "/article/8"))
+    assert not run(mw, page(site, "/article/8?sid=z"))
+    assert "Hamming distance 0 with http://127.0.0.1/article/8" in caplog.text
+
+
 def test_a_fingerprint_store_says_otherwise(tmp_path):
     """An existing fingerprint store gives its own k; a threshold on it is refused."""
     simstore.SimStore(tmp_path / "store", k=4).close()
