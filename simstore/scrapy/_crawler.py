@@ -3,7 +3,8 @@
 Settings (all optional but the path): ``SIMSTORE_PATH`` (the store; unset: the
 component is disabled), ``SIMSTORE_THRESHOLD`` (Jaccard, default 0.9 in a similarity
 store), ``SIMSTORE_K`` (a Hamming check instead), ``SIMSTORE_DURABLE`` (fsync every
-commit, default True).
+commit; default False: a killed crawler loses nothing either way, only an OS crash
+may lose the last commits, and waiting for fsync holds Scrapy's download slots).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def gate_from_settings(settings: Any) -> Gate:
         path,
         k=_optional(settings, "SIMSTORE_K", int),
         threshold=_optional(settings, "SIMSTORE_THRESHOLD", float),
-        durable=settings.getbool("SIMSTORE_DURABLE", True),
+        durable=settings.getbool("SIMSTORE_DURABLE", False),
     )
 
 

@@ -10,8 +10,7 @@ a new store). Two measurements:
    pages as heavy as real ones; 0: the site's bare ~2.5 KB pages), so every crawl
    fetches the same pages and every page is new to the store -- the middleware's
    dearest case (one write per page). Runs alternate, ``--reps`` rounds of: without
-   the middleware, with it (durable commits, the default), with
-   ``SIMSTORE_DURABLE=False``.
+   the middleware, with it (its defaults), with ``SIMSTORE_DURABLE=True``.
 2. **traps**: the full site (print views, tracking and session-id copies, archive
    copies, the endless calendar) once with the middleware (the crawl ends by
    itself) and once without (stopped at ``--trap-cap`` pages).
@@ -41,8 +40,8 @@ from ._harness import DEFAULT_WORKDIR, REPO, Report, Stats, load_average
 
 VARIANTS = {
     "scrapy": None,
-    "scrapy + simstore": {},
-    "scrapy + simstore, durable=False": {"SIMSTORE_DURABLE": "False"},
+    "scrapy + simstore": {},  # the defaults
+    "scrapy + simstore, durable=True": {"SIMSTORE_DURABLE": "True"},
 }
 
 
