@@ -1,7 +1,8 @@
 """The package's layers: no module imports a layer above its own, and no import cycles.
 
 Layers, lowest first: the base (``exceptions``, ``_validate``), ``native``, ``text``,
-``search``, ``store``, then ``corpus`` and ``spark`` (beside each other), then ``cli``.
+``search``, ``store``, then ``corpus``, ``spark`` and ``scrapy`` (beside each other), then
+``cli``. Nothing imports ``scrapy`` (a crawler loads it by name).
 Imports at any depth count, function-level ones included.
 """
 
@@ -24,6 +25,7 @@ ALLOWED = {
     "store": {"base", "native", "text", "search"},
     "corpus": {"base", "native", "text", "search", "store"},
     "spark": {"base", "native", "text", "search", "store"},
+    "scrapy": {"base", "native", "text", "search", "store"},
     "cli": {"base", "native", "text", "search", "store", "corpus", "spark", "face"},
     # The package face and the simstore.batch alias re-export the lower layers.
     "face": {"base", "text", "search", "store"},
@@ -88,6 +90,14 @@ def test_no_import_from_a_higher_layer(mod):
         if _layer(dep) != layer and _layer(dep) not in ALLOWED[layer]
     ]
     assert bad == [], f"{mod} ({layer}) imports {bad}"
+
+
+def test_nothing_imports_the_scrapy_integration():
+    """No module outside simstore.scrapy imports it: ``import simstore`` never needs Scrapy."""
+    assert "simstore.scrapy" in MODS
+    users = sorted(m for m, deps in GRAPH.items() if _layer(m) != "scrapy"
+                   and any(_layer(d) == "scrapy" for d in deps))
+    assert users == []
 
 
 def test_no_import_cycles():

@@ -15,6 +15,7 @@ from ._render import DOCS_MD
 from .ab import cmd_ab
 from .all import cmd_all
 from .corpus import add_corpus_options, cmd_corpus
+from .crawl import add_crawl_options, cmd_crawl
 from .find_all import cmd_find_all
 from .fingerprint import cmd_fingerprint
 from .load import cmd_load
@@ -74,6 +75,14 @@ def common(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--reps", type=_reps, default=3,
                     help="timed repetitions after one warm-up, >= 3 (default %(default)s)")
     sp.add_argument("--out", type=Path, default=None, help="write the JSON result here")
+
+
+def _module_command(sub: Any, name: str, help_text: str, cmd: Any, add_options: Any) -> None:
+    """A sub-command described by its module's docstring, its options from add_options."""
+    p = sub.add_parser(name, help=help_text, description=sys.modules[cmd.__module__].__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_options(p)
+    p.set_defaults(func=cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -184,12 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where the scratch store goes (default %(default)s)")
     si.set_defaults(func=cmd_similarity)
 
-    co = sub.add_parser("corpus", help="simstore-cli dedup-corpus end to end on a >= 1 GB "
-                                       "JSONL of real text (docs/s, MB/s, peak RSS)",
-                        description=sys.modules[cmd_corpus.__module__].__doc__,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_corpus_options(co)
-    co.set_defaults(func=cmd_corpus)
+    _module_command(sub, "corpus", "simstore-cli dedup-corpus end to end on a >= 1 GB JSONL "
+                    "of real text (docs/s, MB/s, peak RSS)", cmd_corpus, add_corpus_options)
+    _module_command(sub, "crawl", "Scrapy pages/s with and without NearDuplicateMiddleware on "
+                    "a local site; peak memory", cmd_crawl, add_crawl_options)
 
     al = sub.add_parser("all", help="everything at default sizes; JSON, Markdown tables, plot",
                         description=cmd_all.__doc__)

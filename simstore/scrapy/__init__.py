@@ -1,0 +1,18 @@
+"""simstore inside Scrapy: many crawler processes, one store, no near-duplicate pages followed.
+
+Needs the ``scrapy`` extra (``pip install 'simstore[scrapy]'``); ``import simstore``
+never imports Scrapy. :class:`NearDuplicateMiddleware` (a downloader middleware)
+checks each HTML response's text; :class:`NearDuplicatePipeline` checks an item
+field. Both take the store from ``SIMSTORE_PATH`` and the rule from the store
+(Jaccard >= 0.9 in a similarity store) or the settings; see README "Scrapy".
+"""
+
+from __future__ import annotations
+
+from ._gate import Gate, Verdict
+from ._middleware import META_KEY, NearDuplicateMiddleware
+from ._page import page_text
+from ._pipeline import NearDuplicatePipeline
+
+__all__ = ["META_KEY", "Gate", "NearDuplicateMiddleware", "NearDuplicatePipeline", "Verdict",
+           "page_text"]
