@@ -1,6 +1,6 @@
 """The package's layers: no module imports a layer above its own, and no import cycles.
 
-Layers, lowest first: the base (``exceptions``, ``_validate``), ``native``, ``text``,
+Layers, lowest first: the base (``exceptions``, ``_validate``, ``_files``), ``native``, ``text``,
 ``search``, ``store``, then ``corpus`` and ``spark`` (beside each other), then ``cli``.
 Imports at any depth count, function-level ones included.
 """
@@ -15,7 +15,7 @@ import pytest
 PKG = Path(__file__).resolve().parent.parent / "simstore"
 
 # What each layer may import from the package (besides itself).
-BASE = {"simstore.exceptions", "simstore._validate"}
+BASE = {"simstore.exceptions", "simstore._validate", "simstore._files"}
 ALLOWED = {
     "base": set(),
     "native": {"base"},

@@ -38,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               path=getattr(args, "output", None) if args.command != "dedup-corpus" else None)
     ok = False
     try:
+        out.open()  # -o FILE is checked (and its temporary made) before any work
         code = int(args.func(args, out))
         ok = code == 0
         return code

@@ -220,10 +220,11 @@ def cmd_dedup_corpus(args: argparse.Namespace, out: Out) -> int:
         done = exc.summary
         assert isinstance(done, CorpusSummary)
         if args.store:
-            print(f"{PROG}: interrupted; {done.documents} documents committed to {args.store}"
+            print(f"{PROG}: interrupted; {done.documents:,} documents committed to {args.store}"
                   + (f" (through {done.last})" if done.last else "")
-                  + f"; {args.output} holds their {done.kept} kept documents. Run again with a "
-                  "new -o to go on: stored ids count as already stored.", file=sys.stderr)
+                  + f"; nothing was written to {args.output}. Run the same command again to "
+                  "finish: documents the store already holds are written to the kept output "
+                  "again, none is lost.", file=sys.stderr)
         else:
             print(f"{PROG}: interrupted; nothing was written", file=sys.stderr)
         return 130
@@ -236,9 +237,11 @@ def cmd_dedup_corpus(args: argparse.Namespace, out: Out) -> int:
         f"estimated Jaccard >= {args.threshold if args.threshold is not None else 0.9}"
     out.record(
         s.as_dict(),
-        f"kept {s.kept} of {s.documents} documents -> {s.output}; removed {s.removed} "
-        f"near-duplicates ({how})"
-        + (f", {s.already_stored} already stored" if s.already_stored else "")
+        f"kept {s.kept} of {s.documents} documents -> {s.output}"
+        + (f" ({s.already_stored:,} already in the store from an earlier run, "
+           f"{s.kept - s.already_stored:,} new)" if args.store else "")
+        + f"; removed {s.removed - s.repeated} near-duplicates ({how})"
+        + (f" and {s.repeated} repeated ids" if s.repeated else "")
         + (f", {s.bad} bad records skipped" if s.bad else "")
         + (f"; report: {s.removed_report}" if s.removed_report else ""),
     )

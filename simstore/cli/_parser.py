@@ -244,8 +244,11 @@ def build_parser() -> argparse.ArgumentParser:
             "Parquet rows (a .parquet output, or all inputs Parquet), text files as "
             "{id, text} lines. The removed report has one JSON line per removed document: "
             "id, source (file:line), kept (the representative), jaccard or distance. With "
-            "--store the run is incremental: documents stored by earlier runs count as kept, "
-            "new near-duplicates of them are removed, kept documents are added.")
+            "--store the run is incremental: documents whose id the store already holds are "
+            "kept (written again, not decided again), new near-duplicates of stored ones are "
+            "removed, new kept ones are added. So the same command run again after an "
+            "interruption (Ctrl-C, kill) finishes the job: its output is the whole kept "
+            "corpus.")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help=INPUT_HELP)
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="kept documents (.jsonl, .jsonl.gz/.bz2/.xz or .parquet)")

@@ -211,17 +211,12 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
         if out.path is None:
             raise UsageError("--format parquet writes a file: give -o FILE")
         from ..corpus.parquet import write_items
-        from ..corpus.writers import Output
 
-        target = Output(out.path)
-        try:
-            with open_store(args, readonly=True) as store:
-                with progress_of(args).bar("exporting", len(store), unit="docs") as bar:
-                    write_items(store.items(), target.tmp, bar.update)
-        except BaseException:
-            target.discard()
-            raise
-        target.commit()
+        target = out.open()
+        assert target is not None
+        with open_store(args, readonly=True) as store:
+            with progress_of(args).bar("exporting", len(store), unit="docs") as bar:
+                write_items(store.items(), target.file, bar.update)  # type: ignore[arg-type]
         return 0
     with open_store(args, readonly=True) as store:
         n = len(store)

@@ -12,7 +12,10 @@ by default, 250 for :func:`dedup_corpus`'s private store; at most ~16 MB of text
 - :func:`dedup_corpus` writes the kept documents (in their input's format) and
   a report of the removed ones, each naming its kept representative and how
   near it is. Through a persistent ``store`` it is incremental: documents
-  stored by earlier runs count as kept, and new near-duplicates of them go.
+  whose id the store held before the run are kept (written out again, not
+  decided again), new near-duplicates of stored ones go. So the same call
+  run again after an interruption (Ctrl-C, kill -9) writes the whole kept
+  corpus: none is lost, none written twice.
 - :func:`representative_clusters`: clusters that do not chain (pure, arrays).
 - :func:`to_arrow`: a store's (id, fp) as a pyarrow Table.
 
@@ -37,7 +40,7 @@ from ..search.greedy import Representatives, representative_clusters
 from ..search.similar import check_threshold
 from ..store import DEFAULT_K, SimStore
 from ..text.fingerprinting import SIGNATURE_CONFIG
-from .ingest import NEAR, NEW, Decided, Interrupted, Mode, Stream, count_corpus
+from .ingest import NEAR, NEW, REPEATED, STORED, Decided, Interrupted, Mode, Stream, count_corpus
 from .parquet import MissingDependencyError, store_table
 from .progress import SILENT, Progress
 from .readers import Chunk, bad_handler, check_all, iter_chunks
@@ -85,9 +88,10 @@ class IndexSummary:
 class CorpusSummary:
     """What :func:`dedup_corpus` did."""
 
-    kept: int = 0
-    removed: int = 0
-    already_stored: int = 0
+    kept: int = 0  # written to the output: new ones and already_stored ones
+    removed: int = 0  # near-duplicates and repeated ids
+    already_stored: int = 0  # kept: the store held their ids before this run
+    repeated: int = 0  # removed: their id came earlier in this run
     bad: int = 0
     skipped: Skipped = field(default_factory=Skipped)
     documents: int = 0
@@ -98,7 +102,8 @@ class CorpusSummary:
     last: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kept": self.kept, "removed": self.removed, "already_stored": self.already_stored,
+        return {"kept": self.kept, "removed": self.removed, "new": self.kept - self.already_stored,
+                "already_stored": self.already_stored, "repeated_ids": self.repeated,
                 "bad_records": self.bad, "skipped_files": self.skipped.total(),
                 "documents": self.documents, "bytes": self.bytes,
                 "seconds": round(self.seconds, 3), "output": self.output,
@@ -220,10 +225,10 @@ def dedup_corpus(
     and the batch pair search; never the texts). Output format:
     Parquet for a ``.parquet`` output or all-Parquet inputs, else JSON lines
     (input lines copied as they are; text files as {id, text}). ``removed``: a
-    JSON line per removed document. Outputs appear complete or not at all,
-    except after Ctrl-C with a persistent store, where they hold exactly the
-    committed chunks (the store has them too; Ctrl-C waits for the chunk in
-    flight). keep="first" decides each chunk with one ``add_if_new_many`` call;
+    JSON line per removed document. Outputs appear complete or not at all;
+    after Ctrl-C a persistent store keeps the committed chunks (Ctrl-C waits
+    for the chunk in flight) and the same call again finishes the job (see the
+    module docstring). keep="first" decides each chunk with one ``add_if_new_many`` call;
     without ``store`` it commits chunks of ``chunk_docs`` = 250 unless given
     (SCRATCH_CHUNK_DOCS: less memory, see docs/benchmarks.md "Corpus").
     """
@@ -278,15 +283,15 @@ def _first(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, ki
     opts.with_rows = True
     keys = _ScratchKeys()
     mode.check_stored = persistent
-    stream = Stream(store, mode, None if persistent else keys)
+    stream = Stream(store, mode, None if persistent else keys, track=True)
     out = Outputs(summary.output, summary.removed_report, kind, opts)
 
     def write(dec: Decided) -> None:
         c = dec.chunk
-        out.kept.write(c, [i for i, s in enumerate(dec.status) if s == NEW])
+        out.kept.write(c, [i for i, s in enumerate(dec.status) if s in (NEW, STORED)])
         if out.removed is not None:
             for i, s in enumerate(dec.status):
-                if s != NEW:
+                if s in (NEAR, REPEATED):
                     out.removed.write(_removed_record(c, i, dec, None if persistent else keys))
 
     handler = bad_handler(skip_bad, on_bad, summary)
@@ -299,8 +304,7 @@ def _first(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, ki
                            removed=summary.removed)
         committed = True
     except KeyboardInterrupt:
-        committed = persistent  # the outputs hold exactly what the store committed
-        raise Interrupted(summary) from None
+        raise Interrupted(summary) from None  # a rerun writes every stored document again
     finally:
         out.close(committed)
 
@@ -340,8 +344,8 @@ class _ScratchKeys:
 def _removed_record(c: Chunk, i: int, dec: Decided,
                     scratch: _ScratchKeys | None) -> dict[str, Any]:
     rec: dict[str, Any] = {"id": c.ids[i], "source": c.location(i)}
-    if dec.status[i] != NEAR:
-        rec.update(reason="id already stored", kept=c.ids[i])
+    if dec.status[i] == REPEATED:
+        rec.update(reason="repeated id", kept=c.ids[i])
         return rec
     m = dec.near[i]
     rec["reason"] = "near-duplicate"

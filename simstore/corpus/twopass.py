@@ -3,8 +3,9 @@
 Pass 1 streams the input and keeps only arrays: each document's id, where it
 was read (source index, line), its value (length or field) and, for the
 documents that are candidates, their fingerprints or signatures; with a
-persistent store, documents whose id is stored are set aside and documents
-near a stored one are removed (the stored one was kept earlier). Then
+persistent store, documents whose id was stored before the run are kept as they
+are (written, not decided again), a repeated id is removed, and documents near
+a stored one are removed (the stored one was kept earlier). Then
 :func:`simstore.corpus.representative_clusters` picks representatives in
 priority order (largest value first, ties in input order). Pass 2 reads the
 input again and writes the kept documents and the removed report, adding the
@@ -23,7 +24,17 @@ import numpy as np
 from ..search.greedy import representative_clusters
 from ..store import SimStore
 from ..text.minhash import Signatures
-from .ingest import NEAR, NEW, STORED, Interrupted, Mode, _items, count_corpus
+from .ingest import (
+    NEAR,
+    NEW,
+    REPEATED,
+    STORED,
+    Interrupted,
+    Mode,
+    StoredBefore,
+    _items,
+    count_corpus,
+)
 from .progress import Progress
 from .readers import Chunk, OnBad, bad_handler, ignore_bad, iter_chunks
 from .sources import Inputs, ReadOptions
@@ -98,17 +109,21 @@ def _first_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOption
             p.parts.append(items[rows])
 
     pending = None
+    before = StoredBefore(store) if persistent else None
+    seen: set[Any] = set()  # ids met in this run (p.ids holds them all anyway)
     try:
         with progress.bar("reading (pass 1 of 2)", inp.total_bytes) as bar:
             docs = 0
             for c in iter_chunks(inp.sources, opts, handler):
                 base = p.add_chunk(c, keep)
-                seen: set[Any] = set()
                 fresh = []
                 for i, d in enumerate(c.ids):
-                    if persistent and (d in seen or d in store):
-                        continue
-                    seen.add(d)
+                    if before is not None:
+                        st = REPEATED if d in seen else before.status(d)
+                        if st is not None:
+                            p.status[base + i] = st
+                            continue
+                        seen.add(d)
                     fresh.append(i)
                 fut = pool.submit(_items, store, [c.texts[i] for i in fresh])
                 if pending is not None:
@@ -172,8 +187,7 @@ def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, 
                            removed=summary.removed)
         committed = True
     except KeyboardInterrupt:
-        committed = persistent
-        raise Interrupted(summary) from None
+        raise Interrupted(summary) from None  # a rerun writes every stored document again
     finally:
         out.close(committed)
 
@@ -210,9 +224,13 @@ def _second_chunk(store: SimStore, persistent: bool, p: _Pass1, c: Chunk, base: 
             else:
                 rec["distance"] = int(m.distance)
             status.append(NEAR)
-        else:
-            rec.update(reason="id already stored", kept=c.ids[i])
+        elif s == STORED:  # stored before this run: kept, as it was then
+            kept.append(i)
             status.append(STORED)
+            continue
+        else:
+            rec.update(reason="repeated id", kept=c.ids[i])
+            status.append(REPEATED)
         records.append(rec)
     if not persistent:
         out.kept.write(c, kept)
@@ -221,9 +239,10 @@ def _second_chunk(store: SimStore, persistent: bool, p: _Pass1, c: Chunk, base: 
                 out.removed.write(rec)
         return status
     with store.batch():
-        if kept:
-            rows = local[np.array([base + i for i in kept], dtype=np.int64)]
-            store.add_many([c.ids[i] for i in kept], items[rows])
+        new = [i for i in kept if p.status[base + i] == NEW]
+        if new:
+            rows = local[np.array([base + i for i in new], dtype=np.int64)]
+            store.add_many([c.ids[i] for i in new], items[rows])
         out.kept.write(c, kept)
         if out.removed is not None:
             for rec in records:

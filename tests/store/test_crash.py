@@ -24,7 +24,7 @@ from simstore.store.check.lmdbfile import read_metas
 from simstore.store.check.pages import FileCheck, check_open, meta_problems
 from tools import stress
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (tests/store/..)
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
