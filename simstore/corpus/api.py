@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..exceptions import SimstoreValueError
+from ..exceptions import OutputPathError, SimstoreValueError
 from ..search.greedy import Representatives, representative_clusters
 from ..search.similar import check_threshold
 from ..store import DEFAULT_K, SimStore
@@ -209,7 +209,8 @@ def _open_store(store: SimStore | str | os.PathLike[str] | None, k: int | None,
 
 
 def dedup_corpus(
-    inputs: Sequence[str], output: str, removed: str | None = None, *,
+    inputs: Sequence[str] | str | os.PathLike[str], output: str | os.PathLike[str],
+    removed: str | os.PathLike[str] | None = None, *,
     threshold: float | None = None, k: int | None = None,
     store: SimStore | str | os.PathLike[str] | None = None, keep: str = "first",
     skip_bad: bool = False, on_bad: Callable[[str, str], None] | None = None,
@@ -239,7 +240,29 @@ def dedup_corpus(
     if not isinstance(keep, str) or not keep:
         raise SimstoreValueError("'keep' must be 'first', 'longest' or a field name")
     progress = progress or SILENT
+    inputs = _input_list(inputs)
+    output = os.fspath(output)
+    removed = None if removed is None else os.fspath(removed)
     _check_outputs(inputs, output, removed)
+    out = Outputs(output, removed)  # every output path checked before any input is read
+    try:
+        return _dedup(inputs, out, threshold, k, store, keep, skip_bad, on_bad, progress, read)
+    finally:
+        out.close(False)  # a failure anywhere: no temporary stays
+
+
+def _input_list(inputs: Sequence[str] | str | os.PathLike[str]) -> list[str]:
+    """The inputs as a list of paths (one str or PathLike is one input)."""
+    if isinstance(inputs, (str, os.PathLike)):
+        return [os.fspath(inputs)]
+    return [os.fspath(p) for p in inputs]
+
+
+def _dedup(inputs: list[str], out: Outputs, threshold: float | None, k: int | None,
+           store: SimStore | str | os.PathLike[str] | None, keep: str, skip_bad: bool,
+           on_bad: Callable[[str, str], None] | None, progress: Progress,
+           read: dict[str, Any]) -> CorpusSummary:
+    output, removed = out.kept_path, out.removed_path
     opts = _read_options(read)
     if read.get("chunk_docs") is None and keep == "first" and store is None:
         opts.chunk_docs = SCRATCH_CHUNK_DOCS
@@ -252,8 +275,8 @@ def dedup_corpus(
             summary.skipped = inp.skipped
             kind = output_kind(output, inp.sources)
             run = _first if keep == "first" else two_pass
-            run(handle, persistent, inp, opts, kind, summary, Mode(k, threshold),
-                keep, skip_bad, on_bad, progress)
+            run(handle, persistent, inp, opts, out.start(kind, opts), summary,
+                Mode(k, threshold), keep, skip_bad, on_bad, progress)
     finally:
         if not isinstance(store, SimStore):
             handle.close()
@@ -263,18 +286,18 @@ def dedup_corpus(
     return summary
 
 
-def _check_outputs(inputs: Sequence[str], output: str, removed: str | None) -> None:
+def _check_outputs(inputs: list[str], output: str, removed: str | None) -> None:
     """Outputs must be new names: not an input, not each other."""
     real = {os.path.realpath(p) for p in inputs if p != "-"}
     outs = [os.path.realpath(output)] + ([os.path.realpath(removed)] if removed else [])
     if len(set(outs)) != len(outs):
-        raise SimstoreValueError("the kept output and the removed report must be two files")
-    for path, out in zip([output, removed], outs, strict=False):
+        raise OutputPathError(f"-o and --removed name one file ({output!r}); give two files")
+    for flag, path, out in zip(["-o", "--removed"], [output, removed], outs, strict=False):
         if out in real or any(out.startswith(r + os.sep) for r in real):
-            raise SimstoreValueError(f"output {path!r} is also an input; give a new file name")
+            raise OutputPathError(f"{flag} {path!r} is also an input; give a new file name")
 
 
-def _first(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, kind: str,
+def _first(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, out: Outputs,
            summary: CorpusSummary, mode: Mode, keep: str, skip_bad: bool,
            on_bad: Callable[[str, str], None] | None, progress: Progress) -> None:
     """keep="first": one streaming pass of add_if_new, writing as each chunk commits."""
@@ -284,7 +307,6 @@ def _first(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, ki
     keys = _ScratchKeys()
     mode.check_stored = persistent
     stream = Stream(store, mode, None if persistent else keys, track=True)
-    out = Outputs(summary.output, summary.removed_report, kind, opts)
 
     def write(dec: Decided) -> None:
         c = dec.chunk

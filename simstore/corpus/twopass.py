@@ -144,7 +144,7 @@ def _concat(parts: list[Any], sim: bool) -> Any:
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
 
 
-def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, kind: str,
+def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, out: Outputs,
              summary: Any, mode: Mode, keep: str, skip_bad: bool, on_bad: OnBad | None,
              progress: Progress) -> None:
     """keep="longest" / FIELD (see the module docstring)."""
@@ -172,7 +172,6 @@ def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, 
             else:
                 fps = items.fingerprints if sim else items
                 reps = representative_clusters(fps, k=mode.k, order=order)
-    out = Outputs(summary.output, summary.removed_report, kind, opts)
     opts.with_rows = True
     committed = False
     pos = 0

@@ -63,9 +63,8 @@ def _json_line(obj: dict[str, Any]) -> bytes:
 class KeptWriter:
     """Kept documents: JSONL lines as read (all fields), Parquet rows, or {id, text} lines."""
 
-    def __init__(self, path: str, kind: str, id_field: str, text_field: str,
-                 what: str = "output") -> None:
-        self.out = TempFile(path, what)
+    def __init__(self, out: TempFile, kind: str, id_field: str, text_field: str) -> None:
+        self.out = out
         self.kind = kind
         self.id_field, self.text_field = id_field, text_field
         self._fh: IO[bytes] | None = None
@@ -115,8 +114,8 @@ class KeptWriter:
 class RemovedWriter:
     """One JSON line per removed document: its id, where it was read, the kept one, how near."""
 
-    def __init__(self, path: str, what: str = "--removed") -> None:
-        self.out = TempFile(path, what)
+    def __init__(self, out: TempFile) -> None:
+        self.out = out
         self._fh = _text_stream(self.out)
         self.written = 0
 
@@ -138,22 +137,52 @@ class RemovedWriter:
 
 
 class Outputs:
-    """The kept file and the removed report of one run, committed or discarded together."""
+    """The kept file and the removed report of one run, committed or discarded together.
 
-    def __init__(self, output: str, removed: str | None, kind: str, opts: ReadOptions) -> None:
-        self.kept = KeptWriter(output, kind, opts.id_field, opts.text_field, "-o")
+    Made before the run reads any input: each path is checked and its temporary
+    created at once (an OutputPathError names the flag); :meth:`start` opens the
+    writers once the inputs' format is known.
+    """
+
+    def __init__(self, output: str, removed: str | None) -> None:
+        self.kept_path, self.removed_path = output, removed
+        self._kept_tmp = TempFile(output, "-o")
         try:
-            self.removed = RemovedWriter(removed) if removed else None
+            self._removed_tmp = TempFile(removed, "--removed") if removed else None
         except BaseException:
-            self.kept.close(False)
+            self._kept_tmp.discard()
             raise
+        self._kept: KeptWriter | None = None
+        self.removed: RemovedWriter | None = None
+        self.closed = False
+
+    def start(self, kind: str, opts: ReadOptions) -> Outputs:
+        self._kept = KeptWriter(self._kept_tmp, kind, opts.id_field, opts.text_field)
+        if self._removed_tmp is not None:
+            self.removed = RemovedWriter(self._removed_tmp)
+        return self
+
+    @property
+    def kept(self) -> KeptWriter:
+        assert self._kept is not None, "Outputs.start() first"
+        return self._kept
 
     def close(self, commit: bool) -> None:
-        """Commit both (the removed report first, then the kept file) or discard both."""
+        """Commit both (the removed report first, then the kept file) or discard both;
+        once (later calls do nothing)."""
+        if self.closed:
+            return
+        self.closed = True
+        commit = commit and self._kept is not None
         try:
             if self.removed is not None:
                 self.removed.close(commit)
+            elif self._removed_tmp is not None:
+                self._removed_tmp.discard()
         except BaseException:
-            self.kept.close(False)
+            self._kept_tmp.discard()
             raise
-        self.kept.close(commit)
+        if self._kept is not None:
+            self._kept.close(commit)
+        else:
+            self._kept_tmp.discard()

@@ -337,3 +337,14 @@ def test_dedup_corpus_refuses_to_overwrite_an_input(tmp_path, docs):
     with pytest.raises(simstore.SimstoreValueError, match="two files"):
         corpus.dedup_corpus([str(src)], str(tmp_path / "o.jsonl"), str(tmp_path / "o.jsonl"))
     assert len(_read_jsonl(src)) == 3
+
+
+def test_dedup_corpus_takes_one_path_as_one_input(tmp_path, docs):
+    """dedup_corpus("in.jsonl", "out.jsonl") (str or PathLike) reads one input, as a list does."""
+    src = tmp_path / "in.jsonl"
+    _write_jsonl(src, docs)
+    a = corpus.dedup_corpus(str(src), str(tmp_path / "a.jsonl"))
+    b = corpus.dedup_corpus(src, tmp_path / "b.jsonl")
+    c = corpus.dedup_corpus([str(src)], str(tmp_path / "c.jsonl"))
+    assert a.documents == len(docs) and a.kept == b.kept == c.kept
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "c.jsonl").read_bytes()

@@ -1,0 +1,124 @@
+"""A new user's mistakes (issue 26), each refused in words by a real simstore-cli process.
+
+Output paths are refused before the first input byte: these runs read standard input
+from a pipe that never ends, so a command that read its input first would hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (tests/cli/..)
+
+
+def cli(*args: str, cwd: Path, stdin: int | None = subprocess.DEVNULL,
+        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m simstore ARGS`` on this checkout."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "simstore", *args], capture_output=True,
+                          text=True, env=env, cwd=cwd, stdin=stdin, timeout=timeout)
+
+
+def refused_before_reading(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run with stdin a pipe nobody writes or closes: exit before reading it, or time out."""
+    r, w = os.pipe()
+    try:
+        return cli(*args, cwd=cwd, stdin=r, timeout=30)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def temporaries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if ".simstore-tmp-" in p.name)
+
+
+def write_jsonl(path: Path, docs: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    return path
+
+
+DOCS = [{"id": f"d{i}", "text": " ".join(f"w{(i * 7 + j) % 400}" for j in range(40)),
+         "score": i} for i in range(30)]
+
+
+@pytest.mark.parametrize("flag", ["-o", "--removed"])
+def test_an_output_that_is_a_directory_is_refused_before_any_input(tmp_path, flag):
+    """-o DIR / --removed DIR: one line naming the flag and the path, before stdin is read."""
+    (tmp_path / "outdir").mkdir()
+    other = ["-o", "kept.jsonl"] if flag == "--removed" else []
+    res = refused_before_reading("dedup-corpus", "-", *other, flag, "outdir", cwd=tmp_path)
+    assert res.returncode == 1
+    assert f"{flag} 'outdir' is a directory" in res.stderr and "Traceback" not in res.stderr
+    assert temporaries(tmp_path) == [] and not (tmp_path / "kept.jsonl").exists()
+
+
+@pytest.mark.parametrize("flag", ["-o", "--removed"])
+def test_an_output_in_a_missing_folder_is_refused_before_any_input(tmp_path, flag):
+    """A missing parent folder is named with its flag before anything is read."""
+    other = ["-o", "kept.jsonl"] if flag == "--removed" else []
+    res = refused_before_reading("dedup-corpus", "-", *other, flag, "nope/out.jsonl",
+                                 cwd=tmp_path)
+    assert res.returncode == 1
+    assert f"{flag} 'nope/out.jsonl': folder" in res.stderr and "does not exist" in res.stderr
+    assert temporaries(tmp_path) == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="permissions do not bind root")
+def test_an_output_in_an_unwritable_folder_is_refused_before_any_input(tmp_path):
+    """A folder this user cannot write is refused with the flag and the reason."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        res = refused_before_reading("dedup-corpus", "-", "-o", "ro/k.jsonl", cwd=tmp_path)
+    finally:
+        ro.chmod(0o755)
+    assert res.returncode == 1 and "-o 'ro/k.jsonl': cannot write in folder" in res.stderr
+
+
+def test_an_output_that_is_an_input_and_a_store_that_is_a_file_are_refused(tmp_path):
+    """-o naming an input, and --store naming a regular file, are refused before reading."""
+    src = write_jsonl(tmp_path / "in.jsonl", DOCS)
+    res = cli("dedup-corpus", str(src), "-o", str(src), cwd=tmp_path)
+    assert res.returncode == 1 and f"-o {str(src)!r} is also an input" in res.stderr
+    assert len(src.read_text().splitlines()) == len(DOCS)
+    (tmp_path / "plain").write_text("x")
+    res = refused_before_reading("dedup-corpus", "-", "-o", "k.jsonl", "--store", "plain",
+                                 cwd=tmp_path)
+    assert res.returncode == 1 and "is a file" in res.stderr
+    assert temporaries(tmp_path) == [] and not (tmp_path / "k.jsonl").exists()
+
+
+def test_export_and_query_outputs_are_checked_before_any_work(tmp_path):
+    """export -o DIR and query -o in a missing folder: refused with the flag, no temporary."""
+    store = tmp_path / "s"
+    assert cli("init", str(store), cwd=tmp_path).returncode == 0
+    (tmp_path / "outdir").mkdir()
+    for args in (["export", str(store), "-o", "outdir"],
+                 ["export", str(store), "--format", "parquet", "-o", "outdir"],
+                 ["query", str(store), "5", "-o", "nope/q.tsv"]):
+        res = cli(*args, cwd=tmp_path)
+        assert res.returncode == 1, args
+        assert "-o 'outdir' is a directory" in res.stderr or \
+            "-o 'nope/q.tsv': folder" in res.stderr, res.stderr
+    assert temporaries(tmp_path) == []
+
+
+def test_a_failed_run_removes_its_temporaries(tmp_path):
+    """A bad record found after the outputs were opened: exit 1 and no temporary left."""
+    src = write_jsonl(tmp_path / "in.jsonl", DOCS)
+    with open(src, "a", encoding="utf-8") as f:
+        f.write("{not json\n")
+    for extra in ([], ["--store", "st"], ["--keep", "longest"]):
+        res = cli("dedup-corpus", str(src), "-o", "k.jsonl", "--removed", "rm.jsonl", *extra,
+                  cwd=tmp_path)
+        assert res.returncode == 1 and "in.jsonl:31" in res.stderr
+        assert temporaries(tmp_path) == []
+        assert not (tmp_path / "k.jsonl").exists() and not (tmp_path / "rm.jsonl").exists()
