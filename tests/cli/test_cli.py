@@ -181,7 +181,7 @@ def test_output_file_is_complete_or_absent(store_path, tmp_path, capsys):
     missing = tmp_path / "nope.tsv"
     code, _, _ = run(capsys, "query", str(tmp_path / "missing"), "1", "-o", str(missing))
     assert code == 1 and not missing.exists()
-    assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+    assert not [p for p in os.listdir(tmp_path) if "tmp-" in p]
 
 
 # --------------------------------------------------------------------------- index
