@@ -243,6 +243,8 @@ def cmd_dedup_corpus(args: argparse.Namespace, out: Out) -> int:
         + f"; removed {s.removed - s.repeated} near-duplicates ({how})"
         + (f" and {s.repeated} repeated ids" if s.repeated else "")
         + (f", {s.bad} bad records skipped" if s.bad else "")
+        + (f"; {s.keep_missing} documents have no {args.keep!r} value (ranked last)"
+           if s.keep_missing else "")
         + (f"; report: {s.removed_report}" if s.removed_report else ""),
     )
     return 0

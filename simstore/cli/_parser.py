@@ -264,8 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a store remembering kept documents across runs (created if missing)")
     p.add_argument("--keep", default="first", metavar="first|longest|FIELD",
                    help="which document of a group stays: the first read (one pass), the "
-                   "longest text, or the largest value of a numeric FIELD (two passes, "
-                   "~2 KB of memory per document at the peak)")
+                   "longest text (in characters, not bytes), or the largest value of a numeric "
+                   "FIELD (records without it rank last and are counted; a FIELD no record "
+                   "has is an error) (two passes, ~2 KB of memory per document at the peak)")
     _inputs(p)
 
     sub.add_parser(

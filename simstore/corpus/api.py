@@ -45,7 +45,7 @@ from .parquet import MissingDependencyError, store_table
 from .progress import SILENT, Progress
 from .readers import Chunk, bad_handler, check_all, iter_chunks
 from .sources import BadInputError, Inputs, ReadOptions, Skipped
-from .twopass import two_pass
+from .twopass import check_keep_inputs, two_pass
 from .writers import Outputs, output_kind
 
 __all__ = [
@@ -92,6 +92,7 @@ class CorpusSummary:
     removed: int = 0  # near-duplicates and repeated ids
     already_stored: int = 0  # kept: the store held their ids before this run
     repeated: int = 0  # removed: their id came earlier in this run
+    keep_missing: int = 0  # keep=FIELD: documents without a value for it (ranked last)
     bad: int = 0
     skipped: Skipped = field(default_factory=Skipped)
     documents: int = 0
@@ -104,6 +105,7 @@ class CorpusSummary:
     def as_dict(self) -> dict[str, Any]:
         return {"kept": self.kept, "removed": self.removed, "new": self.kept - self.already_stored,
                 "already_stored": self.already_stored, "repeated_ids": self.repeated,
+                "keep_field_missing": self.keep_missing,
                 "bad_records": self.bad, "skipped_files": self.skipped.total(),
                 "documents": self.documents, "bytes": self.bytes,
                 "seconds": round(self.seconds, 3), "output": self.output,
@@ -274,6 +276,8 @@ def _dedup(inputs: list[str], out: Outputs, threshold: float | None, k: int | No
         with Inputs(inputs, opts, read.get("stdin")) as inp:
             summary.skipped = inp.skipped
             kind = output_kind(output, inp.sources)
+            if keep not in KEEP_POLICIES:
+                check_keep_inputs(inp, keep)
             run = _first if keep == "first" else two_pass
             run(handle, persistent, inp, opts, out.start(kind, opts), summary,
                 Mode(k, threshold), keep, skip_bad, on_bad, progress)

@@ -15,6 +15,8 @@ written outputs and store in step).
 
 from __future__ import annotations
 
+import json
+import math
 from array import array
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -37,7 +39,9 @@ from .ingest import (
 )
 from .progress import Progress
 from .readers import Chunk, OnBad, bad_handler, ignore_bad, iter_chunks
-from .sources import Inputs, ReadOptions
+from ..exceptions import SimstoreValueError
+from .parquet import pyarrow
+from .sources import Inputs, ReadOptions, Source, open_binary
 from .writers import Outputs
 
 
@@ -155,6 +159,8 @@ def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, 
         p = _first_pass(store, persistent, inp, opts, mode, keep, handler, progress)
     except KeyboardInterrupt:
         raise Interrupted(summary) from None
+    if keep != "longest":
+        summary.keep_missing = _check_keep_field(p, inp, keep)
     sim = store.config.has_signature
     items = _concat(p.parts, sim)
     p.parts.clear()
@@ -247,3 +253,39 @@ def _second_chunk(store: SimStore, persistent: bool, p: _Pass1, c: Chunk, base: 
             for rec in records:
                 out.removed.write(rec)
     return status
+
+
+def check_keep_inputs(inp: Inputs, keep: str) -> None:
+    """keep=FIELD reads a field of each record: text-file inputs have none."""
+    texts = [s.name for s in inp.sources if s.kind == "text"]
+    if texts:
+        raise SimstoreValueError(
+            f"--keep {keep}: {texts[0]!r} is a text file, whose documents have no fields; "
+            "use --keep first or longest, or give JSON lines / Parquet")
+
+
+def _check_keep_field(p: _Pass1, inp: Inputs, keep: str) -> int:
+    """How many documents lack a numeric ``keep`` value (missing or null: ranked last);
+    when all of them do, the field is surely misspelt: SimstoreValueError."""
+    missing = sum(1 for v in p.value if v == -math.inf)
+    if missing and missing == len(p.value):
+        fields = _first_fields(inp.sources[0]) if inp.sources else []
+        raise SimstoreValueError(
+            f"--keep {keep}: no record has a value for {keep!r}; the first record's fields "
+            f"are {', '.join(map(repr, fields)) or 'none'} (nothing was written)")
+    return missing
+
+
+def _first_fields(src: Source) -> list[str]:
+    """The field names of a JSON lines / Parquet source's first record ([] if unreadable)."""
+    try:
+        if src.kind == "parquet":
+            return list(pyarrow().parquet.ParquetFile(src.path).schema_arrow.names)
+        with open_binary(src.path) as fh:
+            for line in fh:
+                if line.strip():
+                    obj = json.loads(line)
+                    return list(obj) if isinstance(obj, dict) else []
+    except Exception:  # noqa: BLE001 - a hint only: the error stands without it
+        return []
+    return []

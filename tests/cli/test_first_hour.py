@@ -122,3 +122,31 @@ def test_a_failed_run_removes_its_temporaries(tmp_path):
         assert res.returncode == 1 and "in.jsonl:31" in res.stderr
         assert temporaries(tmp_path) == []
         assert not (tmp_path / "k.jsonl").exists() and not (tmp_path / "rm.jsonl").exists()
+
+
+def test_keep_a_field_no_record_has_is_refused_naming_the_fields(tmp_path):
+    """--keep scroe (misspelt): exit 1 naming the field and the first record's fields; no
+    output; a field some records lack is counted in the summary."""
+    src = write_jsonl(tmp_path / "in.jsonl", DOCS)
+    res = cli("dedup-corpus", str(src), "-o", "k.jsonl", "--keep", "scroe", cwd=tmp_path)
+    assert res.returncode == 1, res.stdout
+    assert "--keep scroe: no record has a value for 'scroe'" in res.stderr
+    assert "'id', 'text', 'score'" in res.stderr
+    assert not (tmp_path / "k.jsonl").exists() and temporaries(tmp_path) == []
+    some = write_jsonl(tmp_path / "some.jsonl",
+                       [d if i % 3 else {k: v for k, v in d.items() if k != "score"}
+                        for i, d in enumerate(DOCS)])
+    res = cli("dedup-corpus", str(some), "-o", "k.jsonl", "--keep", "score", "--json",
+              cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["keep_field_missing"] == 10
+    res = cli("dedup-corpus", str(some), "-o", "k2.jsonl", "--keep", "score", cwd=tmp_path)
+    assert "10 documents have no 'score' value (ranked last)" in res.stdout
+
+
+def test_keep_a_field_with_text_file_inputs_is_refused(tmp_path):
+    """Text files have no fields: --keep FIELD over them is refused, not silently 'first'."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("some text here")
+    res = cli("dedup-corpus", "docs", "-o", "k.jsonl", "--keep", "score", cwd=tmp_path)
+    assert res.returncode == 1 and "is a text file, whose documents have no fields" in res.stderr
