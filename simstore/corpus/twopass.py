@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..exceptions import SimstoreValueError
 from ..search.greedy import representative_clusters
 from ..store import SimStore
 from ..text.minhash import Signatures
@@ -37,10 +38,9 @@ from .ingest import (
     _items,
     count_corpus,
 )
+from .parquet import pyarrow
 from .progress import Progress
 from .readers import Chunk, OnBad, bad_handler, ignore_bad, iter_chunks
-from ..exceptions import SimstoreValueError
-from .parquet import pyarrow
 from .sources import Inputs, ReadOptions, Source, open_binary
 from .writers import Outputs
 

@@ -150,3 +150,24 @@ def test_keep_a_field_with_text_file_inputs_is_refused(tmp_path):
     (tmp_path / "docs" / "a.txt").write_text("some text here")
     res = cli("dedup-corpus", "docs", "-o", "k.jsonl", "--keep", "score", cwd=tmp_path)
     assert res.returncode == 1 and "is a text file, whose documents have no fields" in res.stderr
+
+
+@pytest.mark.parametrize("command", ["dedup-corpus", "index"])
+def test_hostile_json_lines_get_file_line_messages_not_tracebacks(tmp_path, command):
+    """A JSON line nested 100,000 deep and an id of 5,000 digits: exit 1 with file:line."""
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"id": "a", "text": "fine words here"}\n'
+                    '{"id": "b", "text": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    big = tmp_path / "big.jsonl"
+    big.write_text('{"id": ' + "7" * 5000 + ', "text": "fine words here"}\n')
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text('{"id": "c", "text": "abc}\n{"id": "d", "text": "x\\u12"}\n')
+    for src, where, what in ((deep, "deep.jsonl:2", "nested too deeply"),
+                             (big, "big.jsonl:1", "4300 digits"),
+                             (cut, "cut.jsonl:1", "invalid JSON")):
+        args = (["dedup-corpus", str(src), "-o", "k.jsonl"] if command == "dedup-corpus"
+                else ["index", str(tmp_path / "st"), str(src)])
+        res = cli(*args, cwd=tmp_path)
+        assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+        assert where in res.stderr and what in res.stderr
+        assert " at at " not in res.stderr

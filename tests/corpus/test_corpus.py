@@ -348,3 +348,17 @@ def test_dedup_corpus_takes_one_path_as_one_input(tmp_path, docs):
     c = corpus.dedup_corpus([str(src)], str(tmp_path / "c.jsonl"))
     assert a.documents == len(docs) and a.kept == b.kept == c.kept
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "c.jsonl").read_bytes()
+
+
+def test_load_json_says_where_once_and_never_raises_anything_but_bad_record():
+    """JSON errors read "… starting at column 8" (not "at at"); depth and digits are BadRecords."""
+    from simstore.corpus.records import BadRecord, load_json
+
+    with pytest.raises(BadRecord, match=r"Unterminated string starting at column 8\)$"):
+        load_json('{"id": "c')
+    with pytest.raises(BadRecord, match=r"Expecting value at column 8\)$"):
+        load_json('{"id": }')
+    with pytest.raises(BadRecord, match="nested too deeply"):
+        load_json("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(BadRecord, match="4300 digits"):
+        load_json("9" * 5000)
