@@ -15,7 +15,8 @@ import lmdb
 import numpy as np
 
 from .._files import TempDir, sweep
-from ..exceptions import SimstoreTypeError, StoreAccessError, StoreError
+from .._validate import check_path
+from ..exceptions import StoreAccessError, StoreError
 from ..search import hamming as batch
 from ..search.layout import plan
 from . import format as F
@@ -97,7 +98,7 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
     env.retrying(attempt, grow)
 
 
-def compact(env: Env, dest: str | os.PathLike[str]) -> None:
+def compact(env: Env, dest: str | bytes | os.PathLike[str]) -> None:
     """Write a compacted copy (free pages dropped) of the store to a new directory.
 
     The copy is made in a sibling temporary directory (a random hidden name, locked
@@ -105,12 +106,8 @@ def compact(env: Env, dest: str | os.PathLike[str]) -> None:
     complete store, whatever happens; copies left by killed compacts to the same
     ``dest`` are removed first.
     """
-    try:
-        target = os.path.abspath(os.fspath(dest))  # "dest/" names the directory dest
-    except TypeError:
-        raise SimstoreTypeError(
-            f"'dest' must be a str or os.PathLike (got {type(dest).__name__})"
-        ) from None
+    dest = check_path(dest, "dest")
+    target = os.path.abspath(dest)  # "dest/" names the directory dest
     if os.path.lexists(target):
         raise StoreError(f"compact destination {os.fspath(dest)!r} exists; give a new path")
     parent = os.path.dirname(target)
