@@ -93,3 +93,8 @@ class NotSimilarityStoreError(StoreError):
 class OutputPathError(SimstoreValueError):
     """An output path cannot be written (a directory, a missing or unwritable folder, an
     input); raised before any input is read."""
+
+
+class VerifyTimeoutError(StoreError, TimeoutError):
+    """verify() ran past its time limit and was stopped; the store was not found damaged
+    (give a longer timeout)."""

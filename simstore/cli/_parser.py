@@ -299,8 +299,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="documents expected (default: keep the header sizes)")
 
     p = add("verify", cmd_verify, "check every invariant; exit 1 with a report if any fails",
-            _examples("verify pages.simstore"))
+            _examples("verify pages.simstore", "verify big.simstore --timeout 3600"))
     p.add_argument("path")
+    p.add_argument("--timeout", type=seconds_arg, default=None, metavar="SECONDS",
+                   help="stop the check after this much CPU time (default: 120 s + 1 s per "
+                   "4 MB of the store's file)")
 
     p = add("stats", cmd_stats, "counts, layout and sizes", _examples("stats pages.simstore"))
     p.add_argument("path")

@@ -420,7 +420,9 @@ class SimStore(MappingMethods, SimilarityMethods):
         every permutation and band table exactly once, no table or ids entry
         is an orphan, and records and metadata parse. Runs in a child process:
         a damaged file that would make LMDB abort is reported, never kills the
-        caller. ``timeout``: seconds before the check counts as hung.
+        caller. ``timeout``: seconds of the checker's CPU time (wall time where the
+        system does not tell) before it is stopped with VerifyTimeoutError; by default
+        they grow with the store's file (120 s + 1 s per 4 MB).
         """
         with self._env.reading() as txn:
             return _maintenance.verify(txn, self._h, timeout=timeout)
