@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import textwrap
 from typing import Any
 
@@ -118,10 +119,39 @@ INPUT_HELP = ("text files, directories (walked; binary files, symlinks left out)
               ".ndjson (.gz .bz2 .xz), .parquet, or - for JSON lines on stdin")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class CliParser(argparse.ArgumentParser):
+    """The top-level parser; knows each command's parser, to refuse unknown options there."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """As argparse's, but an unknown option is reported by its command's parser (its
+        usage, not the top-level one) with the closest option it has."""
+        ns, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = getattr(ns, "command", None)
+            (self.commands.get(command) or self).error(unknown_options(
+                self.commands.get(command) or self, extra))
+        return ns
+
+
+def unknown_options(parser: argparse.ArgumentParser, extra: list[str]) -> str:
+    """'unrecognized arguments: …', with 'did you mean --x?' for the first mistyped option."""
+    text = f"unrecognized arguments: {' '.join(extra)}"
+    flags = [o for a in parser._actions for o in a.option_strings]  # noqa: SLF001
+    for word in extra:
+        if word.startswith("-"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], flags, n=1, cutoff=0.6)
+            if close:
+                return f"{text} (did you mean {close[0]}?)"
+    return text
+
+
+def build_parser() -> CliParser:
     """The argparse parser of simstore-cli."""
-    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=Formatter)
+    parser = CliParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=Formatter)
+    parser.commands = {}
     parser.add_argument("--version", action="version",
                         version=f"%(prog)s (simstore) {__version__}")
     parser.add_argument("--json", action="store_true", help="print JSON lines")
@@ -136,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         text = help_ + ("\n\n" + textwrap.fill(more, 79) if more else "")
         p = sub.add_parser(name, help=help_, description=text,
                            epilog=epilog, formatter_class=Formatter)
+        parser.commands[name] = p
         _common(p)
         p.set_defaults(func=func)
         return p

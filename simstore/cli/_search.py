@@ -42,8 +42,11 @@ def _fp_arg(text: str) -> int:
 def _read_text(path: str) -> str:
     if path == "-":
         return sys.stdin.buffer.read().decode("utf-8", "replace")
-    with open(path, "rb") as fh:
-        return fh.read().decode("utf-8", "replace")
+    try:
+        with open(path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+    except OSError as exc:
+        raise CliError(f"--text {path!r}: {exc.strerror or exc}") from None
 
 
 def cmd_query(args: argparse.Namespace, out: Out) -> int:

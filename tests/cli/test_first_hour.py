@@ -171,3 +171,24 @@ def test_hostile_json_lines_get_file_line_messages_not_tracebacks(tmp_path, comm
         assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
         assert where in res.stderr and what in res.stderr
         assert " at at " not in res.stderr
+
+
+def test_a_mistyped_flag_shows_the_command_s_usage_and_the_closest_flag(tmp_path):
+    """--treshold: the dedup-corpus usage (not the top level's) and 'did you mean --threshold?'."""
+    res = cli("dedup-corpus", "in.jsonl", "-o", "k.jsonl", "--treshold", "0.8", cwd=tmp_path)
+    assert res.returncode == 2
+    assert "usage: simstore-cli dedup-corpus" in res.stderr and "COMMAND" not in res.stderr
+    assert "unrecognized arguments: --treshold" in res.stderr
+    assert "(did you mean --threshold?)" in res.stderr
+    res = cli("query", "s", "5", "--kk", "3", cwd=tmp_path)
+    assert res.returncode == 2 and "usage: simstore-cli query" in res.stderr
+    assert "did you mean --k?" in res.stderr
+
+
+def test_query_text_of_a_missing_file_names_the_flag_not_an_errno(tmp_path):
+    """query --text MISSING: one line naming --text and the path, no '[Errno 2]'."""
+    assert cli("init", "s", cwd=tmp_path).returncode == 0
+    res = cli("query", "s", "--text", "MISSING", cwd=tmp_path)
+    assert res.returncode == 1
+    assert "--text 'MISSING': No such file or directory" in res.stderr
+    assert "Errno" not in res.stderr
