@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..corpus import CorpusSummary, IndexSummary, Interrupted, dedup_corpus, index_corpus
+from ..corpus.api import drop_if_new_and_empty
 from ..corpus.records import BadRecord, check_doc_id
 from ..corpus.sources import (
     _DECOMPRESS_ERRORS,
@@ -155,6 +156,15 @@ def cmd_add(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_index(args: argparse.Namespace, out: Out) -> int:
     new_store = not os.path.exists(args.path)
+    try:
+        return _index(args, out, new_store)
+    except BaseException:
+        if new_store:  # a failed index leaves no empty store behind
+            drop_if_new_and_empty(args.path)
+        raise
+
+
+def _index(args: argparse.Namespace, out: Out, new_store: bool) -> int:
     config = SIGNATURE_CONFIG if args.threshold is not None else None
     k = args.dedup if args.dedup is not None and args.dedup > DEFAULT_K else None
     with open_store(args, create=True, config=config, k=k) as store:
@@ -191,7 +201,7 @@ def cmd_index(args: argparse.Namespace, out: Out) -> int:
             return 130
         except BadInputError as exc:
             raise BadInputError(exc.where, exc.reason + "; nothing was added"
-                                + (" (the new store is empty)" if new_store else "")
+                                + (" (the new store was removed)" if new_store else "")
                                 + " (fix it or use --skip-bad)") from None
         total = len(store)
     _note_skipped(args, s.skipped)

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..exceptions import OutputPathError, SimstoreValueError
+from ..exceptions import OutputPathError, SimstoreError, SimstoreValueError
 from ..search.greedy import Representatives, representative_clusters
 from ..search.similar import check_threshold
 from ..store import DEFAULT_K, SimStore
@@ -182,6 +182,18 @@ def _nearness(match: Any) -> dict[str, Any]:
     return {"distance": int(match.distance)}
 
 
+def drop_if_new_and_empty(path: str) -> None:
+    """Remove the store a failed run created at path, if it holds nothing (no empty store
+    directory stays behind a failure). The caller knows path did not exist before."""
+    try:
+        with SimStore(path, readonly=True) as s:
+            empty = len(s) == 0
+    except SimstoreError:
+        return
+    if empty:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _open_store(store: SimStore | str | os.PathLike[str] | None, k: int | None,
                 threshold: float | None) -> tuple[SimStore, bool, str | None]:
     """(the store, whether it is persistent, a scratch directory to remove)."""
@@ -271,7 +283,10 @@ def _dedup(inputs: list[str], out: Outputs, threshold: float | None, k: int | No
     opts.keep_field = None if keep in KEEP_POLICIES else keep
     summary = CorpusSummary(output=output, removed_report=removed)
     start = time.monotonic()
+    new = (store is not None and not isinstance(store, SimStore)
+           and not os.path.exists(os.fspath(store)))
     handle, persistent, scratch = _open_store(store, k, threshold)
+    ok = False
     try:
         with Inputs(inputs, opts, read.get("stdin")) as inp:
             summary.skipped = inp.skipped
@@ -281,11 +296,14 @@ def _dedup(inputs: list[str], out: Outputs, threshold: float | None, k: int | No
             run = _first if keep == "first" else two_pass
             run(handle, persistent, inp, opts, out.start(kind, opts), summary,
                 Mode(k, threshold), keep, skip_bad, on_bad, progress)
+        ok = True
     finally:
         if not isinstance(store, SimStore):
             handle.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+        if new and not ok:
+            drop_if_new_and_empty(os.fspath(store))  # type: ignore[arg-type]
     summary.seconds = time.monotonic() - start
     return summary
 

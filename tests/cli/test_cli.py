@@ -531,8 +531,7 @@ def test_dedup_corpus_bad_input_writes_nothing(tmp_path, capsys):
                            *extra)
         assert code == 1 and f"{src}:2" in err and "nothing was written" in err
         assert not (tmp_path / "k.jsonl").exists()
-    with simstore.SimStore(tmp_path / "st", readonly=True) as s:
-        assert len(s) == 0
+    assert not (tmp_path / "st").exists()  # the new store it made is gone with it
 
 
 # --------------------------------------------------------------------------- maintenance

@@ -192,3 +192,19 @@ def test_query_text_of_a_missing_file_names_the_flag_not_an_errno(tmp_path):
     assert res.returncode == 1
     assert "--text 'MISSING': No such file or directory" in res.stderr
     assert "Errno" not in res.stderr
+
+
+def test_a_failed_run_into_a_new_store_leaves_no_store_behind(tmp_path):
+    """index NEW bad.jsonl and dedup-corpus --store NEW: exit 1 and no empty store; an existing
+    store stays."""
+    src = write_jsonl(tmp_path / "in.jsonl", DOCS)
+    with open(src, "a", encoding="utf-8") as f:
+        f.write('{"id": null, "text": "x"}\n')
+    res = cli("index", "new.simstore", str(src), cwd=tmp_path)
+    assert res.returncode == 1 and "in.jsonl:31" in res.stderr
+    assert not (tmp_path / "new.simstore").exists()
+    res = cli("dedup-corpus", str(src), "-o", "k.jsonl", "--store", "new2", cwd=tmp_path)
+    assert res.returncode == 1 and not (tmp_path / "new2").exists()
+    assert cli("init", "old", cwd=tmp_path).returncode == 0
+    assert cli("index", "old", str(src), cwd=tmp_path).returncode == 1
+    assert (tmp_path / "old" / "data.mdb").exists()
