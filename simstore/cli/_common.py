@@ -87,6 +87,22 @@ def tsv_id(doc_id: Any) -> str:
     return format_id(doc_id)
 
 
+RELIABLE_THRESHOLD = 0.75  # below it the sketch's Jaccard estimate saturates (docs/quality.md)
+
+
+def warn_low_threshold(args: argparse.Namespace) -> None:
+    """A note on stderr (never in the --json records on stdout) for a --threshold below the
+    range where the sketch's estimate is reliable."""
+    t = getattr(args, "threshold", None)
+    if t is None or t >= RELIABLE_THRESHOLD:
+        return
+    exact = ("; dedup-corpus --exact decides by the exact Jaccard of the texts instead"
+             if args.command == "dedup-corpus" else "")
+    say(args, f"warning: --threshold {t:g} is below {RELIABLE_THRESHOLD}, where the sketch's "
+              "Jaccard estimate is unreliable (README 'Choosing a threshold': use t >= 0.8)"
+              + exact)
+
+
 def progress_of(args: argparse.Namespace) -> Progress:
     return Progress(quiet=bool(getattr(args, "quiet", False)),
                     every=float(getattr(args, "progress_every", 30.0)), prefix=f"{PROG}: ")

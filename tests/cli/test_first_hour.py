@@ -208,3 +208,17 @@ def test_a_failed_run_into_a_new_store_leaves_no_store_behind(tmp_path):
     assert cli("init", "old", cwd=tmp_path).returncode == 0
     assert cli("index", "old", str(src), cwd=tmp_path).returncode == 1
     assert (tmp_path / "old" / "data.mdb").exists()
+
+
+def test_a_threshold_below_the_reliable_range_is_warned_on_stderr_only(tmp_path):
+    """--threshold 0.6: a warning on stderr pointing to --exact; the --json stdout stays pure
+    JSON; 0.8 gets no warning."""
+    src = write_jsonl(tmp_path / "in.jsonl", DOCS)
+    res = cli("--json", "dedup-corpus", str(src), "-o", "k.jsonl", "--threshold", "0.6",
+              cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "warning: --threshold 0.6 is below 0.75" in res.stderr and "--exact" in res.stderr
+    assert [json.loads(line) for line in res.stdout.splitlines()]  # every line is JSON
+    assert "warning" not in res.stdout
+    res = cli("dedup-corpus", str(src), "-o", "k2.jsonl", "--threshold", "0.8", cwd=tmp_path)
+    assert res.returncode == 0 and "warning" not in res.stderr
