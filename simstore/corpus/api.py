@@ -90,7 +90,7 @@ class CorpusSummary:
 
     kept: int = 0  # written to the output: new ones and already_stored ones
     removed: int = 0  # near-duplicates and repeated ids
-    already_stored: int = 0  # kept: the store held their ids before this run
+    already_stored: int = 0  # kept: first occurrences of ids the store already held
     repeated: int = 0  # removed: their id came earlier in this run
     keep_missing: int = 0  # keep=FIELD: documents without a value for it (ranked last)
     bad: int = 0

@@ -27,6 +27,7 @@ from ..store import SimStore
 from ..text.fingerprinting import fingerprints
 from ..text.minhash import signatures
 from .readers import Chunk
+from .seen import SeenIds
 
 NEW, STORED, NEAR, REPEATED = 0, 1, 2, 3
 
@@ -34,7 +35,7 @@ NEW, STORED, NEAR, REPEATED = 0, 1, 2, 3
 @dataclass
 class Decided:
     """What happened to each document of a chunk: NEW, STORED (its id was stored before
-    this run began), REPEATED (its id came earlier in this run) or NEAR.
+    this run met it), REPEATED (its id came earlier in the input) or NEAR.
 
     ``near[i]`` is the nearest stored match (Match / SimilarMatch) of a NEAR document.
     """
@@ -65,59 +66,33 @@ def _items(store: SimStore, texts: list[str]) -> Any:
     return signatures(texts, cfg) if cfg.has_signature else fingerprints(texts, cfg)
 
 
-class StoredBefore:
-    """Which stored ids were stored before this run began, and which of them it has met.
-
-    A document whose id was stored before the run is STORED the first time the run
-    meets it and REPEATED after; one stored by this run is REPEATED. Holds the
-    earlier-stored ids met (a rerun of a whole corpus holds them all).
-    """
-
-    def __init__(self, store: SimStore) -> None:
-        self.store = store
-        self.mark = store.end_position()
-        self.met: set[Any] = set()
-
-    def status(self, doc_id: Any) -> int | None:
-        """STORED, REPEATED, or None when doc_id is not stored."""
-        pos = self.store.position(doc_id)
-        if pos is None:
-            return None
-        if pos >= self.mark or doc_id in self.met:
-            return REPEATED
-        self.met.add(doc_id)
-        return STORED
-
-
 class Stream:
     """Runs chunks through a store (see the module docstring)."""
 
     def __init__(self, store: SimStore, mode: Mode,
                  key_of: Callable[[Chunk], list[Any]] | None = None,
                  track: bool = False) -> None:
-        """track: tell ids stored before the run (STORED) from repeats (REPEATED); else
-        every stored id is STORED."""
+        """track: an id's first occurrence in the run is decided (STORED if the store holds
+        it), later ones are REPEATED, whatever the chunks (:class:`SeenIds`); else ids
+        repeated within a chunk or the one before are REPEATED, stored ones STORED."""
         self.store = store
         self.mode = mode
         self.key_of = key_of or (lambda c: list(c.ids))
-        self.before = StoredBefore(store) if mode.check_stored and track else None
+        self.seen = SeenIds() if mode.check_stored and track else None
 
     def _split(self, chunk: Chunk, keys: list[Any],
                pending: set[Any]) -> tuple[list[int], set, list[int]]:
         """(positions to fingerprint, their keys, every document's status: NEW for those)."""
         fresh, seen = [], set()
         status = [NEW] * len(keys)
-        before, check, store = self.before, self.mode.check_stored, self.store
+        run_seen, check, store = self.seen, self.mode.check_stored, self.store
         for i, key in enumerate(keys):
-            if key in seen or key in pending:
+            if (key in seen or key in pending) if run_seen is None else \
+                    not run_seen.first(key):
                 status[i] = REPEATED
                 continue
-            if before is not None:
-                s = before.status(key)
-            else:
-                s = STORED if check and key in store else None
-            if s is not None:
-                status[i] = s
+            if check and key in store:
+                status[i] = STORED
                 continue
             seen.add(key)
             fresh.append(i)

@@ -3,9 +3,10 @@
 Pass 1 streams the input and keeps only arrays: each document's id, where it
 was read (source index, line), its value (length or field) and, for the
 documents that are candidates, their fingerprints or signatures; with a
-persistent store, documents whose id was stored before the run are kept as they
-are (written, not decided again), a repeated id is removed, and documents near
-a stored one are removed (the stored one was kept earlier). Then
+persistent store, the first occurrence of an id the store holds is kept as it
+is (written, not decided again), later occurrences of any id are removed as
+repeated, and documents near a stored one are removed (the stored one was kept
+earlier). Then
 :func:`simstore.corpus.representative_clusters` picks representatives in
 priority order (largest value first, ties in input order). Pass 2 reads the
 input again and writes the kept documents and the removed report, adding the
@@ -34,13 +35,13 @@ from .ingest import (
     STORED,
     Interrupted,
     Mode,
-    StoredBefore,
     _items,
     count_corpus,
 )
 from .parquet import pyarrow
 from .progress import Progress
 from .readers import Chunk, OnBad, bad_handler, ignore_bad, iter_chunks
+from .seen import SeenIds
 from .sources import Inputs, ReadOptions, Source, open_binary
 from .writers import Outputs
 
@@ -113,8 +114,7 @@ def _first_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOption
             p.parts.append(items[rows])
 
     pending = None
-    before = StoredBefore(store) if persistent else None
-    seen: set[Any] = set()  # ids met in this run (p.ids holds them all anyway)
+    seen = SeenIds()  # a persistent run decides the first occurrence of each id
     try:
         with progress.bar("reading (pass 1 of 2)", inp.total_bytes) as bar:
             docs = 0
@@ -122,12 +122,11 @@ def _first_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOption
                 base = p.add_chunk(c, keep)
                 fresh = []
                 for i, d in enumerate(c.ids):
-                    if before is not None:
-                        st = REPEATED if d in seen else before.status(d)
+                    if persistent:
+                        st = REPEATED if not seen.first(d) else STORED if d in store else None
                         if st is not None:
                             p.status[base + i] = st
                             continue
-                        seen.add(d)
                     fresh.append(i)
                 fut = pool.submit(_items, store, [c.texts[i] for i in fresh])
                 if pending is not None:

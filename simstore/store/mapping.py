@@ -48,23 +48,6 @@ class MappingMethods:
             return None
         return bytes(iid), fp
 
-    def position(self, doc_id: DocId) -> int | None:
-        """Where doc_id stands in insertion order (a larger number: added later), or None.
-
-        With :meth:`end_position` it tells documents stored before a moment from those
-        added since (the corpus workflow's reruns need it).
-        """
-        enc = F.encode_id(doc_id)
-        with self._env.reading() as txn:
-            found = self._lookup(txn, enc)
-        return None if found is None else int.from_bytes(found[0], "big")
-
-    def end_position(self) -> int:
-        """A position no stored document reaches: every later add stands at or after it."""
-        with self._env.reading() as txn:
-            cur = txn.cursor(self._h.docs)
-            return int.from_bytes(cur.key(), "big") + 1 if cur.last() else 0
-
     def __getitem__(self, doc_id: DocId) -> int:
         """The fingerprint of doc_id; KeyError if it is not stored."""
         fp = self.get(doc_id)

@@ -362,3 +362,34 @@ def test_load_json_says_where_once_and_never_raises_anything_but_bad_record():
         load_json("[" * 100_000 + "]" * 100_000)
     with pytest.raises(BadRecord, match="4300 digits"):
         load_json("9" * 5000)
+
+
+def test_seen_ids_equal_a_set_across_merges(monkeypatch):
+    """SeenIds.first answers as a Python set does, str and int ids, across merges."""
+    from simstore.corpus import seen as seen_mod
+
+    monkeypatch.setattr(seen_mod, "_MERGE_AT", 7)
+    rng = np.random.default_rng(5)
+    ids = [f"s{v}" if v % 2 else int(v) for v in rng.integers(0, 300, 2000).tolist()]
+    s, oracle = seen_mod.SeenIds(), set()
+    for d in ids:
+        assert s.first(d) == (d not in oracle)
+        oracle.add(d)
+    assert len(s) == len(oracle)
+
+
+def test_a_repeated_id_is_decided_at_its_first_occurrence_whatever_the_chunks(tmp_path, docs):
+    """With a store, an id's first occurrence is decided and later ones are 'repeated id',
+    for chunks of 1, 7 and 1000 documents: the same kept output each time."""
+    src = tmp_path / "in.jsonl"
+    rows = docs[:40] + [dict(docs[45], id="d3"), dict(docs[50], id="d7")] + docs[40:]
+    _write_jsonl(src, rows)
+    outs = []
+    for chunk in (1, 7, 1000):
+        out, rm = tmp_path / f"k{chunk}.jsonl", tmp_path / f"r{chunk}.jsonl"
+        corpus.dedup_corpus(src, out, rm, threshold=0.8, store=tmp_path / f"s{chunk}",
+                            chunk_docs=chunk)
+        outs.append(out.read_bytes())
+        reasons = {(r["id"], r["source"]): r["reason"] for r in _read_jsonl(rm)}
+        assert reasons[("d3", f"{src}:41")] == reasons[("d7", f"{src}:42")] == "repeated id"
+    assert outs[0] == outs[1] == outs[2]
