@@ -222,3 +222,19 @@ def test_a_threshold_below_the_reliable_range_is_warned_on_stderr_only(tmp_path)
     assert "warning" not in res.stdout
     res = cli("dedup-corpus", str(src), "-o", "k2.jsonl", "--threshold", "0.8", cwd=tmp_path)
     assert res.returncode == 0 and "warning" not in res.stderr
+
+
+def test_the_readme_common_mistakes_print_what_the_readme_says(tmp_path):
+    """Each command of README 'Common mistakes' prints exactly the line shown under it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Common mistakes", 1)[1].split("```console", 1)[1].split("```")[0]
+    lines = [line for line in block.strip().splitlines()]
+    pairs = list(zip(lines[0::2], lines[1::2], strict=True))
+    assert len(pairs) == 3
+    write_jsonl(tmp_path / "crawl.jsonl",
+                [{"url": "https://example.org/a", "text": "one two three four", "score": 3}])
+    (tmp_path / "outdir").mkdir()
+    for command, said in pairs:
+        argv = command.removeprefix("$ simstore-cli ").split("#")[0].split()
+        res = cli(*argv, cwd=tmp_path)
+        assert res.returncode == 1 and res.stderr.strip() == said, (command, res.stderr)
