@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import signal
 import subprocess
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from simstore import SimStore, corpus
+from tools._corpus_kills import write_corpus
 
 CHUNK = 50
 DOCS = 12_000
@@ -28,22 +28,9 @@ _REPO = Path(__file__).resolve().parents[2]  # the checkout (tests/corpus/..)
 
 
 def _corpus(path: Path) -> list[str]:
-    """JSON lines of short texts; 20% are near copies of a recent one (one word changed)."""
-    rng = random.Random(13)
-    words = [f"w{i}" for i in range(20_000)]
-    recent: list[list[str]] = []
-    ids = []
-    with open(path, "w", encoding="utf-8") as f:
-        for i in range(DOCS):
-            if recent and rng.random() < 0.2:
-                text = list(rng.choice(recent))
-                text[rng.randrange(len(text))] = rng.choice(words)
-            else:
-                text = rng.sample(words, 60)
-            recent = (recent + [text])[-200:]
-            ids.append(f"d{i}")
-            f.write(json.dumps({"id": f"d{i}", "text": " ".join(text)}) + "\n")
-    return ids
+    """The stress tool's corpus (20% near copies of a recent text, 1% repeated ids); its ids."""
+    write_corpus(str(path), DOCS, 13)
+    return _ids(path)
 
 
 def _ids(path: Path) -> list[str]:
@@ -70,10 +57,10 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "simstore", "--progress-every", "0.02", "dedup-corpus", *args]
 
 
-def _whole(src: Path, tmp_path: Path) -> list[str]:
-    """The kept ids of one uninterrupted run (the oracle of every rerun)."""
-    whole = tmp_path / "whole.jsonl"
-    corpus.dedup_corpus([str(src)], str(whole), threshold=0.9)
+def _whole(src: Path, tmp_path: Path, keep: str = "first") -> list[str]:
+    """The kept ids of one uninterrupted run into a fresh store (the oracle of every rerun)."""
+    whole = tmp_path / f"whole-{keep}.jsonl"
+    corpus.dedup_corpus(src, whole, threshold=0.9, keep=keep, store=tmp_path / f"ref-{keep}")
     return _ids(whole)
 
 
@@ -122,7 +109,7 @@ def test_ctrl_c_keeps_whole_chunks_and_the_same_command_finishes(tmp_path):
     assert f"({len(stored):,} already in the store from an earlier run, " \
            f"{len(want) - len(stored):,} new)" in res.stdout
     assert {json.loads(line)["reason"] for line in removed.read_text().splitlines()} == \
-        {"near-duplicate"}
+        {"near-duplicate", "repeated id"}
     assert len(removed.read_text().splitlines()) == DOCS - len(want)
     with SimStore(store, readonly=True) as s:
         assert set(s.doc_ids()) == set(want)
@@ -162,6 +149,7 @@ def test_ctrl_c_while_a_chunk_commits_is_held_until_it_is_counted(tmp_path, stor
             assert len(s) == summary.kept
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", ["first", "longest"])
 def test_kill_9_then_the_same_command_loses_no_document(tmp_path, keep):
     """kill -9 of dedup-corpus --store once chunks are committed: the same command run again
@@ -189,13 +177,12 @@ def test_kill_9_then_the_same_command_loses_no_document(tmp_path, keep):
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path,
                          timeout=120)
     assert res.returncode == 0, res.stderr
-    whole = tmp_path / "whole.jsonl"
-    corpus.dedup_corpus([str(src)], str(whole), threshold=0.9, keep=keep)
-    assert _ids(kept) == _ids(whole)
+    want = _whole(src, tmp_path, keep)
+    assert _ids(kept) == want
     assert _leftovers(tmp_path) == []
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path,
                            timeout=120)  # a third run over a finished job: the same output
-    assert again.returncode == 0 and _ids(kept) == _ids(whole)
-    n = len(_ids(whole))
+    assert again.returncode == 0 and _ids(kept) == want
+    n = len(want)
     assert f"kept {n} of {DOCS} documents" in again.stdout
     assert f"({n:,} already in the store from an earlier run, 0 new)" in again.stdout
