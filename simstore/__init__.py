@@ -24,6 +24,7 @@ from .exceptions import (
     NativeModuleError,
     NotAStoreError,
     NotSimilarityStoreError,
+    OutputPathError,
     ReadOnlyError,
     SimstoreError,
     SimstoreTypeError,
@@ -32,6 +33,7 @@ from .exceptions import (
     StoreClosedError,
     StoreError,
     StoreInUseError,
+    VerifyTimeoutError,
 )
 from .search import (
     Layout,
@@ -86,6 +88,8 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StoreInUseError",
+    "VerifyTimeoutError",
+    "OutputPathError",
     "plan",
     "Pairs",
     "clusters",

@@ -7,6 +7,7 @@ exception whose message names the argument and says what is allowed.
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,6 +28,16 @@ MAX_K = 16
 
 def _type_name(value: Any) -> str:
     return type(value).__name__
+
+
+def check_path(value: Any, name: str) -> str:
+    """A file-system path as str: a str, bytes (decoded as the OS does) or os.PathLike."""
+    try:
+        return os.fsdecode(value)
+    except TypeError:
+        raise SimstoreTypeError(
+            f"{name!r} must be a str, bytes or os.PathLike (got {_type_name(value)})"
+        ) from None
 
 
 def check_fingerprint(value: Any, name: str = "fp") -> int:

@@ -88,3 +88,13 @@ class CorruptStoreError(StoreError):
 class NotSimilarityStoreError(StoreError):
     """A similarity call on a store that keeps fingerprints only (index it again with
     signatures)."""
+
+
+class OutputPathError(SimstoreValueError):
+    """An output path cannot be written (a directory, a missing or unwritable folder, an
+    input); raised before any input is read."""
+
+
+class VerifyTimeoutError(StoreError, TimeoutError):
+    """verify() ran past its time limit and was stopped; the store was not found damaged
+    (give a longer timeout)."""

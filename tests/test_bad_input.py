@@ -148,8 +148,19 @@ def test_bad_open_options_are_refused_before_touching_disk(tmp_path, label, kwar
 @pytest.mark.parametrize("path", [5, None, 1.5])
 def test_path_of_the_wrong_type_is_a_type_error(path) -> None:
     """SimStore(path) with a non-path raises SimstoreTypeError naming 'path'."""
-    with pytest.raises(SimstoreTypeError, match="'path' must be a str or os.PathLike"):
+    with pytest.raises(SimstoreTypeError, match="'path' must be a str, bytes or os.PathLike"):
         SimStore(path)
+
+
+def test_bytes_paths_open_the_same_store_as_str_paths(tmp_path) -> None:
+    """SimStore(b"path") and compact(b"dest") work as their str forms do (os.fsdecode)."""
+    path = os.fsencode(str(tmp_path / "s"))
+    with SimStore(path) as s:
+        s.add("a", 7)
+        assert s.path == str(tmp_path / "s")
+        s.compact(os.fsencode(str(tmp_path / "c")))
+    with SimStore(str(tmp_path / "c"), readonly=True) as c:
+        assert c.get("a") == 7
 
 
 def test_path_that_is_a_file_is_not_a_store(tmp_path) -> None:

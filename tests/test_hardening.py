@@ -40,64 +40,128 @@ def test_dropped_handles_release_their_lock_file(tmp_path) -> None:
         assert s.rebuild()["count"] == 100 and s.verify() == []
 
 
-def test_fork_while_another_thread_is_inside_a_call_does_not_hang_the_child(tmp_path) -> None:
-    """A thread holds the handle (mid-call) as the process forks: the child still reads."""
-    with SimStore(tmp_path / "s") as s:
-        s.add("a", 7)
-        inside, release = threading.Event(), threading.Event()
-
-        def busy() -> None:
-            with s._env.lock:  # what a long call (a bulk add) holds
-                inside.set()
-                release.wait(10)
-
-        t = threading.Thread(target=busy)
-        t.start()
-        inside.wait(5)
-        pid = os.fork()
-        if pid == 0:  # child: must answer, not wait on the parent's thread's lock
-            signal.alarm(20)
-            try:
-                ok = [m.doc_id for m in s.query(7, 0)] == ["a"]
-                s.add("child", 8)
-                os._exit(0 if ok else 3)
-            except BaseException:
-                os._exit(4)
-        release.set()
-        t.join()
-        _, status = os.waitpid(pid, 0)
-        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
-        assert s.get("child") == 8
+def _fork_child(body) -> int:
+    """Fork; the child runs body() under a 20 s alarm (exit 0 if it returns True); the
+    child's exit code (or -signal) in the parent."""
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)
+        try:
+            os._exit(0 if body() else 3)
+        except StoreError as exc:
+            os._exit(5 if "fork()" in str(exc) else 6)
+        except BaseException:
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
 
 
-def test_fork_during_a_batch_in_another_thread_is_refused_in_the_child(tmp_path) -> None:
-    """A fork while a thread is inside batch(): the child gets StoreInUseError, never hangs."""
-    with SimStore(tmp_path / "s") as s:
-        inside, release = threading.Event(), threading.Event()
+def _hold(s, seconds: float, batch: bool):
+    """A thread inside a store call (holding the handle, or inside batch()) for `seconds`."""
+    inside = threading.Event()
 
-        def batching() -> None:
+    def busy() -> None:
+        if batch:
             with s.batch():
                 s.add("x", 1)
                 inside.set()
-                release.wait(10)
+                time.sleep(seconds)
+        else:
+            with s._env.lock:  # what a long call (a bulk add) holds
+                inside.set()
+                time.sleep(seconds)
 
-        t = threading.Thread(target=batching)
-        t.start()
-        inside.wait(5)
-        pid = os.fork()
-        if pid == 0:
-            signal.alarm(20)
-            try:
-                s.add("child", 2)
-                os._exit(3)
-            except StoreError as exc:
-                os._exit(0 if "batch()" in str(exc) else 5)
-            except BaseException:
-                os._exit(4)
-        release.set()
+    t = threading.Thread(target=busy)
+    t.start()
+    inside.wait(5)
+    return t
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_fork_waits_for_a_call_in_flight_then_the_child_opens_its_own(tmp_path, batch) -> None:
+    """A thread is inside a call (or a batch) as the process forks: fork waits for it to end,
+    and the child reads and writes through its own environment."""
+    with SimStore(tmp_path / "s") as s:
+        s.add("a", 7)
+        t = _hold(s, 0.3, batch)
+        code = _fork_child(lambda: [m.doc_id for m in s.query(7, 0)] == ["a"]
+                           and s.add("child", 8) is None)
         t.join()
-        _, status = os.waitpid(pid, 0)
-        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+        assert code == 0
+        assert s.get("child") == 8 and (not batch or s.get("x") == 1)
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_fork_during_a_call_longer_than_the_wait_is_refused_in_the_child(tmp_path, monkeypatch,
+                                                                         batch) -> None:
+    """A call in flight that outlasts FORK_WAIT: the child's use of the handle raises
+    StoreInUseError naming fork(), at once (never a hang); the parent goes on."""
+    from simstore.store import forks
+
+    monkeypatch.setattr(forks, "FORK_WAIT", 0.1)
+    with SimStore(tmp_path / "s") as s:
+        s.add("a", 7)
+        t = _hold(s, 1.0, batch)
+        start = time.monotonic()
+        code = _fork_child(lambda: s.query(7, 0) is not None)
+        assert code == 5 and time.monotonic() - start < 1.0
+        t.join()
+        s.add("after", 9)
+        assert s.get("after") == 9 and s.verify() == []
+
+
+_BUSY_FORKS = """
+import os, sys, threading, time
+import numpy as np
+from simstore import SimStore
+s = SimStore(sys.argv[1], durable=False)
+s.add("a", 7)
+stop = threading.Event()
+def writer():
+    n = 0
+    while not stop.is_set():
+        s.add_many([f"w{n}-{i}" for i in range(2000)],
+                   np.arange(n * 2000 + 100, n * 2000 + 2100, dtype=np.uint64) * 7919)
+        n += 1
+def reader():
+    while not stop.is_set():
+        s.query(7, 0)
+threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+for t in threads:
+    t.start()
+time.sleep(0.2)
+kids = []
+for k in range(5):
+    time.sleep(0.05)
+    pid = os.fork()
+    if pid == 0:
+        import signal
+        signal.alarm(20)
+        ok = [m.doc_id for m in s.query(7, 0)] == ["a"]
+        s.add(f"child{k}", 8 + k)
+        sys.exit(0 if ok else 3)  # a normal exit: the interpreter's shutdown runs too
+    kids.append(pid)
+codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in kids]
+stop.set()
+for t in threads:
+    t.join()
+print(codes, s.verify(), sum(f"child{k}" in s for k in range(5)))
+"""
+
+
+def test_fork_while_threads_write_and_read_children_never_hang(tmp_path) -> None:
+    """A real process: two threads inside add_many/query in a loop, five forks; every child
+    answers, writes through its own environment and exits; the store verifies."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, "-c", _BUSY_FORKS, str(tmp_path / "s")],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[0] == "[0, 0, 0, 0, 0] [] 5", res.stdout
 
 
 def _leftovers(tmp_path) -> list[str]:

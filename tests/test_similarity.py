@@ -197,14 +197,20 @@ def test_bad_similarity_input_is_refused_and_stores_nothing(tmp_path, sim_store)
     with pytest.raises(InvalidConfigError, match="threshold"):
         find_similar(simstore.signatures(["x"]), 0)
     with SimStore(tmp_path / "plain") as plain:
-        plain.add("p", good)  # a Hamming store takes a signature's fingerprint
+        with pytest.raises(SimstoreTypeError, match="keeps fingerprints only.*SIGNATURE_CONFIG"):
+            plain.add("p", good)  # its sketch would be dropped without a word
+        with pytest.raises(SimstoreTypeError, match="not Signatures"):
+            plain.add_many(["p"], simstore.signatures(["x"]))
+        plain.add("p", good.fingerprint)
         assert plain["p"] == good.fingerprint
         with pytest.raises(NotSimilarityStoreError, match="indexed again with signatures"):
             plain.similar(good)
         with pytest.raises(NotSimilarityStoreError):
             list(plain.similar_pairs())
         with pytest.raises(InvalidConfigError, match="threshold"):
-            plain.add_if_new("q", good, threshold=0.9)
+            plain.add_if_new("q", good.fingerprint, threshold=0.9)
+        with pytest.raises(SimstoreTypeError, match="keeps fingerprints only"):
+            plain.add_if_new("q", good)
 
 
 def test_store_similar_pairs_equal_batch_find_similar(sim_store):

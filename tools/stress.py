@@ -22,6 +22,10 @@ kill instants depend on the machine's speed, not only on the seed).
   where open() or verify() killed the process, hung or let a non-simstore
   exception out (queries crashing on damage are counted apart). See
   ``tools/_damage.py`` and docs/errors.md.
+* ``corpus-kills``: ``dedup-corpus --store`` (keep first, longest) and ``index
+  --threshold`` killed with SIGKILL at random instants, run again until one run
+  finishes: its kept output must equal an uninterrupted run's, line for line
+  (the store's ids for ``index``). See ``tools/_corpus_kills.py``.
 
 The suite (tests/store/test_crash.py) runs a short, bounded version of ``kills``
 through :func:`crash_round`; ``--kills 1000`` is the long run.
@@ -55,7 +59,8 @@ from simstore.store.check.lmdbfile import read_metas
 from simstore.store.check.pages import FileCheck
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _damage  # noqa: E402  (sibling helper, found through the path set above)
+import _corpus_kills  # noqa: E402  (sibling helpers, found through the path set above)
+import _damage  # noqa: E402
 
 OPS = ("add", "add_many", "remove", "rebuild", "compact", "churn")
 PRELOAD = 3000
@@ -512,6 +517,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     p.add_argument("--keep", action="store_true",
                    help="keep the damaged copies of failed and silently changed cases")
+    p = sub.add_parser("corpus-kills",
+                       help="kill dedup-corpus --store / index runs; the rerun must finish")
+    p.add_argument("--rounds", type=int, default=30, help="rounds (default 30)")
+    p.add_argument("--kinds", default=",".join(_corpus_kills.KINDS),
+                   help=f"comma-separated subset of {_corpus_kills.KINDS}")
+    p.add_argument("--docs", type=int, default=6000, help="documents per corpus (default 6000)")
+    p.add_argument("--max-kills", type=int, default=3, help="kills per round, 1 to this")
+    p.add_argument("--max-delay", type=float, default=1.5,
+                   help="kill within this many seconds of a run starting (default 1.5)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     p = sub.add_parser("worker", help="internal: the writer child that kills starts")
     p.add_argument("store")
     p.add_argument("op", choices=OPS)
@@ -582,6 +598,24 @@ def _cmd_damage(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     return 1 if figures["failures"] else 0
 
 
+def _cmd_corpus_kills(args: argparse.Namespace) -> int:
+    kinds = tuple(args.kinds.split(","))
+    if set(kinds) - set(_corpus_kills.KINDS):
+        print(f"stress.py corpus-kills: choose kinds from {_corpus_kills.KINDS}",
+              file=sys.stderr)
+        return 2
+    root = args.dir or tempfile.mkdtemp(prefix="simstore-corpus-kills-")
+    os.makedirs(root, exist_ok=True)
+    t0 = time.monotonic()
+    failed, kills = _corpus_kills.run(args.rounds, args.seed, root, args.docs, args.max_kills,
+                                      args.max_delay, kinds)
+    print(f"{args.rounds} rounds, {kills} kills mid-run, {failed} failed rounds, "
+          f"{time.monotonic() - t0:.0f} s")
+    if not args.dir:
+        shutil.rmtree(root, ignore_errors=True)
+    return 1 if failed else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the stress tool; returns the exit code (0: every check passed)."""
     args = build_parser().parse_args(argv)
@@ -592,6 +626,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_kills(args)
     if args.command == "damage":
         return _cmd_damage(args, argv)
+    if args.command == "corpus-kills":
+        return _cmd_corpus_kills(args)
     return _cmd_ops(args)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from ..corpus.parquet import MissingDependencyError
 from ..exceptions import SimstoreError
-from ._common import PROG, CliError, Out, UsageError
+from ._common import PROG, CliError, Out, UsageError, warn_low_threshold
 from ._parser import build_parser
 
 __all__ = ["main", "build_parser"]
@@ -33,11 +33,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "sketch_bits", None):
         args.similarity = True
+    warn_low_threshold(args)
     out = Out(as_json=bool(getattr(args, "json", False)),
               int_fps=bool(getattr(args, "int_fps", False)),
               path=getattr(args, "output", None) if args.command != "dedup-corpus" else None)
     ok = False
     try:
+        out.open()  # -o FILE is checked (and its temporary made) before any work
         code = int(args.func(args, out))
         ok = code == 0
         return code

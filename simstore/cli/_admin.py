@@ -47,7 +47,7 @@ def cmd_stats(args: argparse.Namespace, out: Out) -> int:
 def cmd_verify(args: argparse.Namespace, out: Out) -> int:
     with open_store(args, readonly=True) as store, \
             progress_of(args).step(f"verifying {args.path}"):
-        problems = store.verify()
+        problems = store.verify(timeout=args.timeout)
         n = len(store)
     if problems:
         for p in problems:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
 from dataclasses import replace
 from typing import IO, Any
 
+from .._files import TempFile
 from ..corpus.progress import Progress
-from ..corpus.writers import Output
 from ..exceptions import SimstoreError
 from ..search.similar import check_threshold
 from ..store import SimStore
@@ -31,24 +32,31 @@ class UsageError(Exception):
 class Out:
     """Records to stdout or to -o FILE: human lines (TSV), or JSON lines with --json.
 
-    A FILE is opened on the first record, under a temporary name, and renamed
-    into place by close(True); a failed command leaves no file behind.
+    A FILE is created under a temporary name when the command starts (:meth:`open`:
+    a path that cannot be written is refused before any work) and renamed into
+    place by close(True); a failed command leaves no file behind.
     """
 
     def __init__(self, as_json: bool, int_fps: bool = False, path: str | None = None) -> None:
         self.as_json, self.int_fps = as_json, int_fps
         self.path = None if path in (None, "-") else path
-        self._output: Output | None = None
+        self._output: TempFile | None = None
         self._stream: IO[str] | None = None
+
+    def open(self) -> TempFile | None:
+        """Create -o FILE's temporary now (None for stdout)."""
+        if self.path is not None and self._output is None:
+            self._output = TempFile(self.path, "-o")
+        return self._output
 
     @property
     def stream(self) -> IO[str]:
         if self._stream is None:
-            if self.path is None:
+            output = self.open()
+            if output is None:
                 self._stream = sys.stdout
             else:
-                self._output = Output(self.path)
-                self._stream = open(self._output.tmp, "w", encoding="utf-8")  # noqa: SIM115
+                self._stream = io.TextIOWrapper(output.file, encoding="utf-8")
         return self._stream
 
     def fp(self, fp: int) -> Any:
@@ -59,14 +67,15 @@ class Out:
         self.stream.write((json.dumps(obj, ensure_ascii=False) if self.as_json else human) + "\n")
 
     def close(self, ok: bool) -> None:
-        if self._output is not None:
-            assert self._stream is not None
-            self._stream.close()
+        output, self._output = self._output, None
+        if output is not None:
+            if self._stream is not None:
+                self._stream.flush()
+                self._stream.detach()  # the TempFile closes its file
             if ok:
-                self._output.commit()
+                output.commit()
             else:
-                self._output.discard()
-            self._output = None
+                output.discard()
         self._stream = None
 
 
@@ -76,6 +85,22 @@ def fp_hex(fp: int) -> str:
 
 def tsv_id(doc_id: Any) -> str:
     return format_id(doc_id)
+
+
+RELIABLE_THRESHOLD = 0.75  # below it the sketch's Jaccard estimate saturates (docs/quality.md)
+
+
+def warn_low_threshold(args: argparse.Namespace) -> None:
+    """A note on stderr (never in the --json records on stdout) for a --threshold below the
+    range where the sketch's estimate is reliable."""
+    t = getattr(args, "threshold", None)
+    if t is None or t >= RELIABLE_THRESHOLD:
+        return
+    exact = ("; dedup-corpus --exact decides by the exact Jaccard of the texts instead"
+             if args.command == "dedup-corpus" else "")
+    say(args, f"warning: --threshold {t:g} is below {RELIABLE_THRESHOLD}, where the sketch's "
+              "Jaccard estimate is unreliable (README 'Choosing a threshold': use t >= 0.8)"
+              + exact)
 
 
 def progress_of(args: argparse.Namespace) -> Progress:

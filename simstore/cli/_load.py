@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..corpus import CorpusSummary, IndexSummary, Interrupted, dedup_corpus, index_corpus
+from ..corpus.api import drop_if_new_and_empty
 from ..corpus.records import BadRecord, check_doc_id
 from ..corpus.sources import (
     _DECOMPRESS_ERRORS,
@@ -155,6 +156,15 @@ def cmd_add(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_index(args: argparse.Namespace, out: Out) -> int:
     new_store = not os.path.exists(args.path)
+    try:
+        return _index(args, out, new_store)
+    except BaseException:
+        if new_store:  # a failed index leaves no empty store behind
+            drop_if_new_and_empty(args.path)
+        raise
+
+
+def _index(args: argparse.Namespace, out: Out, new_store: bool) -> int:
     config = SIGNATURE_CONFIG if args.threshold is not None else None
     k = args.dedup if args.dedup is not None and args.dedup > DEFAULT_K else None
     with open_store(args, create=True, config=config, k=k) as store:
@@ -191,7 +201,7 @@ def cmd_index(args: argparse.Namespace, out: Out) -> int:
             return 130
         except BadInputError as exc:
             raise BadInputError(exc.where, exc.reason + "; nothing was added"
-                                + (" (the new store is empty)" if new_store else "")
+                                + (" (the new store was removed)" if new_store else "")
                                 + " (fix it or use --skip-bad)") from None
         total = len(store)
     _note_skipped(args, s.skipped)
@@ -220,10 +230,11 @@ def cmd_dedup_corpus(args: argparse.Namespace, out: Out) -> int:
         done = exc.summary
         assert isinstance(done, CorpusSummary)
         if args.store:
-            print(f"{PROG}: interrupted; {done.documents} documents committed to {args.store}"
+            print(f"{PROG}: interrupted; {done.documents:,} documents committed to {args.store}"
                   + (f" (through {done.last})" if done.last else "")
-                  + f"; {args.output} holds their {done.kept} kept documents. Run again with a "
-                  "new -o to go on: stored ids count as already stored.", file=sys.stderr)
+                  + f"; nothing was written to {args.output}. Run the same command again to "
+                  "finish: documents the store already holds are written to the kept output "
+                  "again, none is lost.", file=sys.stderr)
         else:
             print(f"{PROG}: interrupted; nothing was written", file=sys.stderr)
         return 130
@@ -236,10 +247,14 @@ def cmd_dedup_corpus(args: argparse.Namespace, out: Out) -> int:
         f"estimated Jaccard >= {args.threshold if args.threshold is not None else 0.9}"
     out.record(
         s.as_dict(),
-        f"kept {s.kept} of {s.documents} documents -> {s.output}; removed {s.removed} "
-        f"near-duplicates ({how})"
-        + (f", {s.already_stored} already stored" if s.already_stored else "")
+        f"kept {s.kept} of {s.documents} documents -> {s.output}"
+        + (f" ({s.already_stored:,} already in the store from an earlier run, "
+           f"{s.kept - s.already_stored:,} new)" if args.store else "")
+        + f"; removed {s.removed - s.repeated} near-duplicates ({how})"
+        + (f" and {s.repeated} repeated ids" if s.repeated else "")
         + (f", {s.bad} bad records skipped" if s.bad else "")
+        + (f"; {s.keep_missing} documents have no {args.keep!r} value (ranked last)"
+           if s.keep_missing else "")
         + (f"; report: {s.removed_report}" if s.removed_report else ""),
     )
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import textwrap
 from typing import Any
 
@@ -118,10 +119,39 @@ INPUT_HELP = ("text files, directories (walked; binary files, symlinks left out)
               ".ndjson (.gz .bz2 .xz), .parquet, or - for JSON lines on stdin")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class CliParser(argparse.ArgumentParser):
+    """The top-level parser; knows each command's parser, to refuse unknown options there."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """As argparse's, but an unknown option is reported by its command's parser (its
+        usage, not the top-level one) with the closest option it has."""
+        ns, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = getattr(ns, "command", None)
+            (self.commands.get(command) or self).error(unknown_options(
+                self.commands.get(command) or self, extra))
+        return ns
+
+
+def unknown_options(parser: argparse.ArgumentParser, extra: list[str]) -> str:
+    """'unrecognized arguments: …', with 'did you mean --x?' for the first mistyped option."""
+    text = f"unrecognized arguments: {' '.join(extra)}"
+    flags = [o for a in parser._actions for o in a.option_strings]  # noqa: SLF001
+    for word in extra:
+        if word.startswith("-"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], flags, n=1, cutoff=0.6)
+            if close:
+                return f"{text} (did you mean {close[0]}?)"
+    return text
+
+
+def build_parser() -> CliParser:
     """The argparse parser of simstore-cli."""
-    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=Formatter)
+    parser = CliParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=Formatter)
+    parser.commands = {}
     parser.add_argument("--version", action="version",
                         version=f"%(prog)s (simstore) {__version__}")
     parser.add_argument("--json", action="store_true", help="print JSON lines")
@@ -136,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         text = help_ + ("\n\n" + textwrap.fill(more, 79) if more else "")
         p = sub.add_parser(name, help=help_, description=text,
                            epilog=epilog, formatter_class=Formatter)
+        parser.commands[name] = p
         _common(p)
         p.set_defaults(func=func)
         return p
@@ -244,8 +275,11 @@ def build_parser() -> argparse.ArgumentParser:
             "Parquet rows (a .parquet output, or all inputs Parquet), text files as "
             "{id, text} lines. The removed report has one JSON line per removed document: "
             "id, source (file:line), kept (the representative), jaccard or distance. With "
-            "--store the run is incremental: documents stored by earlier runs count as kept, "
-            "new near-duplicates of them are removed, kept documents are added.")
+            "--store the run is incremental: documents whose id the store already holds are "
+            "kept (written again, not decided again), new near-duplicates of stored ones are "
+            "removed, new kept ones are added. So the same command run again after an "
+            "interruption (Ctrl-C, kill) finishes the job: its output is the whole kept "
+            "corpus.")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help=INPUT_HELP)
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="kept documents (.jsonl, .jsonl.gz/.bz2/.xz or .parquet)")
@@ -261,8 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a store remembering kept documents across runs (created if missing)")
     p.add_argument("--keep", default="first", metavar="first|longest|FIELD",
                    help="which document of a group stays: the first read (one pass), the "
-                   "longest text, or the largest value of a numeric FIELD (two passes, "
-                   "~2 KB of memory per document at the peak)")
+                   "longest text (in characters, not bytes), or the largest value of a numeric "
+                   "FIELD (records without it rank last and are counted; a FIELD no record "
+                   "has is an error) (two passes, ~2 KB of memory per document at the peak)")
     _inputs(p)
 
     sub.add_parser(
@@ -295,8 +330,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="documents expected (default: keep the header sizes)")
 
     p = add("verify", cmd_verify, "check every invariant; exit 1 with a report if any fails",
-            _examples("verify pages.simstore"))
+            _examples("verify pages.simstore", "verify big.simstore --timeout 3600"))
     p.add_argument("path")
+    p.add_argument("--timeout", type=seconds_arg, default=None, metavar="SECONDS",
+                   help="stop the check after this much CPU time (default: 120 s + 1 s per "
+                   "4 MB of the store's file)")
 
     p = add("stats", cmd_stats, "counts, layout and sizes", _examples("stats pages.simstore"))
     p.add_argument("path")

@@ -42,8 +42,11 @@ def _fp_arg(text: str) -> int:
 def _read_text(path: str) -> str:
     if path == "-":
         return sys.stdin.buffer.read().decode("utf-8", "replace")
-    with open(path, "rb") as fh:
-        return fh.read().decode("utf-8", "replace")
+    try:
+        with open(path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+    except OSError as exc:
+        raise CliError(f"--text {path!r}: {exc.strerror or exc}") from None
 
 
 def cmd_query(args: argparse.Namespace, out: Out) -> int:
@@ -211,17 +214,12 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
         if out.path is None:
             raise UsageError("--format parquet writes a file: give -o FILE")
         from ..corpus.parquet import write_items
-        from ..corpus.writers import Output
 
-        target = Output(out.path)
-        try:
-            with open_store(args, readonly=True) as store:
-                with progress_of(args).bar("exporting", len(store), unit="docs") as bar:
-                    write_items(store.items(), target.tmp, bar.update)
-        except BaseException:
-            target.discard()
-            raise
-        target.commit()
+        target = out.open()
+        assert target is not None
+        with open_store(args, readonly=True) as store:
+            with progress_of(args).bar("exporting", len(store), unit="docs") as bar:
+                write_items(store.items(), target.file, bar.update)  # type: ignore[arg-type]
         return 0
     with open_store(args, readonly=True) as store:
         n = len(store)

@@ -12,8 +12,9 @@ refused rather than silently changed.
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from ..corpus.records import BadRecord, load_json
 
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _UNESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
@@ -86,9 +87,9 @@ def parse_record(line: str, int_ids: bool) -> tuple[Any, int]:
     """One ``id<TAB>fp`` TSV line or ``{"id": .., "fp": ..}`` JSON line."""
     if line.lstrip().startswith("{"):
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+            obj = load_json(line)
+        except BadRecord as exc:
+            raise ValueError(str(exc)) from None
         if not isinstance(obj, dict) or "id" not in obj or "fp" not in obj:
             raise ValueError('a JSON line needs "id" and "fp" fields')
         fp = obj["fp"]

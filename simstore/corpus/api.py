@@ -12,7 +12,10 @@ by default, 250 for :func:`dedup_corpus`'s private store; at most ~16 MB of text
 - :func:`dedup_corpus` writes the kept documents (in their input's format) and
   a report of the removed ones, each naming its kept representative and how
   near it is. Through a persistent ``store`` it is incremental: documents
-  stored by earlier runs count as kept, and new near-duplicates of them go.
+  whose id the store held before the run are kept (written out again, not
+  decided again), new near-duplicates of stored ones go. So the same call
+  run again after an interruption (Ctrl-C, kill -9) writes the whole kept
+  corpus: none is lost, none written twice.
 - :func:`representative_clusters`: clusters that do not chain (pure, arrays).
 - :func:`to_arrow`: a store's (id, fp) as a pyarrow Table.
 
@@ -32,17 +35,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..exceptions import SimstoreValueError
+from ..exceptions import OutputPathError, SimstoreError, SimstoreValueError
 from ..search.greedy import Representatives, representative_clusters
 from ..search.similar import check_threshold
 from ..store import DEFAULT_K, SimStore
 from ..text.fingerprinting import SIGNATURE_CONFIG
-from .ingest import NEAR, NEW, Decided, Interrupted, Mode, Stream, count_corpus
+from .ingest import NEAR, NEW, REPEATED, STORED, Decided, Interrupted, Mode, Stream, count_corpus
 from .parquet import MissingDependencyError, store_table
 from .progress import SILENT, Progress
 from .readers import Chunk, bad_handler, check_all, iter_chunks
 from .sources import BadInputError, Inputs, ReadOptions, Skipped
-from .twopass import two_pass
+from .twopass import check_keep_inputs, two_pass
 from .writers import Outputs, output_kind
 
 __all__ = [
@@ -85,9 +88,11 @@ class IndexSummary:
 class CorpusSummary:
     """What :func:`dedup_corpus` did."""
 
-    kept: int = 0
-    removed: int = 0
-    already_stored: int = 0
+    kept: int = 0  # written to the output: new ones and already_stored ones
+    removed: int = 0  # near-duplicates and repeated ids
+    already_stored: int = 0  # kept: first occurrences of ids the store already held
+    repeated: int = 0  # removed: their id came earlier in this run
+    keep_missing: int = 0  # keep=FIELD: documents without a value for it (ranked last)
     bad: int = 0
     skipped: Skipped = field(default_factory=Skipped)
     documents: int = 0
@@ -98,7 +103,9 @@ class CorpusSummary:
     last: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kept": self.kept, "removed": self.removed, "already_stored": self.already_stored,
+        return {"kept": self.kept, "removed": self.removed, "new": self.kept - self.already_stored,
+                "already_stored": self.already_stored, "repeated_ids": self.repeated,
+                "keep_field_missing": self.keep_missing,
                 "bad_records": self.bad, "skipped_files": self.skipped.total(),
                 "documents": self.documents, "bytes": self.bytes,
                 "seconds": round(self.seconds, 3), "output": self.output,
@@ -175,6 +182,18 @@ def _nearness(match: Any) -> dict[str, Any]:
     return {"distance": int(match.distance)}
 
 
+def drop_if_new_and_empty(path: str) -> None:
+    """Remove the store a failed run created at path, if it holds nothing (no empty store
+    directory stays behind a failure). The caller knows path did not exist before."""
+    try:
+        with SimStore(path, readonly=True) as s:
+            empty = len(s) == 0
+    except SimstoreError:
+        return
+    if empty:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _open_store(store: SimStore | str | os.PathLike[str] | None, k: int | None,
                 threshold: float | None) -> tuple[SimStore, bool, str | None]:
     """(the store, whether it is persistent, a scratch directory to remove)."""
@@ -204,7 +223,8 @@ def _open_store(store: SimStore | str | os.PathLike[str] | None, k: int | None,
 
 
 def dedup_corpus(
-    inputs: Sequence[str], output: str, removed: str | None = None, *,
+    inputs: Sequence[str] | str | os.PathLike[str], output: str | os.PathLike[str],
+    removed: str | os.PathLike[str] | None = None, *,
     threshold: float | None = None, k: int | None = None,
     store: SimStore | str | os.PathLike[str] | None = None, keep: str = "first",
     skip_bad: bool = False, on_bad: Callable[[str, str], None] | None = None,
@@ -220,10 +240,10 @@ def dedup_corpus(
     and the batch pair search; never the texts). Output format:
     Parquet for a ``.parquet`` output or all-Parquet inputs, else JSON lines
     (input lines copied as they are; text files as {id, text}). ``removed``: a
-    JSON line per removed document. Outputs appear complete or not at all,
-    except after Ctrl-C with a persistent store, where they hold exactly the
-    committed chunks (the store has them too; Ctrl-C waits for the chunk in
-    flight). keep="first" decides each chunk with one ``add_if_new_many`` call;
+    JSON line per removed document. Outputs appear complete or not at all;
+    after Ctrl-C a persistent store keeps the committed chunks (Ctrl-C waits
+    for the chunk in flight) and the same call again finishes the job (see the
+    module docstring). keep="first" decides each chunk with one ``add_if_new_many`` call;
     without ``store`` it commits chunks of ``chunk_docs`` = 250 unless given
     (SCRATCH_CHUNK_DOCS: less memory, see docs/benchmarks.md "Corpus").
     """
@@ -234,42 +254,72 @@ def dedup_corpus(
     if not isinstance(keep, str) or not keep:
         raise SimstoreValueError("'keep' must be 'first', 'longest' or a field name")
     progress = progress or SILENT
+    inputs = _input_list(inputs)
+    output = os.fspath(output)
+    removed = None if removed is None else os.fspath(removed)
     _check_outputs(inputs, output, removed)
+    out = Outputs(output, removed)  # every output path checked before any input is read
+    try:
+        return _dedup(inputs, out, threshold, k, store, keep, skip_bad, on_bad, progress, read)
+    finally:
+        out.close(False)  # a failure anywhere: no temporary stays
+
+
+def _input_list(inputs: Sequence[str] | str | os.PathLike[str]) -> list[str]:
+    """The inputs as a list of paths (one str or PathLike is one input)."""
+    if isinstance(inputs, (str, os.PathLike)):
+        return [os.fspath(inputs)]
+    return [os.fspath(p) for p in inputs]
+
+
+def _dedup(inputs: list[str], out: Outputs, threshold: float | None, k: int | None,
+           store: SimStore | str | os.PathLike[str] | None, keep: str, skip_bad: bool,
+           on_bad: Callable[[str, str], None] | None, progress: Progress,
+           read: dict[str, Any]) -> CorpusSummary:
+    output, removed = out.kept_path, out.removed_path
     opts = _read_options(read)
     if read.get("chunk_docs") is None and keep == "first" and store is None:
         opts.chunk_docs = SCRATCH_CHUNK_DOCS
     opts.keep_field = None if keep in KEEP_POLICIES else keep
     summary = CorpusSummary(output=output, removed_report=removed)
     start = time.monotonic()
+    new = (store is not None and not isinstance(store, SimStore)
+           and not os.path.exists(os.fspath(store)))
     handle, persistent, scratch = _open_store(store, k, threshold)
+    ok = False
     try:
         with Inputs(inputs, opts, read.get("stdin")) as inp:
             summary.skipped = inp.skipped
             kind = output_kind(output, inp.sources)
+            if keep not in KEEP_POLICIES:
+                check_keep_inputs(inp, keep)
             run = _first if keep == "first" else two_pass
-            run(handle, persistent, inp, opts, kind, summary, Mode(k, threshold),
-                keep, skip_bad, on_bad, progress)
+            run(handle, persistent, inp, opts, out.start(kind, opts), summary,
+                Mode(k, threshold), keep, skip_bad, on_bad, progress)
+        ok = True
     finally:
         if not isinstance(store, SimStore):
             handle.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+        if new and not ok:
+            drop_if_new_and_empty(os.fspath(store))  # type: ignore[arg-type]
     summary.seconds = time.monotonic() - start
     return summary
 
 
-def _check_outputs(inputs: Sequence[str], output: str, removed: str | None) -> None:
+def _check_outputs(inputs: list[str], output: str, removed: str | None) -> None:
     """Outputs must be new names: not an input, not each other."""
     real = {os.path.realpath(p) for p in inputs if p != "-"}
     outs = [os.path.realpath(output)] + ([os.path.realpath(removed)] if removed else [])
     if len(set(outs)) != len(outs):
-        raise SimstoreValueError("the kept output and the removed report must be two files")
-    for path, out in zip([output, removed], outs, strict=False):
+        raise OutputPathError(f"-o and --removed name one file ({output!r}); give two files")
+    for flag, path, out in zip(["-o", "--removed"], [output, removed], outs, strict=False):
         if out in real or any(out.startswith(r + os.sep) for r in real):
-            raise SimstoreValueError(f"output {path!r} is also an input; give a new file name")
+            raise OutputPathError(f"{flag} {path!r} is also an input; give a new file name")
 
 
-def _first(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, kind: str,
+def _first(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, out: Outputs,
            summary: CorpusSummary, mode: Mode, keep: str, skip_bad: bool,
            on_bad: Callable[[str, str], None] | None, progress: Progress) -> None:
     """keep="first": one streaming pass of add_if_new, writing as each chunk commits."""
@@ -278,15 +328,14 @@ def _first(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, ki
     opts.with_rows = True
     keys = _ScratchKeys()
     mode.check_stored = persistent
-    stream = Stream(store, mode, None if persistent else keys)
-    out = Outputs(summary.output, summary.removed_report, kind, opts)
+    stream = Stream(store, mode, None if persistent else keys, track=True)
 
     def write(dec: Decided) -> None:
         c = dec.chunk
-        out.kept.write(c, [i for i, s in enumerate(dec.status) if s == NEW])
+        out.kept.write(c, [i for i, s in enumerate(dec.status) if s in (NEW, STORED)])
         if out.removed is not None:
             for i, s in enumerate(dec.status):
-                if s != NEW:
+                if s in (NEAR, REPEATED):
                     out.removed.write(_removed_record(c, i, dec, None if persistent else keys))
 
     handler = bad_handler(skip_bad, on_bad, summary)
@@ -299,8 +348,7 @@ def _first(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, ki
                            removed=summary.removed)
         committed = True
     except KeyboardInterrupt:
-        committed = persistent  # the outputs hold exactly what the store committed
-        raise Interrupted(summary) from None
+        raise Interrupted(summary) from None  # a rerun writes every stored document again
     finally:
         out.close(committed)
 
@@ -340,8 +388,8 @@ class _ScratchKeys:
 def _removed_record(c: Chunk, i: int, dec: Decided,
                     scratch: _ScratchKeys | None) -> dict[str, Any]:
     rec: dict[str, Any] = {"id": c.ids[i], "source": c.location(i)}
-    if dec.status[i] != NEAR:
-        rec.update(reason="id already stored", kept=c.ids[i])
+    if dec.status[i] == REPEATED:
+        rec.update(reason="repeated id", kept=c.ids[i])
         return rec
     m = dec.near[i]
     rec["reason"] = "near-duplicate"

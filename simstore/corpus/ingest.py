@@ -27,13 +27,15 @@ from ..store import SimStore
 from ..text.fingerprinting import fingerprints
 from ..text.minhash import signatures
 from .readers import Chunk
+from .seen import SeenIds
 
-NEW, STORED, NEAR = 0, 1, 2
+NEW, STORED, NEAR, REPEATED = 0, 1, 2, 3
 
 
 @dataclass
 class Decided:
-    """What happened to each document of a chunk: NEW, STORED (id already there) or NEAR.
+    """What happened to each document of a chunk: NEW, STORED (its id was stored before
+    this run met it), REPEATED (its id came earlier in the input) or NEAR.
 
     ``near[i]`` is the nearest stored match (Match / SimilarMatch) of a NEAR document.
     """
@@ -68,60 +70,68 @@ class Stream:
     """Runs chunks through a store (see the module docstring)."""
 
     def __init__(self, store: SimStore, mode: Mode,
-                 key_of: Callable[[Chunk], list[Any]] | None = None) -> None:
+                 key_of: Callable[[Chunk], list[Any]] | None = None,
+                 track: bool = False) -> None:
+        """track: an id's first occurrence in the run is decided (STORED if the store holds
+        it), later ones are REPEATED, whatever the chunks (:class:`SeenIds`); else ids
+        repeated within a chunk or the one before are REPEATED, stored ones STORED."""
         self.store = store
         self.mode = mode
         self.key_of = key_of or (lambda c: list(c.ids))
+        self.seen = SeenIds() if mode.check_stored and track else None
 
-    def _split(self, chunk: Chunk, keys: list[Any], pending: set[Any]) -> tuple[list[int], set]:
-        """(positions to fingerprint, their keys); the others are STORED."""
+    def _split(self, chunk: Chunk, keys: list[Any],
+               pending: set[Any]) -> tuple[list[int], set, list[int]]:
+        """(positions to fingerprint, their keys, every document's status: NEW for those)."""
         fresh, seen = [], set()
-        check = self.mode.check_stored
-        store = self.store
+        status = [NEW] * len(keys)
+        run_seen, check, store = self.seen, self.mode.check_stored, self.store
         for i, key in enumerate(keys):
-            if key in seen or key in pending or (check and key in store):
+            if (key in seen or key in pending) if run_seen is None else \
+                    not run_seen.first(key):
+                status[i] = REPEATED
+                continue
+            if check and key in store:
+                status[i] = STORED
                 continue
             seen.add(key)
             fresh.append(i)
-        return fresh, seen
+        return fresh, seen, status
 
     def run(self, chunks: Iterable[Chunk],
             write: Callable[[Decided], None] | None = None) -> Iterator[Decided]:
         """Each chunk's decisions, yielded after its commit (``write`` runs just before it)."""
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simstore-fingerprint")
-        pending: tuple[Chunk, list[Any], list[int], Future[Any]] | None = None
+        pending: tuple[Chunk, list[Any], list[int], list[int], Future[Any]] | None = None
         pending_keys: set[Any] = set()
         try:
             for chunk in chunks:
                 keys = self.key_of(chunk)
-                fresh, fresh_keys = self._split(chunk, keys, pending_keys)
+                fresh, fresh_keys, status = self._split(chunk, keys, pending_keys)
                 texts = [chunk.texts[i] for i in fresh]
                 fut = pool.submit(_items, self.store, texts)
                 if pending is not None:
                     yield from self._committed(pending, write)
-                pending, pending_keys = (chunk, keys, fresh, fut), fresh_keys
+                pending, pending_keys = (chunk, keys, fresh, status, fut), fresh_keys
             if pending is not None:
                 yield from self._committed(pending, write)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _committed(self, pending: tuple[Chunk, list[Any], list[int], Future[Any]],
+    def _committed(self, pending: tuple[Chunk, list[Any], list[int], list[int], Future[Any]],
                    write: Callable[[Decided], None] | None) -> Iterator[Decided]:
         """Commit a chunk and yield its decisions; a Ctrl-C meanwhile is raised after the
         caller has counted them, so the outputs, the store and the count agree."""
-        chunk, keys, fresh, fut = pending
+        chunk, keys, fresh, status, fut = pending
         items = fut.result()  # waiting for the signatures: Ctrl-C acts at once
         with _SigintHold() as hold:
-            dec = self._commit(chunk, keys, fresh, items, write)
+            dec = self._commit(chunk, keys, fresh, status, items, write)
         yield dec
         hold.deliver()
 
-    def _commit(self, chunk: Chunk, keys: list[Any], fresh: list[int], items: Any,
-                write: Callable[[Decided], None] | None) -> Decided:
+    def _commit(self, chunk: Chunk, keys: list[Any], fresh: list[int], status: list[int],
+                items: Any, write: Callable[[Decided], None] | None) -> Decided:
         """Decide, write out and commit one chunk in one write transaction."""
-        status = [STORED] * len(chunk)
-        for i in fresh:
-            status[i] = NEW
         dec = Decided(chunk, keys, status)
         with self.store.batch():
             self._decide(dec, fresh, items)
@@ -191,16 +201,21 @@ class _SigintHold:
 
 
 def count_corpus(summary: Any, c: Chunk, status: list[int] | Any) -> None:
-    """Add a chunk's outcome to a CorpusSummary (kept = NEW, removed = NEAR)."""
+    """Add a chunk's outcome to a CorpusSummary: kept = NEW + STORED (already_stored counts
+    the STORED), removed = NEAR + REPEATED (repeated counts those)."""
     summary.documents += len(c)
     summary.bytes += c.nbytes
     for s in status:
         if s == NEW:
             summary.kept += 1
+        elif s == STORED:
+            summary.kept += 1
+            summary.already_stored += 1
         elif s == NEAR:
             summary.removed += 1
         else:
-            summary.already_stored += 1
+            summary.removed += 1
+            summary.repeated += 1
     if len(c):
         summary.last = c.location(len(c) - 1)
 

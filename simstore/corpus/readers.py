@@ -12,14 +12,13 @@ validation pass: everything read and parsed, nothing kept.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 from ..store.format import DocId
 from .parquet import parquet_chunks
 from .progress import Progress
-from .records import BadRecord, Chunk, OnBad, check_doc_id, keep_value
+from .records import BadRecord, Chunk, OnBad, check_doc_id, keep_value, load_json
 from .sources import (
     _DECOMPRESS_ERRORS,
     COMPRESSED,
@@ -41,10 +40,7 @@ def parse_line(line: bytes, opts: ReadOptions) -> tuple[DocId, str, float]:
         s = line.decode("utf-8", opts.encoding_errors)
     except UnicodeDecodeError as exc:
         raise BadRecord(f"not valid UTF-8 at byte {exc.start + 1} of the line") from None
-    try:
-        obj = json.loads(s)
-    except json.JSONDecodeError as exc:
-        raise BadRecord(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    obj = load_json(s)
     if not isinstance(obj, dict):
         raise BadRecord(f"a line must be a JSON object (got {type(obj).__name__})")
     if opts.id_field not in obj:

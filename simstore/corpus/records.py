@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,20 @@ class Chunk:
 
 
 OnBad = Callable[[str, str], None]
+
+
+def load_json(text: str) -> Any:
+    """json.loads with every failure a BadRecord: invalid JSON, nesting too deep for the
+    parser, an integer of more digits than Python converts."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        sep = " " if exc.msg.endswith(" at") else " at "  # "... starting at" + column
+        raise BadRecord(f"invalid JSON ({exc.msg}{sep}column {exc.colno})") from None
+    except RecursionError:
+        raise BadRecord("invalid JSON (nested too deeply to read)") from None
+    except ValueError as exc:  # "Exceeds the limit (4300 digits) for integer string ..."
+        raise BadRecord(f"invalid JSON ({str(exc).split(';')[0]})") from None
 
 
 def check_doc_id(value: Any, name: str) -> DocId:

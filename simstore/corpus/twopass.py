@@ -3,8 +3,10 @@
 Pass 1 streams the input and keeps only arrays: each document's id, where it
 was read (source index, line), its value (length or field) and, for the
 documents that are candidates, their fingerprints or signatures; with a
-persistent store, documents whose id is stored are set aside and documents
-near a stored one are removed (the stored one was kept earlier). Then
+persistent store, the first occurrence of an id the store holds is kept as it
+is (written, not decided again), later occurrences of any id are removed as
+repeated, and documents near a stored one are removed (the stored one was kept
+earlier). Then
 :func:`simstore.corpus.representative_clusters` picks representatives in
 priority order (largest value first, ties in input order). Pass 2 reads the
 input again and writes the kept documents and the removed report, adding the
@@ -14,19 +16,33 @@ written outputs and store in step).
 
 from __future__ import annotations
 
+import json
+import math
 from array import array
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from ..exceptions import SimstoreValueError
 from ..search.greedy import representative_clusters
 from ..store import SimStore
 from ..text.minhash import Signatures
-from .ingest import NEAR, NEW, STORED, Interrupted, Mode, _items, count_corpus
+from .ingest import (
+    NEAR,
+    NEW,
+    REPEATED,
+    STORED,
+    Interrupted,
+    Mode,
+    _items,
+    count_corpus,
+)
+from .parquet import pyarrow
 from .progress import Progress
 from .readers import Chunk, OnBad, bad_handler, ignore_bad, iter_chunks
-from .sources import Inputs, ReadOptions
+from .seen import SeenIds
+from .sources import Inputs, ReadOptions, Source, open_binary
 from .writers import Outputs
 
 
@@ -98,17 +114,19 @@ def _first_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOption
             p.parts.append(items[rows])
 
     pending = None
+    seen = SeenIds()  # a persistent run decides the first occurrence of each id
     try:
         with progress.bar("reading (pass 1 of 2)", inp.total_bytes) as bar:
             docs = 0
             for c in iter_chunks(inp.sources, opts, handler):
                 base = p.add_chunk(c, keep)
-                seen: set[Any] = set()
                 fresh = []
                 for i, d in enumerate(c.ids):
-                    if persistent and (d in seen or d in store):
-                        continue
-                    seen.add(d)
+                    if persistent:
+                        st = REPEATED if not seen.first(d) else STORED if d in store else None
+                        if st is not None:
+                            p.status[base + i] = st
+                            continue
                     fresh.append(i)
                 fut = pool.submit(_items, store, [c.texts[i] for i in fresh])
                 if pending is not None:
@@ -129,7 +147,7 @@ def _concat(parts: list[Any], sim: bool) -> Any:
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
 
 
-def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, kind: str,
+def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, out: Outputs,
              summary: Any, mode: Mode, keep: str, skip_bad: bool, on_bad: OnBad | None,
              progress: Progress) -> None:
     """keep="longest" / FIELD (see the module docstring)."""
@@ -140,6 +158,8 @@ def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, 
         p = _first_pass(store, persistent, inp, opts, mode, keep, handler, progress)
     except KeyboardInterrupt:
         raise Interrupted(summary) from None
+    if keep != "longest":
+        summary.keep_missing = _check_keep_field(p, inp, keep)
     sim = store.config.has_signature
     items = _concat(p.parts, sim)
     p.parts.clear()
@@ -157,7 +177,6 @@ def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, 
             else:
                 fps = items.fingerprints if sim else items
                 reps = representative_clusters(fps, k=mode.k, order=order)
-    out = Outputs(summary.output, summary.removed_report, kind, opts)
     opts.with_rows = True
     committed = False
     pos = 0
@@ -172,8 +191,7 @@ def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, 
                            removed=summary.removed)
         committed = True
     except KeyboardInterrupt:
-        committed = persistent
-        raise Interrupted(summary) from None
+        raise Interrupted(summary) from None  # a rerun writes every stored document again
     finally:
         out.close(committed)
 
@@ -210,9 +228,13 @@ def _second_chunk(store: SimStore, persistent: bool, p: _Pass1, c: Chunk, base: 
             else:
                 rec["distance"] = int(m.distance)
             status.append(NEAR)
-        else:
-            rec.update(reason="id already stored", kept=c.ids[i])
+        elif s == STORED:  # stored before this run: kept, as it was then
+            kept.append(i)
             status.append(STORED)
+            continue
+        else:
+            rec.update(reason="repeated id", kept=c.ids[i])
+            status.append(REPEATED)
         records.append(rec)
     if not persistent:
         out.kept.write(c, kept)
@@ -221,11 +243,48 @@ def _second_chunk(store: SimStore, persistent: bool, p: _Pass1, c: Chunk, base: 
                 out.removed.write(rec)
         return status
     with store.batch():
-        if kept:
-            rows = local[np.array([base + i for i in kept], dtype=np.int64)]
-            store.add_many([c.ids[i] for i in kept], items[rows])
+        new = [i for i in kept if p.status[base + i] == NEW]
+        if new:
+            rows = local[np.array([base + i for i in new], dtype=np.int64)]
+            store.add_many([c.ids[i] for i in new], items[rows])
         out.kept.write(c, kept)
         if out.removed is not None:
             for rec in records:
                 out.removed.write(rec)
     return status
+
+
+def check_keep_inputs(inp: Inputs, keep: str) -> None:
+    """keep=FIELD reads a field of each record: text-file inputs have none."""
+    texts = [s.name for s in inp.sources if s.kind == "text"]
+    if texts:
+        raise SimstoreValueError(
+            f"--keep {keep}: {texts[0]!r} is a text file, whose documents have no fields; "
+            "use --keep first or longest, or give JSON lines / Parquet")
+
+
+def _check_keep_field(p: _Pass1, inp: Inputs, keep: str) -> int:
+    """How many documents lack a numeric ``keep`` value (missing or null: ranked last);
+    when all of them do, the field is surely misspelt: SimstoreValueError."""
+    missing = sum(1 for v in p.value if v == -math.inf)
+    if missing and missing == len(p.value):
+        fields = _first_fields(inp.sources[0]) if inp.sources else []
+        raise SimstoreValueError(
+            f"--keep {keep}: no record has a value for {keep!r}; the first record's fields "
+            f"are {', '.join(map(repr, fields)) or 'none'} (nothing was written)")
+    return missing
+
+
+def _first_fields(src: Source) -> list[str]:
+    """The field names of a JSON lines / Parquet source's first record ([] if unreadable)."""
+    try:
+        if src.kind == "parquet":
+            return list(pyarrow().parquet.ParquetFile(src.path).schema_arrow.names)
+        with open_binary(src.path) as fh:
+            for line in fh:
+                if line.strip():
+                    obj = json.loads(line)
+                    return list(obj) if isinstance(obj, dict) else []
+    except Exception:  # noqa: BLE001 - a hint only: the error stands without it
+        return []
+    return []

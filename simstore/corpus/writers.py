@@ -1,9 +1,12 @@
 """Writing corpus outputs: kept documents in their input's format, and the removed report.
 
-Each output is written to a temporary file beside its destination and renamed
-over it when the run succeeds (:meth:`Output.commit`), so a failed or
-interrupted run never leaves half a file under the final name. JSONL outputs
-are compressed by their suffix (``.gz``, ``.bz2``, ``.xz``).
+Each output is written to a temporary file beside its destination
+(:class:`simstore._files.TempFile`: a random name created exclusively, never
+through a link) and renamed over it when the run succeeds, so a failed or
+interrupted run never leaves half a file under the final name. The temporaries
+are made when the writers are, before any input is read, so a path that cannot
+be written is refused first. JSONL outputs are compressed by their suffix
+(``.gz``, ``.bz2``, ``.xz``).
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import bz2
 import gzip
 import json
 import lzma
-import os
 from typing import IO, Any
 
+from .._files import TempFile
 from ..exceptions import SimstoreValueError
 from .parquet import ParquetOut
 from .readers import Chunk
@@ -40,29 +43,13 @@ def output_kind(path: str, sources: list[Source]) -> str:
     return kind
 
 
-class Output:
-    """A file written under a temporary name and renamed into place by commit()."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        folder, base = os.path.split(os.path.abspath(path))
-        self.tmp = os.path.join(folder, f".{base}.tmp-{os.getpid()}")
-
-    def open_text_stream(self) -> IO[bytes]:
-        comp, _ = _suffixes(self.path)
-        opener = _OPENERS.get(comp)
-        if opener is None:
-            return open(self.tmp, "wb", buffering=1 << 20)
-        return opener(self.tmp, "wb")  # type: ignore[no-any-return, operator]
-
-    def commit(self) -> None:
-        os.replace(self.tmp, self.path)
-
-    def discard(self) -> None:
-        try:
-            os.unlink(self.tmp)
-        except OSError:
-            pass
+def _text_stream(out: TempFile) -> IO[bytes]:
+    """The temporary's file, compressed by the destination's suffix."""
+    comp, _ = _suffixes(out.path)
+    opener = _OPENERS.get(comp)
+    if opener is None:
+        return out.file
+    return opener(out.file, "wb")  # type: ignore[no-any-return, operator]
 
 
 def _json_line(obj: dict[str, Any]) -> bytes:
@@ -76,16 +63,16 @@ def _json_line(obj: dict[str, Any]) -> bytes:
 class KeptWriter:
     """Kept documents: JSONL lines as read (all fields), Parquet rows, or {id, text} lines."""
 
-    def __init__(self, path: str, kind: str, id_field: str, text_field: str) -> None:
-        self.out = Output(path)
+    def __init__(self, out: TempFile, kind: str, id_field: str, text_field: str) -> None:
+        self.out = out
         self.kind = kind
         self.id_field, self.text_field = id_field, text_field
         self._fh: IO[bytes] | None = None
         self._pq: ParquetOut | None = None
         if kind == "parquet":
-            self._pq = ParquetOut(self.out.tmp)
+            self._pq = ParquetOut(self.out.file)  # type: ignore[arg-type]
         else:
-            self._fh = self.out.open_text_stream()
+            self._fh = _text_stream(self.out)
         self.written = 0
 
     def write(self, chunk: Chunk, keep: list[int]) -> None:
@@ -110,10 +97,14 @@ class KeptWriter:
                 for i in keep))
 
     def close(self, commit: bool) -> None:
-        if self._pq is not None:
-            self._pq.close()
-        if self._fh is not None:
-            self._fh.close()
+        try:
+            if self._pq is not None:
+                self._pq.close()
+            if self._fh is not None and self._fh is not self.out.file:
+                self._fh.close()
+        except BaseException:
+            self.out.discard()
+            raise
         if commit:
             self.out.commit()
         else:
@@ -123,9 +114,9 @@ class KeptWriter:
 class RemovedWriter:
     """One JSON line per removed document: its id, where it was read, the kept one, how near."""
 
-    def __init__(self, path: str) -> None:
-        self.out = Output(path)
-        self._fh = self.out.open_text_stream()
+    def __init__(self, out: TempFile) -> None:
+        self.out = out
+        self._fh = _text_stream(self.out)
         self.written = 0
 
     def write(self, record: dict[str, Any]) -> None:
@@ -133,7 +124,12 @@ class RemovedWriter:
         self._fh.write(_json_line(record))
 
     def close(self, commit: bool) -> None:
-        self._fh.close()
+        try:
+            if self._fh is not self.out.file:
+                self._fh.close()
+        except BaseException:
+            self.out.discard()
+            raise
         if commit:
             self.out.commit()
         else:
@@ -141,13 +137,52 @@ class RemovedWriter:
 
 
 class Outputs:
-    """The kept file and the removed report of one run, committed or discarded together."""
+    """The kept file and the removed report of one run, committed or discarded together.
 
-    def __init__(self, output: str, removed: str | None, kind: str, opts: ReadOptions) -> None:
-        self.kept = KeptWriter(output, kind, opts.id_field, opts.text_field)
-        self.removed = RemovedWriter(removed) if removed else None
+    Made before the run reads any input: each path is checked and its temporary
+    created at once (an OutputPathError names the flag); :meth:`start` opens the
+    writers once the inputs' format is known.
+    """
+
+    def __init__(self, output: str, removed: str | None) -> None:
+        self.kept_path, self.removed_path = output, removed
+        self._kept_tmp = TempFile(output, "-o")
+        try:
+            self._removed_tmp = TempFile(removed, "--removed") if removed else None
+        except BaseException:
+            self._kept_tmp.discard()
+            raise
+        self._kept: KeptWriter | None = None
+        self.removed: RemovedWriter | None = None
+        self.closed = False
+
+    def start(self, kind: str, opts: ReadOptions) -> Outputs:
+        self._kept = KeptWriter(self._kept_tmp, kind, opts.id_field, opts.text_field)
+        if self._removed_tmp is not None:
+            self.removed = RemovedWriter(self._removed_tmp)
+        return self
+
+    @property
+    def kept(self) -> KeptWriter:
+        assert self._kept is not None, "Outputs.start() first"
+        return self._kept
 
     def close(self, commit: bool) -> None:
-        self.kept.close(commit)
-        if self.removed is not None:
-            self.removed.close(commit)
+        """Commit both (the removed report first, then the kept file) or discard both;
+        once (later calls do nothing)."""
+        if self.closed:
+            return
+        self.closed = True
+        commit = commit and self._kept is not None
+        try:
+            if self.removed is not None:
+                self.removed.close(commit)
+            elif self._removed_tmp is not None:
+                self._removed_tmp.discard()
+        except BaseException:
+            self._kept_tmp.discard()
+            raise
+        if self._kept is not None:
+            self._kept.close(commit)
+        else:
+            self._kept_tmp.discard()

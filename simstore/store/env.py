@@ -28,7 +28,7 @@ from ..exceptions import (
 from .check.pages import check_open, meta_problems
 from .create import MAX_DBS, create_aside
 from .errors import translate
-from .forks import ABANDONED, close_inherited, register
+from .forks import FORK_WAIT, abandon, close_inherited, let_go, register
 from .lockfile import StoreLock
 
 T = TypeVar("T")
@@ -66,6 +66,7 @@ class Env:
         self.wtxn: Any = None
         self._log: list[tuple[Callable[..., Any], tuple[Any, ...]]] | None = None
         self.closed = False
+        self.quiet_at_fork = True  # set by the fork hook: no call in flight at the fork
         self.pid = 0
         self.epoch = 0
         self.store_lock = StoreLock(path, readonly)
@@ -209,37 +210,49 @@ class Env:
         with self.lock:
             if self.closed:
                 return
-            if self.wtxn is not None:
+            inherited = self.env is not None and self.pid != os.getpid()
+            if self.wtxn is not None and not inherited:
                 _abort(self.wtxn)
             self.closed = True
-            env = self.env
+            env, in_batch = self.env, self.wtxn is not None
             self._drop()
-            if env is not None:
+            if env is None:
+                return
+            if not inherited:
                 env.close()
+            elif in_batch:  # the parent's write transaction: never ended from here
+                abandon(env)
+            else:
+                let_go(self, env)
 
     def live(self) -> Any:
         """The lmdb environment; reopened in a forked child, refused once closed."""
         if self.closed:
             raise StoreClosedError(f"store {self.path!r} is closed; open a new SimStore")
         if os.getpid() != self.pid:
-            # An LMDB environment must not be used across fork: reopen in the child.
+            # An LMDB environment must not be used across fork: the child opens its own,
+            # after closing the inherited one if that is safe (see store/forks.py).
             in_batch = self.wtxn is not None
             old = self.env
             self._drop()  # our copy of the lock only: the parent keeps its own
             if in_batch:
                 # Closing would abort the parent's write transaction from here (and
                 # touch LMDB's write lock, which the parent holds): abandon it instead.
-                ABANDONED.append(old)
-            else:
-                old.close()
-            if in_batch:
-                # The parent holds LMDB's write lock until its batch ends; a child
-                # writing through this handle could wait on it forever.
+                abandon(old)
                 self.closed = True
                 raise StoreInUseError(
                     f"store {self.path!r}: this handle came through fork() while the parent "
                     "was inside batch(), which holds the write lock; open a new SimStore in "
                     "the child (or fork outside batch())"
+                )
+            let_go(self, old)
+            if not self.quiet_at_fork:
+                self.closed = True
+                raise StoreInUseError(
+                    f"store {self.path!r}: this handle came through fork() while another "
+                    f"thread was inside a store call that lasted over {FORK_WAIT:g} s; LMDB "
+                    "cannot reopen the store in this process: fork when no thread is inside "
+                    "a store call, or start workers with the 'spawn' method"
                 )
             self.open()
         return self.env

@@ -1,8 +1,8 @@
 """What store writes are given, in canonical form: fingerprints or signatures, and ids.
 
 Checks that a fingerprint or Signature fits the store (a similarity store
-takes signatures of its own config; a Hamming store takes fingerprints, or a
-signature's fingerprint when its fingerprint scheme is the store's) and turns
+takes signatures of its own config; a Hamming store takes fingerprints only: a
+Signature there would lose its sketch and band keys without a word) and turns
 bulk input into distinct encoded ids with their arrays, the last of repeats kept.
 """
 
@@ -35,12 +35,23 @@ def check_signature_config(h: Handles, config: FingerprintConfig) -> None:
         )
 
 
+def _not_a_signature(h: Handles, name: str, many: bool) -> SimstoreTypeError:
+    what, how = ("Signatures", "signatures.fingerprints") if many else \
+        ("a Signature", "signature.fingerprint")
+    return SimstoreTypeError(
+        f"store {h.path!r} keeps fingerprints only (Hamming distance): give "
+        f"{'fingerprints' if many else 'a fingerprint'} ({how}, or store.fingerprint(text)) "
+        f"as {name!r}, not {what}, whose sketch and band keys it cannot keep; for Jaccard "
+        "similarity create the store with config=simstore.SIGNATURE_CONFIG"
+    )
+
+
 def item(h: Handles, value: Any, name: str = "fp") -> tuple[int, Extra]:
     """(fingerprint, similarity part) of one fingerprint or Signature given to a write."""
     if isinstance(value, Signature):
-        check_signature_config(h, value.config)
         if h.bands is None:
-            return value.fingerprint, None
+            raise _not_a_signature(h, name, False)
+        check_signature_config(h, value.config)
         return value.fingerprint, extra_of(value.sketch, value.bands)
     if h.bands is not None:
         raise SimstoreTypeError(
@@ -63,9 +74,10 @@ def many(h: Handles, doc_ids: Any, values: Any) -> Many:
     """The canonical form of add_many's arguments; a doc id given twice keeps its last."""
     sketches = bands = None
     if isinstance(values, Signatures):
+        if h.bands is None:
+            raise _not_a_signature(h, "fps", True)
         check_signature_config(h, values.config)
-        if h.bands is not None:
-            sketches, bands = values.sketches, values.bands
+        sketches, bands = values.sketches, values.bands
         arr = values.fingerprints
     elif h.bands is not None:
         raise SimstoreTypeError(

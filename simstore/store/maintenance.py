@@ -8,14 +8,15 @@ are the SimStore methods of the same names, which hand their handles in.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import lmdb
 import numpy as np
 
-from ..exceptions import SimstoreTypeError, StoreAccessError, StoreError
+from .._files import TempDir, sweep
+from .._validate import check_path
+from ..exceptions import StoreAccessError, StoreError
 from ..search import hamming as batch
 from ..search.layout import plan
 from . import format as F
@@ -97,18 +98,16 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
     env.retrying(attempt, grow)
 
 
-def compact(env: Env, dest: str | os.PathLike[str]) -> None:
+def compact(env: Env, dest: str | bytes | os.PathLike[str]) -> None:
     """Write a compacted copy (free pages dropped) of the store to a new directory.
 
-    The copy is made in a sibling temporary directory and renamed into place,
-    so ``dest`` is either absent or a complete store, whatever happens.
+    The copy is made in a sibling temporary directory (a random hidden name, locked
+    while this process lives) and renamed into place, so ``dest`` is either absent or a
+    complete store, whatever happens; copies left by killed compacts to the same
+    ``dest`` are removed first.
     """
-    try:
-        target = os.path.abspath(os.fspath(dest))  # "dest/" names the directory dest
-    except TypeError:
-        raise SimstoreTypeError(
-            f"'dest' must be a str or os.PathLike (got {type(dest).__name__})"
-        ) from None
+    dest = check_path(dest, "dest")
+    target = os.path.abspath(dest)  # "dest/" names the directory dest
     if os.path.lexists(target):
         raise StoreError(f"compact destination {os.fspath(dest)!r} exists; give a new path")
     parent = os.path.dirname(target)
@@ -117,9 +116,9 @@ def compact(env: Env, dest: str | os.PathLike[str]) -> None:
             f"compact destination {os.fspath(dest)!r}: its parent {parent!r} is not an "
             "existing directory"
         )
-    tmp = f"{target}.tmp-{os.getpid()}"
+    sweep(target)  # copies left by killed compacts to this destination
     try:
-        os.mkdir(tmp)
+        tmp = TempDir(target)
     except OSError as exc:
         raise StoreAccessError(
             f"cannot write the compacted copy next to {os.fspath(dest)!r}: "
@@ -129,17 +128,17 @@ def compact(env: Env, dest: str | os.PathLike[str]) -> None:
         with env.lock:
             lenv = env.live()
             try:
-                lenv.copy(tmp, compact=True)
+                lenv.copy(tmp.tmp, compact=True)
             except lmdb.Error as exc:
                 raise translate(exc, env.path) from exc
         try:
-            os.rename(tmp, target)
+            tmp.commit()
         except OSError as exc:
             raise StoreAccessError(
                 f"cannot move the compacted copy to {os.fspath(dest)!r}: {exc.strerror or exc}"
             ) from exc
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.discard()
         raise
 
 

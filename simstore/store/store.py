@@ -27,6 +27,7 @@ from .._validate import (
     check_fingerprint,
     check_int,
     check_k,
+    check_path,
 )
 from ..exceptions import InvalidConfigError, SimstoreTypeError, StoreError
 from ..search.layout import Layout, Plan, plan
@@ -89,7 +90,7 @@ class SimStore(MappingMethods, SimilarityMethods):
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | bytes | os.PathLike[str] | os.PathLike[bytes],
         *,
         k: int | None = None,
         expected_size: int | None = None,
@@ -99,12 +100,7 @@ class SimStore(MappingMethods, SimilarityMethods):
         map_size: int | None = None,
         max_readers: int = 512,
     ) -> None:
-        try:
-            spath = os.fspath(path)
-        except TypeError:
-            raise SimstoreTypeError(
-                f"'path' must be a str or os.PathLike (got {type(path).__name__})"
-            ) from None
+        spath = check_path(path, "path")
         max_readers = check_int(max_readers, "max_readers", 1)
         self._want_k = None if k is None else check_k(k, "k", MAX_K)
         size = (
@@ -424,7 +420,9 @@ class SimStore(MappingMethods, SimilarityMethods):
         every permutation and band table exactly once, no table or ids entry
         is an orphan, and records and metadata parse. Runs in a child process:
         a damaged file that would make LMDB abort is reported, never kills the
-        caller. ``timeout``: seconds before the check counts as hung.
+        caller. ``timeout``: seconds of the checker's CPU time (wall time where the
+        system does not tell) before it is stopped with VerifyTimeoutError; by default
+        they grow with the store's file (120 s + 1 s per 4 MB).
         """
         with self._env.reading() as txn:
             return _maintenance.verify(txn, self._h, timeout=timeout)
@@ -449,7 +447,7 @@ class SimStore(MappingMethods, SimilarityMethods):
             env.reload()  # re-read layout and handles from disk
         return self.stats()
 
-    def compact(self, dest: str | os.PathLike[str]) -> None:
+    def compact(self, dest: str | bytes | os.PathLike[str]) -> None:
         """Write a compacted copy to a new directory (complete or absent, never half)."""
         _maintenance.compact(self._env, dest)
 

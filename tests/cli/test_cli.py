@@ -181,7 +181,7 @@ def test_output_file_is_complete_or_absent(store_path, tmp_path, capsys):
     missing = tmp_path / "nope.tsv"
     code, _, _ = run(capsys, "query", str(tmp_path / "missing"), "1", "-o", str(missing))
     assert code == 1 and not missing.exists()
-    assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+    assert not [p for p in os.listdir(tmp_path) if "tmp-" in p]
 
 
 # --------------------------------------------------------------------------- index
@@ -531,8 +531,7 @@ def test_dedup_corpus_bad_input_writes_nothing(tmp_path, capsys):
                            *extra)
         assert code == 1 and f"{src}:2" in err and "nothing was written" in err
         assert not (tmp_path / "k.jsonl").exists()
-    with simstore.SimStore(tmp_path / "st", readonly=True) as s:
-        assert len(s) == 0
+    assert not (tmp_path / "st").exists()  # the new store it made is gone with it
 
 
 # --------------------------------------------------------------------------- maintenance

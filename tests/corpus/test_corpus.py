@@ -220,7 +220,7 @@ def test_dedup_corpus_hamming_mode_reports_distances(tmp_path, docs):
 
 def test_dedup_corpus_is_incremental_through_a_store(tmp_path, docs):
     """With a store, a second run removes near-duplicates of the first run's kept documents
-    and sets aside ids already stored."""
+    and keeps (writes again, without adding) documents whose id the store holds."""
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     _write_jsonl(a, docs[:30])
     _write_jsonl(b, [dict(d, id=f"n{i}") for i, d in enumerate(docs[30:])] + docs[:2])
@@ -230,12 +230,13 @@ def test_dedup_corpus_is_incremental_through_a_store(tmp_path, docs):
                              threshold=0.8, store=store)
     sigs = simstore.signatures([d["text"] for d in docs])
     reps = corpus.representative_clusters(sigs, threshold=0.8)
-    assert s1.kept + s2.kept == int((reps.rep == np.arange(60)).sum())
+    assert s1.kept + s2.kept - s2.already_stored == int((reps.rep == np.arange(60)).sum())
     assert s2.already_stored == 2
+    assert {"d0", "d1"} <= {r["id"] for r in _read_jsonl(tmp_path / "k2.jsonl")}
     removed = _read_jsonl(tmp_path / "rm2.jsonl")
-    assert {r["reason"] for r in removed} == {"near-duplicate", "id already stored"}
+    assert {r["reason"] for r in removed} == {"near-duplicate"}
     with simstore.SimStore(store, readonly=True) as st:
-        assert len(st) == s1.kept + s2.kept
+        assert len(st) == s1.kept + s2.kept - s2.already_stored
 
 
 def test_dedup_corpus_two_pass_with_a_store(tmp_path, docs):
@@ -336,3 +337,59 @@ def test_dedup_corpus_refuses_to_overwrite_an_input(tmp_path, docs):
     with pytest.raises(simstore.SimstoreValueError, match="two files"):
         corpus.dedup_corpus([str(src)], str(tmp_path / "o.jsonl"), str(tmp_path / "o.jsonl"))
     assert len(_read_jsonl(src)) == 3
+
+
+def test_dedup_corpus_takes_one_path_as_one_input(tmp_path, docs):
+    """dedup_corpus("in.jsonl", "out.jsonl") (str or PathLike) reads one input, as a list does."""
+    src = tmp_path / "in.jsonl"
+    _write_jsonl(src, docs)
+    a = corpus.dedup_corpus(str(src), str(tmp_path / "a.jsonl"))
+    b = corpus.dedup_corpus(src, tmp_path / "b.jsonl")
+    c = corpus.dedup_corpus([str(src)], str(tmp_path / "c.jsonl"))
+    assert a.documents == len(docs) and a.kept == b.kept == c.kept
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "c.jsonl").read_bytes()
+
+
+def test_load_json_says_where_once_and_never_raises_anything_but_bad_record():
+    """JSON errors read "… starting at column 8" (not "at at"); depth and digits are BadRecords."""
+    from simstore.corpus.records import BadRecord, load_json
+
+    with pytest.raises(BadRecord, match=r"Unterminated string starting at column 8\)$"):
+        load_json('{"id": "c')
+    with pytest.raises(BadRecord, match=r"Expecting value at column 8\)$"):
+        load_json('{"id": }')
+    with pytest.raises(BadRecord, match="nested too deeply"):
+        load_json("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(BadRecord, match="4300 digits"):
+        load_json("9" * 5000)
+
+
+def test_seen_ids_equal_a_set_across_merges(monkeypatch):
+    """SeenIds.first answers as a Python set does, str and int ids, across merges."""
+    from simstore.corpus import seen as seen_mod
+
+    monkeypatch.setattr(seen_mod, "_MERGE_AT", 7)
+    rng = np.random.default_rng(5)
+    ids = [f"s{v}" if v % 2 else int(v) for v in rng.integers(0, 300, 2000).tolist()]
+    s, oracle = seen_mod.SeenIds(), set()
+    for d in ids:
+        assert s.first(d) == (d not in oracle)
+        oracle.add(d)
+    assert len(s) == len(oracle)
+
+
+def test_a_repeated_id_is_decided_at_its_first_occurrence_whatever_the_chunks(tmp_path, docs):
+    """With a store, an id's first occurrence is decided and later ones are 'repeated id',
+    for chunks of 1, 7 and 1000 documents: the same kept output each time."""
+    src = tmp_path / "in.jsonl"
+    rows = docs[:40] + [dict(docs[45], id="d3"), dict(docs[50], id="d7")] + docs[40:]
+    _write_jsonl(src, rows)
+    outs = []
+    for chunk in (1, 7, 1000):
+        out, rm = tmp_path / f"k{chunk}.jsonl", tmp_path / f"r{chunk}.jsonl"
+        corpus.dedup_corpus(src, out, rm, threshold=0.8, store=tmp_path / f"s{chunk}",
+                            chunk_docs=chunk)
+        outs.append(out.read_bytes())
+        reasons = {(r["id"], r["source"]): r["reason"] for r in _read_jsonl(rm)}
+        assert reasons[("d3", f"{src}:41")] == reasons[("d7", f"{src}:42")] == "repeated id"
+    assert outs[0] == outs[1] == outs[2]

@@ -1,18 +1,15 @@
 """Ctrl-C on a real ``python -m simstore dedup-corpus`` process, mid-run.
 
-SIGINT arrives once the progress log shows committed chunks. Then: exit 130,
-a message saying how far it got, the kept output and the removed report
-holding exactly the committed chunks (a whole-chunk prefix of the input, no
-half chunk) and agreeing with the store, and a second run with the same
---store finishing the rest: the two runs keep exactly what one uninterrupted
-run keeps.
+SIGINT (or SIGKILL) arrives once the progress log shows committed chunks.
+Then: exit 130 and a message saying how far it got (whole chunks committed to
+the store, nothing written under -o), and the same command run again writing
+exactly what one uninterrupted run keeps, with no temporary file left.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import signal
 import subprocess
@@ -23,29 +20,17 @@ from pathlib import Path
 import pytest
 
 from simstore import SimStore, corpus
+from tools._corpus_kills import write_corpus
 
 CHUNK = 50
 DOCS = 12_000
-_REPO = Path(__file__).resolve().parent.parent
+_REPO = Path(__file__).resolve().parents[2]  # the checkout (tests/corpus/..)
 
 
 def _corpus(path: Path) -> list[str]:
-    """JSON lines of short texts; 20% are near copies of a recent one (one word changed)."""
-    rng = random.Random(13)
-    words = [f"w{i}" for i in range(20_000)]
-    recent: list[list[str]] = []
-    ids = []
-    with open(path, "w", encoding="utf-8") as f:
-        for i in range(DOCS):
-            if recent and rng.random() < 0.2:
-                text = list(rng.choice(recent))
-                text[rng.randrange(len(text))] = rng.choice(words)
-            else:
-                text = rng.sample(words, 60)
-            recent = (recent + [text])[-200:]
-            ids.append(f"d{i}")
-            f.write(json.dumps({"id": f"d{i}", "text": " ".join(text)}) + "\n")
-    return ids
+    """The stress tool's corpus (20% near copies of a recent text, 1% repeated ids); its ids."""
+    write_corpus(str(path), DOCS, 13)
+    return _ids(path)
 
 
 def _ids(path: Path) -> list[str]:
@@ -72,17 +57,29 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "simstore", "--progress-every", "0.02", "dedup-corpus", *args]
 
 
-def test_ctrl_c_keeps_whole_chunks_and_a_rerun_finishes(tmp_path):
+def _whole(src: Path, tmp_path: Path, keep: str = "first") -> list[str]:
+    """The kept ids of one uninterrupted run into a fresh store (the oracle of every rerun)."""
+    whole = tmp_path / f"whole-{keep}.jsonl"
+    corpus.dedup_corpus(src, whole, threshold=0.9, keep=keep, store=tmp_path / f"ref-{keep}")
+    return _ids(whole)
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if ".simstore-tmp-" in p.name)
+
+
+def test_ctrl_c_keeps_whole_chunks_and_the_same_command_finishes(tmp_path):
+    """Ctrl-C: whole chunks committed, nothing under -o; the same command run again writes
+    exactly what one uninterrupted run keeps, and says how many were stored before."""
     src = tmp_path / "in.jsonl"
     ids = _corpus(src)
     store = tmp_path / "store"
-    kept1, removed1 = tmp_path / "kept1.jsonl", tmp_path / "removed1.jsonl"
+    kept, removed = tmp_path / "kept.jsonl", tmp_path / "removed.jsonl"
     env = {**os.environ, "PYTHONPATH": str(_REPO)}
-    proc = subprocess.Popen(
-        _cli(str(src), "-o", str(kept1), "--removed", str(removed1), "--store", str(store),
-             "--chunk", str(CHUNK)),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
-        preexec_fn=_default_sigint)
+    cmd = _cli(str(src), "-o", str(kept), "--removed", str(removed), "--store", str(store),
+               "--chunk", str(CHUNK))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=tmp_path, preexec_fn=_default_sigint)
     assert proc.stderr is not None
     deadline = time.monotonic() + 60
     for line in proc.stderr:  # the progress log: interrupt once chunks are committed
@@ -92,39 +89,30 @@ def test_ctrl_c_keeps_whole_chunks_and_a_rerun_finishes(tmp_path):
         assert time.monotonic() < deadline, "no progress line"
     rest = proc.stderr.read()
     assert proc.wait(timeout=60) == 130, rest
-    m = re.search(r"interrupted; (\d+) documents committed to (\S+) \(through (\S+):(\d+)\); "
-                  r"(\S+) holds their (\d+) kept documents", rest)
+    m = re.search(r"interrupted; ([\d,]+) documents committed to (\S+) \(through (\S+):(\d+)\); "
+                  r"nothing was written to (\S+)\. Run the same command again", rest)
     assert m, rest
-    done, kept = int(m[1]), int(m[6])
-    assert m[2] == str(store) and m[5] == str(kept1)
+    done = int(m[1].replace(",", ""))
+    assert m[2] == str(store) and m[5] == str(kept)
     assert 0 < done < DOCS, "the run was not interrupted mid-way: make the corpus larger"
     assert done % CHUNK == 0 and int(m[4]) == done  # whole chunks; the last one's line
-
-    # the outputs hold exactly the committed prefix, consistent with the store
-    got_kept, got_removed = _ids(kept1), _ids(removed1)
-    assert len(got_kept) == kept
-    assert sorted(got_kept + got_removed, key=lambda d: int(d[1:])) == ids[:done]
+    assert not kept.exists() and not removed.exists() and _leftovers(tmp_path) == []
     with SimStore(store, readonly=True) as s:
-        assert sorted(s.doc_ids()) == sorted(got_kept)
+        stored = set(s.doc_ids())
+    assert stored and stored <= set(ids[:done])
 
-    # a second run with the same store finishes the rest
-    kept2, removed2 = tmp_path / "kept2.jsonl", tmp_path / "removed2.jsonl"
-    res = subprocess.run(
-        _cli(str(src), "-o", str(kept2), "--removed", str(removed2), "--store", str(store),
-             "--chunk", str(CHUNK * 20)),
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=120)
     assert res.returncode == 0, res.stderr
-    whole = tmp_path / "whole.jsonl"
-    corpus.dedup_corpus([str(src)], str(whole), threshold=0.9)  # one uninterrupted run
-    want = set(_ids(whole))
-    again = _ids(kept2)
-    assert not set(again) & set(got_kept)  # stored ids count as already stored
-    assert set(again) | set(got_kept) == want and len(again) + kept == len(want)
-    reasons = {json.loads(line)["id"]: json.loads(line)["reason"]
-               for line in removed2.read_text().splitlines()}
-    assert all(reasons[d] == "id already stored" for d in got_kept)
+    want = _whole(src, tmp_path)
+    assert _ids(kept) == want  # every kept document once, in input order
+    assert f"({len(stored):,} already in the store from an earlier run, " \
+           f"{len(want) - len(stored):,} new)" in res.stdout
+    assert {json.loads(line)["reason"] for line in removed.read_text().splitlines()} == \
+        {"near-duplicate", "repeated id"}
+    assert len(removed.read_text().splitlines()) == DOCS - len(want)
     with SimStore(store, readonly=True) as s:
-        assert set(s.doc_ids()) == want
+        assert set(s.doc_ids()) == set(want)
 
 
 @pytest.mark.parametrize("store", [False, True])
@@ -155,9 +143,46 @@ def test_ctrl_c_while_a_chunk_commits_is_held_until_it_is_counted(tmp_path, stor
         _ingest.Stream._decide = orig
     summary = exc.value.summary
     assert summary.documents == 500  # the chunk in flight was committed and counted
+    assert not (tmp_path / "kept.jsonl").exists()  # complete or not at all
     if store:
-        assert len(_ids(tmp_path / "kept.jsonl")) == summary.kept
         with SimStore(tmp_path / "s", readonly=True) as s:
             assert len(s) == summary.kept
-    else:
-        assert not (tmp_path / "kept.jsonl").exists()  # a private store: nothing written
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keep", ["first", "longest"])
+def test_kill_9_then_the_same_command_loses_no_document(tmp_path, keep):
+    """kill -9 of dedup-corpus --store once chunks are committed: the same command run again
+    writes exactly the uninterrupted run's kept documents and sweeps the dead temporaries."""
+    src = tmp_path / "in.jsonl"
+    _corpus(src)
+    store, kept = tmp_path / "store", tmp_path / "kept.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(_REPO)}
+    cmd = _cli(str(src), "-o", str(kept), "--removed", str(tmp_path / "rm.jsonl"),
+               "--store", str(store), "--chunk", str(CHUNK), "--keep", keep)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=tmp_path)
+    assert proc.stderr is not None
+    stage = "deduplicating:" if keep == "first" else "writing (pass 2 of 2):"
+    deadline = time.monotonic() + 60
+    for line in proc.stderr:
+        if stage in line and re.search(r"[1-9][\d,]* docs", line):
+            proc.kill()
+            break
+        assert time.monotonic() < deadline, "no progress line"
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    assert not kept.exists() and _leftovers(tmp_path)  # the dead run's temporaries
+    with SimStore(store, readonly=True) as s:
+        assert 0 < len(s)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    want = _whole(src, tmp_path, keep)
+    assert _ids(kept) == want
+    assert _leftovers(tmp_path) == []
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path,
+                           timeout=120)  # a third run over a finished job: the same output
+    assert again.returncode == 0 and _ids(kept) == want
+    n = len(want)
+    assert f"kept {n} of {DOCS} documents" in again.stdout
+    assert f"({n:,} already in the store from an earlier run, 0 new)" in again.stdout

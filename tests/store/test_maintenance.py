@@ -147,7 +147,7 @@ def test_compact_makes_an_equal_smaller_or_same_copy(tmp_path):
         with pytest.raises(simstore.StoreError, match="exists"):
             s.compact(dest)
         before = dict(s.items())
-    assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+    assert not [p for p in os.listdir(tmp_path) if "tmp-" in p]
     with SimStore(dest, readonly=True) as c:
         assert dict(c.items()) == before
         assert c.verify() == []

@@ -14,8 +14,9 @@ holding LMDB handles) that
 3. only if that finds nothing, lets LMDB walk the records and cross-check
    them (:func:`records`: docs, ids, permutation and band tables);
 
-and prints one JSON line. The caller turns a child killed by a signal, or
-one stopped at the timeout, into a problem sentence: it never dies with it.
+and prints one JSON line. The caller turns a child killed by a signal into a
+problem sentence (it never dies with it), and one stopped at the time limit
+into VerifyTimeoutError: running out of time says nothing of the store.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import lmdb
 
-from ...exceptions import SimstoreError, StoreError
+from ...exceptions import SimstoreError, StoreError, VerifyTimeoutError
 from .. import format as F, schema as _schema
 from ..create import MAX_DBS
 from ..errors import translate
@@ -42,6 +44,10 @@ _MAX_LISTED = 20
 _ATTEMPTS = 5  # snapshots tried when writers in other processes keep committing
 TIMEOUT_BASE = 120.0  # seconds, plus one per TIMEOUT_RATE bytes of data.mdb
 TIMEOUT_RATE = 4 << 20  # about 10x slower than a full check runs on a laptop
+# The limit counts the checking process's CPU time where the system tells it (Linux), so a
+# busy machine does not make a healthy check run out; wall time may reach WALL_FACTOR x.
+WALL_FACTOR = 10.0
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CHILD = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
@@ -66,7 +72,8 @@ class Report:
 
 
 def default_timeout(path: str) -> float:
-    """Seconds a check of the store at path may take before it counts as hung."""
+    """Seconds (of the checker's CPU time) a check of the store at path may take before it
+    is stopped: TIMEOUT_BASE plus one per TIMEOUT_RATE bytes of data.mdb."""
     try:
         size = os.path.getsize(os.path.join(path, "data.mdb"))
     except OSError:
@@ -78,7 +85,9 @@ def isolated(path: str, *, timeout: float | None = None) -> Report:
     """Check the store at path in a child process; never dies of what the child meets.
 
     Raises StoreError only when no check could run (the child could not
-    start, or failed for a reason other than the store: readers full, ...).
+    start, or failed for a reason other than the store: readers full, ...), and
+    VerifyTimeoutError when the check ran past ``timeout`` (default:
+    :func:`default_timeout`) seconds of CPU.
     """
     limit = default_timeout(path) if timeout is None else float(timeout)
     try:
@@ -92,19 +101,49 @@ def isolated(path: str, *, timeout: float | None = None) -> Report:
             f"({sys.executable!r}): {exc}"
         ) from exc
     try:
-        out, err = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
+        out, err = _communicate(proc, limit)
+    except subprocess.TimeoutExpired as exc:
         proc.kill()
         proc.communicate()
-        return Report([
-            f"verify did not finish within {limit:.0f} s and was stopped: a damaged page "
-            "can make LMDB loop; if the store is only large, give verify a longer timeout"
-        ])
+        raise VerifyTimeoutError(
+            f"verify of {path!r} did not finish within its limit of {limit:g} s "
+            f"({exc.output}) and was stopped, having found nothing wrong so far; give it "
+            "longer (store.verify(timeout=SECONDS), simstore-cli verify --timeout SECONDS). "
+            "If a much longer run still times out, a damaged page may be making LMDB loop"
+        ) from None
     except BaseException:
         proc.kill()
         proc.wait()
         raise
     return _read_report(path, proc.returncode, out, err)
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) of a child so far, or None where /proc does not tell."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14, 15)
+
+
+def _communicate(proc: subprocess.Popen[bytes], limit: float) -> tuple[bytes, bytes]:
+    """proc's output; TimeoutExpired (its output: what ran out) once it has used ``limit``
+    s of CPU, or ``limit`` s of wall time where CPU time is unknown (WALL_FACTOR x else)."""
+    start = time.monotonic()
+    while True:
+        try:
+            return proc.communicate(timeout=min(0.5, max(limit, 0.05)))
+        except subprocess.TimeoutExpired:
+            pass
+        wall = time.monotonic() - start
+        cpu = _cpu_seconds(proc.pid)
+        if cpu is None and wall > limit:
+            raise subprocess.TimeoutExpired(proc.args, limit, output=f"{wall:.0f} s")
+        if cpu is not None and (cpu > limit or wall > limit * WALL_FACTOR):
+            raise subprocess.TimeoutExpired(
+                proc.args, limit, output=f"{cpu:.0f} s of CPU in {wall:.0f} s")
 
 
 def _read_report(path: str, code: int, out: bytes, err: bytes) -> Report:
