@@ -427,7 +427,7 @@ class RunTables:
 
 
 class RunBands:
-    """The band entries of a run-table (format 3-4) similarity store, kept by its :class:`RunTables`.
+    """The band entries of a run-table (formats 3-4) similarity store, kept by its RunTables.
 
     The band keys are levels of the run tables too (database ``rbands``: keys
     band << 32 | key32), derived from the docs records with them: the writes

@@ -39,7 +39,7 @@ def cut(keys: np.ndarray, vals: np.ndarray, starts: list[int], narrow: bool = Fa
     bounds = sorted({0, *(x for x in starts if 0 < x < len(keys))}) + [len(keys)]
     v = vals.astype(np.uint32) if narrow else vals
     runs = []
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in zip(bounds, bounds[1:], strict=False):
         if b > a:
             k = keys[a:b].copy()
             d, shift = _probe.run_dir(k, dbits) if dbits else (None, 0)
@@ -456,7 +456,7 @@ def test_lookup_equals_brute_force(keys, qs, seed, narrow, halves, data):
             starts += (np.flatnonzero(np.diff(k >> np.uint64(32))) + 1).tolist()
         bounds = sorted({0, *(x for x in starts if 0 < x < len(k))}) + [len(k)]
         runs = []
-        for a, b in zip(bounds, bounds[1:]):
+        for a, b in zip(bounds, bounds[1:], strict=False):
             if b <= a:
                 continue
             if halves:

@@ -587,7 +587,7 @@ with SimStore({str(path)!r}) as s:
 """)
     assert r.returncode == 0, r.stderr
     crng = random.Random(5)
-    apply_ops(model, [["add_many", ["%03d" % i + "x" * 60_000 for i in range(40)],
+    apply_ops(model, [["add_many", [f"{i:03d}" + "x" * 60_000 for i in range(40)],
                        [crng.getrandbits(64) for _ in range(40)]]])
     assert (state_of(store).base_gen, state_of(store).l1_gen) == gens0
     check_answers(store, model, pool + list(model.values())[-5:])
