@@ -7,6 +7,7 @@ header, between its CDEF markers.
 
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 import sys
 
@@ -15,7 +16,7 @@ from cffi import FFI
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCES = [
     "murmur3.c", "hamming.c", "simhash.c", "signature.c", "permute.c", "batch.c", "query.c",
-    "probe.c",
+    "probe.c", "unicode.c",
 ]
 
 
@@ -30,6 +31,14 @@ def _compile_args() -> list[str]:
         return ["/O2"]
     return ["-O3", "-std=c99", "-Wall", "-Wextra", "-fno-strict-aliasing"]
 
+
+# The Unicode tables come from the Python running this build, never from a file
+# of another build: that Python's unicodedata is the one the reference uses.
+_spec = importlib.util.spec_from_file_location("gen_unicode", HERE / "gen_unicode.py")
+assert _spec is not None and _spec.loader is not None
+_gen = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_gen)
+_gen.write(HERE / "unicode_tables.h")
 
 ffibuilder = FFI()
 ffibuilder.cdef(_cdef())

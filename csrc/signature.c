@@ -190,13 +190,15 @@ int ss_signature_hashes(const uint64_t *hashes, const int64_t *offsets,
     return 0;
 }
 
-int ss_signature_texts(const uint8_t *text, const int64_t *offsets,
-                       size_t ndocs, int ngram, uint32_t seed, int weighting,
-                       int sketch_bits, int bands, int rows, uint64_t *out_fp,
-                       uint64_t *out_sketch, uint64_t *out_bands,
-                       int64_t *out_nfeatures) {
+static int signature_texts(const uint8_t *text, const int64_t *offsets,
+                           size_t ndocs, int ngram, uint32_t seed,
+                           int weighting, int unicode, int sketch_bits,
+                           int bands, int rows, uint64_t *out_fp,
+                           uint64_t *out_sketch, uint64_t *out_bands,
+                           int64_t *out_nfeatures) {
     ss__text_scratch s;
     sig_state g;
+    int rc = 0;
     if (ngram < 1 || weighting < 0 || weighting > 2) return -2;
     if (!shape_ok(sketch_bits, bands, rows)) return -2;
     for (size_t d = 0; d < ndocs; d++)
@@ -207,12 +209,12 @@ int ss_signature_texts(const uint8_t *text, const int64_t *offsets,
         return -1;
     }
     size_t words = g.sketch_bits / 64;
-    for (size_t d = 0; d < ndocs; d++) {
-        size_t nd;
+    for (size_t d = 0; d < ndocs && rc == 0; d++) {
+        size_t nd = 0;
         uint64_t *sk = out_sketch + d * words, *bk = out_bands + d * g.bands;
-        out_fp[d] = ss__text_fingerprint(&s, text + offsets[d],
-                                         (size_t)(offsets[d + 1] - offsets[d]),
-                                         ngram, seed, weighting, &nd);
+        rc = ss__text_fingerprint(&s, text + offsets[d],
+                                  (size_t)(offsets[d + 1] - offsets[d]), ngram,
+                                  seed, weighting, unicode, out_fp + d, &nd);
         out_nfeatures[d] = (int64_t)nd;
         if (nd) {
             signature_one(&g, s.hashes, nd, sk, bk);
@@ -223,7 +225,27 @@ int ss_signature_texts(const uint8_t *text, const int64_t *offsets,
     }
     sig_free(&g);
     ss__text_scratch_free(&s);
-    return 0;
+    return rc;
+}
+
+int ss_signature_texts(const uint8_t *text, const int64_t *offsets,
+                       size_t ndocs, int ngram, uint32_t seed, int weighting,
+                       int sketch_bits, int bands, int rows, uint64_t *out_fp,
+                       uint64_t *out_sketch, uint64_t *out_bands,
+                       int64_t *out_nfeatures) {
+    return signature_texts(text, offsets, ndocs, ngram, seed, weighting, 0,
+                           sketch_bits, bands, rows, out_fp, out_sketch,
+                           out_bands, out_nfeatures);
+}
+
+int ss_signature_utf8(const uint8_t *text, const int64_t *offsets,
+                      size_t ndocs, int ngram, uint32_t seed, int weighting,
+                      int sketch_bits, int bands, int rows, uint64_t *out_fp,
+                      uint64_t *out_sketch, uint64_t *out_bands,
+                      int64_t *out_nfeatures) {
+    return signature_texts(text, offsets, ndocs, ngram, seed, weighting, 1,
+                           sketch_bits, bands, rows, out_fp, out_sketch,
+                           out_bands, out_nfeatures);
 }
 
 SS__CLONES

@@ -83,10 +83,12 @@ static inline int is_word_byte(uint8_t c) {
            (c >= 'A' && c <= 'Z') || c >= 0x80;
 }
 
-/* Copies the tokens of src[0..len) lower-cased into buf, separated by one
- * space; token t spans buf[starts[t] .. ends[t]). Returns the token count. */
-static size_t tokenize(const uint8_t *src, size_t len, uint8_t *buf,
-                       int64_t *starts, int64_t *ends) {
+/* Copies the tokens of src[0..len) lower-cased into s->buf, separated by
+ * one space; token t spans buf[starts[t] .. ends[t]). The scratch holds room
+ * for any document of the batch (at most len bytes, len / 2 + 1 tokens). */
+int64_t ss__tokenize_bytes(ss__text_scratch *s, const uint8_t *src, size_t len) {
+    uint8_t *buf = s->buf;
+    int64_t *starts = s->starts, *ends = s->ends;
     size_t ntok = 0, w = 0, i = 0;
     while (i < len) {
         while (i < len && !is_word_byte(src[i])) i++;
@@ -100,7 +102,7 @@ static size_t tokenize(const uint8_t *src, size_t len, uint8_t *buf,
         }
         ends[ntok++] = (int64_t)w;
     }
-    return ntok;
+    return (int64_t)ntok;
 }
 
 void ss_count_tokens(const uint8_t *text, const int64_t *offsets,
@@ -140,7 +142,41 @@ static size_t shingle_hashes(const uint8_t *buf, const int64_t *starts,
 
 void ss__text_scratch_free(ss__text_scratch *s) {
     free(s->buf); free(s->starts); free(s->ends); free(s->hashes);
-    free(s->counts); free(s->slots);
+    free(s->counts); free(s->slots); free(s->cps); free(s->seg);
+    memset(s, 0, sizeof(*s));
+}
+
+/* *p grown to hold at least want items of size bytes (doubling). */
+static int grow(void *p, size_t *cap, size_t want, size_t size) {
+    if (want <= *cap) return 0;
+    size_t n = *cap ? *cap : 16;
+    while (n < want) n *= 2;
+    void *q = realloc(*(void **)p, n * size);
+    if (!q) return -1;
+    *(void **)p = q;
+    *cap = n;
+    return 0;
+}
+
+int ss__text_scratch_reserve(ss__text_scratch *s, size_t bytes, size_t ntok) {
+    if (grow(&s->buf, &s->bufcap, bytes + 1, 1) != 0) return -1;
+    if (ntok <= s->tokcap) return 0;
+    size_t cap = s->tokcap, c2 = cap, c3 = cap, c4 = cap;
+    if (grow(&s->starts, &cap, ntok, sizeof(int64_t)) != 0 ||
+        grow(&s->ends, &c2, ntok, sizeof(int64_t)) != 0 ||
+        grow(&s->hashes, &c3, ntok, sizeof(uint64_t)) != 0 ||
+        grow(&s->counts, &c4, ntok, sizeof(int64_t)) != 0)
+        return -1;  /* the arrays grown so far stay valid, tokcap unchanged */
+    size_t nslots = s->nslots ? s->nslots : 16;
+    while (nslots < 2 * cap) nslots <<= 1;
+    if (nslots != s->nslots) {
+        uint32_t *slots = realloc(s->slots, nslots * sizeof(uint32_t));
+        if (!slots) return -1;
+        s->slots = slots;
+        s->nslots = nslots;
+    }
+    s->tokcap = cap;
+    return 0;
 }
 
 int ss__text_scratch_alloc(ss__text_scratch *s, const int64_t *offsets,
@@ -154,16 +190,7 @@ int ss__text_scratch_alloc(ss__text_scratch *s, const int64_t *offsets,
     }
     if (maxlen > (size_t)1 << 31) return -1;  /* slot indices are 32-bit */
     /* a document of L bytes has at most (L + 1) / 2 tokens */
-    size_t maxtok = maxlen / 2 + 2;
-    s->nslots = 16;
-    while (s->nslots < 2 * maxtok) s->nslots <<= 1;
-    s->buf = malloc(maxlen + 1);
-    s->starts = malloc(maxtok * sizeof(int64_t));
-    s->ends = malloc(maxtok * sizeof(int64_t));
-    s->hashes = malloc(maxtok * sizeof(uint64_t));
-    s->counts = malloc(maxtok * sizeof(int64_t));
-    s->slots = malloc(s->nslots * sizeof(uint32_t));
-    if (!s->buf || !s->starts || !s->ends || !s->hashes || !s->counts || !s->slots) {
+    if (ss__text_scratch_reserve(s, maxlen, maxlen / 2 + 2) != 0) {
         ss__text_scratch_free(s);
         return -1;
     }
@@ -210,7 +237,7 @@ int ss_features(const uint8_t *text, const int64_t *offsets, size_t ndocs,
     for (size_t d = 0; d < ndocs; d++) {
         const uint8_t *src = text + offsets[d];
         size_t len = (size_t)(offsets[d + 1] - offsets[d]);
-        size_t ntok = tokenize(src, len, s.buf, s.starts, s.ends);
+        size_t ntok = (size_t)ss__tokenize_bytes(&s, src, len);
         pos += (int64_t)shingle_hashes(s.buf, s.starts, s.ends, ntok, ngram,
                                        seed, out_hashes + pos);
         out_offsets[d + 1] = pos;
@@ -255,31 +282,64 @@ static uint64_t weighted_fingerprint(const uint64_t *h, const int64_t *c,
     return sign_bits_double(acc);
 }
 
-uint64_t ss__text_fingerprint(ss__text_scratch *s, const uint8_t *src,
-                              size_t len, int ngram, uint32_t seed,
-                              int weighting, size_t *out_ndistinct) {
-    size_t ntok = tokenize(src, len, s->buf, s->starts, s->ends);
-    size_t nf = shingle_hashes(s->buf, s->starts, s->ends, ntok, ngram, seed,
-                               s->hashes);
+/* Whether src[0..len) is all ASCII, eight bytes at a time. */
+static int all_ascii(const uint8_t *src, size_t len) {
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, src + i, 8);
+        if (w & 0x8080808080808080ULL) return 0;
+    }
+    for (; i < len; i++)
+        if (src[i] & 0x80) return 0;
+    return 1;
+}
+
+int ss__text_fingerprint(ss__text_scratch *s, const uint8_t *src, size_t len,
+                         int ngram, uint32_t seed, int weighting, int unicode,
+                         uint64_t *out_fp, size_t *out_ndistinct) {
+    int64_t ntok = unicode && !all_ascii(src, len)
+                       ? ss__tokenize_unicode(s, src, len)
+                       : ss__tokenize_bytes(s, src, len);
+    if (ntok < 0) return -1;
+    size_t nf = shingle_hashes(s->buf, s->starts, s->ends, (size_t)ntok, ngram,
+                               seed, s->hashes);
     size_t nd = distinct_in_order(s, nf);
     *out_ndistinct = nd;
-    return weighted_fingerprint(s->hashes, s->counts, nd, weighting, s->spread);
+    *out_fp = weighted_fingerprint(s->hashes, s->counts, nd, weighting, s->spread);
+    return 0;
+}
+
+static int fingerprint_texts(const uint8_t *text, const int64_t *offsets,
+                             size_t ndocs, int ngram, uint32_t seed,
+                             int weighting, int unicode, uint64_t *out,
+                             int64_t *out_nfeatures) {
+    ss__text_scratch s;
+    int rc = 0;
+    if (ngram < 1 || weighting < 0 || weighting > 2) return -1;
+    if (ss__text_scratch_alloc(&s, offsets, ndocs) != 0) return -1;
+    for (size_t d = 0; d < ndocs && rc == 0; d++) {
+        size_t nd = 0;
+        rc = ss__text_fingerprint(&s, text + offsets[d],
+                                  (size_t)(offsets[d + 1] - offsets[d]), ngram,
+                                  seed, weighting, unicode, out + d, &nd);
+        out_nfeatures[d] = (int64_t)nd;
+    }
+    ss__text_scratch_free(&s);
+    return rc;
 }
 
 int ss_fingerprint_texts(const uint8_t *text, const int64_t *offsets,
                          size_t ndocs, int ngram, uint32_t seed,
                          int weighting, uint64_t *out,
                          int64_t *out_nfeatures) {
-    ss__text_scratch s;
-    if (ngram < 1 || weighting < 0 || weighting > 2) return -1;
-    if (ss__text_scratch_alloc(&s, offsets, ndocs) != 0) return -1;
-    for (size_t d = 0; d < ndocs; d++) {
-        size_t nd;
-        out[d] = ss__text_fingerprint(&s, text + offsets[d],
-                                      (size_t)(offsets[d + 1] - offsets[d]),
-                                      ngram, seed, weighting, &nd);
-        out_nfeatures[d] = (int64_t)nd;
-    }
-    ss__text_scratch_free(&s);
-    return 0;
+    return fingerprint_texts(text, offsets, ndocs, ngram, seed, weighting, 0,
+                             out, out_nfeatures);
+}
+
+int ss_fingerprint_utf8(const uint8_t *text, const int64_t *offsets,
+                        size_t ndocs, int ngram, uint32_t seed, int weighting,
+                        uint64_t *out, int64_t *out_nfeatures) {
+    return fingerprint_texts(text, offsets, ndocs, ngram, seed, weighting, 1,
+                             out, out_nfeatures);
 }

@@ -260,6 +260,35 @@ int ss_sketch_distance_pairwise(const uint64_t *a, const uint64_t *b,
                                 size_t n, int words, int32_t *out);
 /* SIGNATURE-END */
 
+/* --- Unicode text pipeline (csrc/unicode.c) ------------------------ */
+/* UNICODE-BEGIN */
+/* The C tokenizer of the scheme for any script: UTF-8 text (lone surrogates
+ * in their 3-byte form), NFKC, str.lower (final sigma included), tokens of
+ * letters/digits of any script, each Han/Kana character a token, exactly as
+ * simstore/text/fingerprinting.py's tokens(); all-ASCII documents take the
+ * byte tokenizer. Its tables are generated at build time from the building
+ * Python's unicodedata: ss_unicode_tables_id names them ("unicode <version>;
+ * rules <digest>", simstore/text/rules.py's tables_id), and callers use these
+ * functions only when their Python gives the same id. */
+const char *ss_unicode_tables_id(void);
+/* ss_fingerprint_texts and ss_signature_texts on UTF-8 text as it is. */
+int ss_fingerprint_utf8(const uint8_t *text, const int64_t *offsets,
+                        size_t ndocs, int ngram, uint32_t seed, int weighting,
+                        uint64_t *out, int64_t *out_nfeatures);
+int ss_signature_utf8(const uint8_t *text, const int64_t *offsets,
+                      size_t ndocs, int ngram, uint32_t seed, int weighting,
+                      int sketch_bits, int bands, int rows, uint64_t *out_fp,
+                      uint64_t *out_sketch, uint64_t *out_bands,
+                      int64_t *out_nfeatures);
+/* For inspection and tests: the NFKC form of one UTF-8 text, and its tokens
+ * joined by one space, into out (UTF-8). Return the length (written only
+ * when it is <= cap: call again with more room), -1 out of memory. */
+int64_t ss_unicode_nfkc(const uint8_t *text, size_t len, uint8_t *out,
+                        size_t cap);
+int64_t ss_unicode_tokens(const uint8_t *text, size_t len, uint8_t *out,
+                          size_t cap);
+/* UNICODE-END */
+
 /* CDEF-END */
 
 #endif /* SIMSTORE_H */

@@ -105,13 +105,18 @@ def features(
 
 
 def fingerprint_texts(
-    blob: bytes, offsets: np.ndarray, ngram: int, seed: int, weighting: int
+    blob: bytes, offsets: np.ndarray, ngram: int, seed: int, weighting: int, unicode: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Fused pipeline: fingerprints and distinct-feature counts per document."""
+    """Fused pipeline: fingerprints and distinct-feature counts per document.
+
+    unicode: blob is UTF-8 text as it is (the C Unicode tokenizer), else text prepared
+    for the byte tokenizer.
+    """
     ndocs = len(offsets) - 1
     out = np.empty(ndocs, dtype=np.uint64)
     nfeat = np.empty(ndocs, dtype=np.int64)
-    rc = lib.ss_fingerprint_texts(
+    fn = lib.ss_fingerprint_utf8 if unicode else lib.ss_fingerprint_texts
+    rc = fn(
         blob,
         ffi.from_buffer("int64_t[]", offsets),
         ndocs,
@@ -124,6 +129,33 @@ def fingerprint_texts(
     if rc != 0:
         raise MemoryError("simstore: the C core could not allocate scratch memory")
     return out, nfeat
+
+
+def unicode_tables_id() -> str:
+    """The name of the C core's Unicode tables (Unicode version; digest of the token rules)."""
+    return ffi.string(lib.ss_unicode_tables_id()).decode("ascii")
+
+
+def _unicode_text(fn: Any, data: bytes) -> bytes:
+    cap = 2 * len(data) + 64
+    while True:
+        out = ffi.new("uint8_t[]", cap)
+        n = fn(data, len(data), out, cap)
+        if n < 0:
+            raise MemoryError("simstore: the C core could not allocate scratch memory")
+        if n <= cap:
+            return bytes(ffi.buffer(out, n))
+        cap = n
+
+
+def unicode_nfkc(data: bytes) -> bytes:
+    """NFKC of UTF-8 text by the C tables (for tests and inspection)."""
+    return _unicode_text(lib.ss_unicode_nfkc, data)
+
+
+def unicode_tokens(data: bytes) -> bytes:
+    """The tokens of UTF-8 text by the C tokenizer, joined by one space (for tests)."""
+    return _unicode_text(lib.ss_unicode_tokens, data)
 
 
 def permute_blocks(
@@ -339,15 +371,19 @@ def signature_hashes(
 
 def signature_texts(
     blob: bytes, offsets: np.ndarray, ngram: int, seed: int, weighting: int,
-    sketch_bits: int, bands: int, rows: int,
+    sketch_bits: int, bands: int, rows: int, unicode: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Fused pipeline: fingerprints, sketches, band keys and distinct-feature counts."""
+    """Fused pipeline: fingerprints, sketches, band keys and distinct-feature counts.
+
+    unicode: as in :func:`fingerprint_texts`.
+    """
     ndocs = len(offsets) - 1
     fps = np.empty(ndocs, dtype=np.uint64)
     sketches = np.empty((ndocs, sketch_bits // 64), dtype=np.uint64)
     keys = np.empty((ndocs, bands), dtype=np.uint64)
     nfeat = np.empty(ndocs, dtype=np.int64)
-    rc = lib.ss_signature_texts(
+    fn = lib.ss_signature_utf8 if unicode else lib.ss_signature_texts
+    rc = fn(
         blob, ffi.from_buffer("int64_t[]", offsets), ndocs, ngram, seed, weighting,
         sketch_bits, bands, rows, _u64_ptr(fps), _u64_ptr(sketches), _u64_ptr(keys),
         ffi.from_buffer("int64_t[]", nfeat),

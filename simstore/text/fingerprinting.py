@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -37,19 +36,18 @@ import numpy as np
 from .._validate import as_fingerprint_array, check_fingerprint, check_str
 from ..exceptions import InvalidConfigError, SimstoreTypeError
 from ..native import core as _core
+from . import parallel
+from .rules import CJK_RE, NON_ASCII_SEP_RE, TOKEN_RE, tables_id
 
 SCHEME_VERSION = 1
 WEIGHTINGS = ("uniform", "tf", "logtf")
 _WEIGHTING_CODE = {"uniform": 0, "tf": 1, "logtf": 2}
 _NO_FEATURE_PREFIX = b"\x00simstore:no-features\x00"
-_CHUNK_BYTES = 1 << 24
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
-_TOKEN_RE = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
-# For the C path: non-ASCII characters that are not letters/digits become a
-# space; Han/Kana characters get spaces around them (each is a token).
-_NON_ASCII_SEP_RE = re.compile(f"[^\\w\\x00-\\x7f{_CJK}]+")
-_CJK_RE = re.compile(f"[{_CJK}]")
+UNICODE_IN_C = _core.unicode_tables_id() == tables_id()
+"""Whether the C core tokenizes any script itself: its Unicode tables were built from this
+Python's Unicode version and these rules (else text is prepared in Python first: slower,
+the same fingerprints)."""
 
 
 @dataclass(frozen=True)
@@ -217,7 +215,7 @@ def normalize(text: str) -> str:
 
 def tokens(text: str) -> list[str]:
     """The tokens of a text, as the scheme sees them."""
-    return _TOKEN_RE.findall(normalize(text))
+    return TOKEN_RE.findall(normalize(text))
 
 
 def features(text: str, config: FingerprintConfig | None = None, **options: Any) -> list[str]:
@@ -233,20 +231,30 @@ def features(text: str, config: FingerprintConfig | None = None, **options: Any)
 
 
 def _prepared(text: str) -> bytes:
-    # ASCII text is NFKC-stable; the C tokenizer lower-cases and splits it
-    # exactly as the token regex would. In other text, the non-ASCII
+    # The Python path, for a C core without this Python's Unicode tables (and the
+    # IDF path). ASCII text is NFKC-stable; the byte tokenizer lower-cases and
+    # splits it exactly as the token regex would. In other text, the non-ASCII
     # characters that separate tokens become spaces and every Han/Kana
-    # character is spaced out; the C tokenizer, which takes every byte >= 0x80
+    # character is spaced out; the byte tokenizer, which takes every byte >= 0x80
     # as part of a word and splits on ASCII non-alphanumerics, then sees the
     # same tokens as the regex (tests check this against the reference).
     if text.isascii():
         return text.encode("ascii")
     if not unicodedata.is_normalized("NFKC", text):
         text = unicodedata.normalize("NFKC", text)
-    text = _NON_ASCII_SEP_RE.sub(" ", text.lower())
-    if _CJK_RE.search(text):
-        text = _CJK_RE.sub(r" \g<0> ", text)
+    text = NON_ASCII_SEP_RE.sub(" ", text.lower())
+    if CJK_RE.search(text):
+        text = CJK_RE.sub(r" \g<0> ", text)
     return text.encode("utf-8", "surrogatepass")
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # lone surrogates kept, as the reference does
+
+
+def encoder(native: bool) -> Callable[[str], bytes]:
+    """How texts are handed to C: as UTF-8 (the C core tokenizes) or prepared in Python."""
+    return _utf8 if native else _prepared
 
 
 def _no_feature_fingerprint(text: str, seed: int) -> int:
@@ -273,25 +281,6 @@ def _checked_texts(texts: Iterable[str]) -> list[str]:
     return out
 
 
-def _chunks(texts: list[str]) -> Iterable[tuple[int, list[bytes]]]:
-    start, size, batch = 0, 0, []
-    for i, t in enumerate(texts):
-        b = _prepared(t)
-        batch.append(b)
-        size += len(b)
-        if size >= _CHUNK_BYTES:
-            yield start, batch
-            start, size, batch = i + 1, 0, []
-    if batch:
-        yield start, batch
-
-
-def _blob(batch: list[bytes]) -> tuple[bytes, np.ndarray]:
-    offsets = np.zeros(len(batch) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in batch], out=offsets[1:])
-    return b"".join(batch), offsets
-
-
 def fingerprints(
     texts: Iterable[str],
     config: FingerprintConfig | None = None,
@@ -299,23 +288,26 @@ def fingerprints(
     idf: IdfTable | None = None,
     **options: Any,
 ) -> np.ndarray:
-    """Fingerprints (uint64 array) of many texts, in one pass through C per chunk."""
+    """Fingerprints (uint64 array) of many texts, one C pass per chunk."""
     cfg = _config(config, options)
     items = _checked_texts(texts)
     if idf is not None and not isinstance(idf, IdfTable):
         raise SimstoreTypeError(f"'idf' must be an IdfTable (got {type(idf).__name__})")
+    native = UNICODE_IN_C and idf is None
     out = np.empty(len(items), dtype=np.uint64)
-    for start, batch in _chunks(items):
-        blob, offsets = _blob(batch)
+
+    def work(start: int, blob: bytes, offsets: np.ndarray) -> None:
         if idf is None:
             fps, nfeat = _core.fingerprint_texts(
-                blob, offsets, cfg.ngram, cfg.seed, _WEIGHTING_CODE[cfg.weighting]
+                blob, offsets, cfg.ngram, cfg.seed, _WEIGHTING_CODE[cfg.weighting], native
             )
         else:
             fps, nfeat = _weighted_fingerprints(blob, offsets, cfg, idf)
         for j in np.flatnonzero(nfeat == 0):
             fps[j] = _no_feature_fingerprint(items[start + j], cfg.seed)
-        out[start : start + len(batch)] = fps
+        out[start : start + len(fps)] = fps
+
+    parallel.run(items, encoder(native), work)
     return out
 
 

@@ -36,14 +36,15 @@ import numpy as np
 from .._validate import check_fingerprint, check_str
 from ..exceptions import InvalidConfigError, InvalidSignatureError, SimstoreTypeError
 from ..native import core as _core
+from . import parallel
 from .fingerprinting import (
     _WEIGHTING_CODE,
     SIGNATURE_CONFIG,
+    UNICODE_IN_C,
     FingerprintConfig,
-    _blob,
     _checked_texts,
-    _chunks,
     _no_feature_fingerprint,
+    encoder,
 )
 
 _WORD_BITS = 64
@@ -221,7 +222,7 @@ class Signatures:
 
 
 def signatures(texts: Iterable[str], config: FingerprintConfig | None = None) -> Signatures:
-    """Signatures of many texts, one pass through C per chunk (SIGNATURE_CONFIG by default)."""
+    """Signatures of many texts, one C pass per chunk (SIGNATURE_CONFIG by default)."""
     cfg = _signature_config(config)
     items = _checked_texts(texts)
     n, words = len(items), cfg.sketch_bits // _WORD_BITS
@@ -229,11 +230,11 @@ def signatures(texts: Iterable[str], config: FingerprintConfig | None = None) ->
     sketches = np.empty((n, words), dtype=np.uint64)
     bands = np.empty((n, cfg.bands), dtype=np.uint64)
     shape = (cfg.seed, cfg.sketch_bits, cfg.bands, cfg.rows)
-    for start, batch in _chunks(items):
-        blob, offsets = _blob(batch)
-        stop = start + len(batch)
+
+    def work(start: int, blob: bytes, offsets: np.ndarray) -> None:
         fp, sk, bk, nfeat = _core.signature_texts(
-            blob, offsets, cfg.ngram, cfg.seed, _WEIGHTING_CODE[cfg.weighting], *shape[1:]
+            blob, offsets, cfg.ngram, cfg.seed, _WEIGHTING_CODE[cfg.weighting], *shape[1:],
+            UNICODE_IN_C,
         )
         featureless = np.flatnonzero(nfeat == 0)
         if len(featureless):
@@ -245,7 +246,10 @@ def signatures(texts: Iterable[str], config: FingerprintConfig | None = None) ->
             one_each = np.arange(len(h) + 1, dtype=np.int64)
             fp[featureless] = h
             sk[featureless], bk[featureless] = _core.signature_hashes(h, one_each, *shape)
+        stop = start + len(fp)
         fps[start:stop], sketches[start:stop], bands[start:stop] = fp, sk, bk
+
+    parallel.run(items, encoder(UNICODE_IN_C), work)
     return Signatures(cfg, fps, sketches, bands)
 
 

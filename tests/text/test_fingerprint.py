@@ -273,9 +273,9 @@ def test_config_round_trips_and_refuses_other_versions():
 
 def test_large_batch_crosses_chunks(monkeypatch):
     """Batches larger than the internal chunk give the same values as single calls."""
-    import simstore.text.fingerprinting as fpmod
+    from simstore.text import parallel
 
-    monkeypatch.setattr(fpmod, "_CHUNK_BYTES", 64)
+    monkeypatch.setattr(parallel, "CHUNK_CHARS", 64)
     batch = [f"document number {i} with some shared words" for i in range(50)] + ["", "!!"]
     got = simstore.fingerprints(batch)
     monkeypatch.undo()

@@ -110,10 +110,10 @@ def test_largest_shape_equals_reference():
 
 def test_chunked_batches_equal_single_calls(monkeypatch):
     """Batches crossing the internal chunk size give the same signatures as one by one."""
-    import simstore.text.fingerprinting as fpmod
+    from simstore.text import parallel
 
     batch = [f"document number {i} with some shared words" for i in range(30)] + ["", "!!", "x"]
-    monkeypatch.setattr(fpmod, "_CHUNK_BYTES", 64)
+    monkeypatch.setattr(parallel, "CHUNK_CHARS", 64)
     got = simstore.signatures(batch)
     monkeypatch.undo()
     assert [_as_tuple(s) for s in got] == [_as_tuple(simstore.signature(t)) for t in batch]
