@@ -68,14 +68,14 @@ def _spread(arr: Any, valid: np.ndarray) -> Any:
 def fp_array(config: FingerprintConfig, texts: Any) -> Any:
     """Fingerprints (int64, two's complement) of an Arrow string array."""
     valid, items = _valid_texts(texts)
-    fps = fingerprints(items, config)
+    fps = fingerprints(items, config, threads=1)  # Spark runs a task per core already
     return _spread(pa.array(fps.view(np.int64)), valid)
 
 
 def signature_array(config: FingerprintConfig, texts: Any) -> Any:
     """A struct array (fp, sketch, bands) of an Arrow string array's signatures."""
     valid, items = _valid_texts(texts)
-    s = signatures(items, config)
+    s = signatures(items, config, threads=1)  # Spark runs a task per core already
     parts = [pa.array(s.fingerprints.view(np.int64)), binary_array(s.sketches), long_lists(s.bands)]
     return _spread(pa.StructArray.from_arrays(parts, names=["fp", "sketch", "bands"]), valid)
 

@@ -286,13 +286,18 @@ def fingerprints(
     config: FingerprintConfig | None = None,
     *,
     idf: IdfTable | None = None,
+    threads: int | None = None,
     **options: Any,
 ) -> np.ndarray:
-    """Fingerprints (uint64 array) of many texts, one C pass per chunk."""
+    """Fingerprints (uint64 array) of many texts, one C pass per chunk, on `threads` threads.
+
+    threads: how many chunks run at once (None: every core); the result never depends on it.
+    """
     cfg = _config(config, options)
     items = _checked_texts(texts)
     if idf is not None and not isinstance(idf, IdfTable):
         raise SimstoreTypeError(f"'idf' must be an IdfTable (got {type(idf).__name__})")
+    nthreads = parallel.thread_count(threads)
     native = UNICODE_IN_C and idf is None
     out = np.empty(len(items), dtype=np.uint64)
 
@@ -307,7 +312,7 @@ def fingerprints(
             fps[j] = _no_feature_fingerprint(items[start + j], cfg.seed)
         out[start : start + len(fps)] = fps
 
-    parallel.run(items, encoder(native), work)
+    parallel.run(items, encoder(native), work, nthreads)
     return out
 
 
@@ -348,7 +353,7 @@ def fingerprint(
 ) -> int:
     """The 64-bit simhash fingerprint of one text."""
     check_str(text, "text")
-    return int(fingerprints([text], config, idf=idf, **options)[0])
+    return int(fingerprints([text], config, idf=idf, threads=1, **options)[0])
 
 
 def simhash(feature_hashes: Any, weights: Any = None) -> int:

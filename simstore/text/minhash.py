@@ -221,10 +221,16 @@ class Signatures:
         )
 
 
-def signatures(texts: Iterable[str], config: FingerprintConfig | None = None) -> Signatures:
-    """Signatures of many texts, one C pass per chunk (SIGNATURE_CONFIG by default)."""
+def signatures(
+    texts: Iterable[str], config: FingerprintConfig | None = None, *, threads: int | None = None
+) -> Signatures:
+    """Signatures of many texts, one C pass per chunk (SIGNATURE_CONFIG by default).
+
+    threads: how many chunks run at once (None: every core); the result never depends on it.
+    """
     cfg = _signature_config(config)
     items = _checked_texts(texts)
+    nthreads = parallel.thread_count(threads)
     n, words = len(items), cfg.sketch_bits // _WORD_BITS
     fps = np.empty(n, dtype=np.uint64)
     sketches = np.empty((n, words), dtype=np.uint64)
@@ -249,14 +255,14 @@ def signatures(texts: Iterable[str], config: FingerprintConfig | None = None) ->
         stop = start + len(fp)
         fps[start:stop], sketches[start:stop], bands[start:stop] = fp, sk, bk
 
-    parallel.run(items, encoder(UNICODE_IN_C), work)
+    parallel.run(items, encoder(UNICODE_IN_C), work, nthreads)
     return Signatures(cfg, fps, sketches, bands)
 
 
 def signature(text: str, config: FingerprintConfig | None = None) -> Signature:
     """The signature of one text (SIGNATURE_CONFIG by default)."""
     check_str(text, "text")
-    result: Signature = signatures([text], config)[0]
+    result: Signature = signatures([text], config, threads=1)[0]
     return result
 
 

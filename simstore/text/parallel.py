@@ -1,13 +1,40 @@
-"""Texts to the C core in chunks: the batch driver of fingerprints and signatures."""
+"""Texts to the C core in chunks, on several threads: the batch driver of fingerprints and signatures.
+
+The C passes release the GIL (cffi releases it around every call), so chunks
+run in parallel; each chunk's results go to its own slice of the caller's
+arrays, so any number of threads gives exactly the arrays one thread gives.
+Encoding a chunk to UTF-8 needs the GIL: it runs in the worker too, so one
+chunk's encoding overlaps another's C pass.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .._validate import check_int
+
 CHUNK_CHARS = 1 << 24
-"""About the most characters one C call takes: bounds the encoded copy held at once."""
+"""About the most characters one C call takes: bounds the encoded copy each thread holds."""
+_MIN_PARALLEL_CHUNK = 1 << 17  # below this a chunk costs more to hand over than to run
+_CHUNKS_PER_THREAD = 4  # unequal documents still balance
+
+
+def cpu_count() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def thread_count(threads: object) -> int:
+    """threads, or every core for None: the rule of ``fingerprints(..., threads=)``."""
+    if threads is None:
+        return cpu_count()
+    return check_int(threads, "threads", minimum=1)
 
 
 def blob(batch: list[bytes]) -> tuple[bytes, np.ndarray]:
@@ -17,12 +44,16 @@ def blob(batch: list[bytes]) -> tuple[bytes, np.ndarray]:
     return b"".join(batch), offsets
 
 
-def _ranges(items: list[str]) -> list[tuple[int, int]]:
-    """Consecutive [start, stop) chunks of items, by characters."""
+def _ranges(items: list[str], threads: int) -> list[tuple[int, int]]:
+    """Consecutive [start, stop) chunks of items, by characters, for this many threads."""
+    total = sum(len(t) for t in items)
+    size = CHUNK_CHARS
+    if threads > 1:
+        size = min(size, max(_MIN_PARALLEL_CHUNK, total // (threads * _CHUNKS_PER_THREAD)))
     out, start, acc = [], 0, 0
     for i, t in enumerate(items):
         acc += len(t)
-        if acc >= CHUNK_CHARS:
+        if acc >= size:
             out.append((start, i + 1))
             start, acc = i + 1, 0
     if start < len(items):
@@ -34,8 +65,23 @@ def run(
     items: list[str],
     encode: Callable[[str], bytes],
     work: Callable[[int, bytes, np.ndarray], None],
+    threads: int,
 ) -> None:
-    """work(start, blob, offsets) for each chunk of items, encoded."""
-    for start, stop in _ranges(items):
+    """work(start, blob, offsets) for each chunk of items (encoded), on up to `threads` threads.
+
+    work must write only its own slice (start .. start + len(offsets) - 1) of its outputs.
+    """
+
+    def one(span: tuple[int, int]) -> None:
+        start, stop = span
         data, offsets = blob([encode(t) for t in items[start:stop]])
         work(start, data, offsets)
+
+    spans = _ranges(items, threads)
+    if threads == 1 or len(spans) < 2:
+        for span in spans:
+            one(span)
+        return
+    with ThreadPoolExecutor(max_workers=min(threads, len(spans))) as pool:
+        for _ in pool.map(one, spans):
+            pass

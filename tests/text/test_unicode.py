@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 import simstore
 from simstore import FingerprintConfig
 from simstore.native import core
-from simstore.text import fingerprinting, minhash
+from simstore.text import fingerprinting, minhash, parallel
 from simstore.text.reference import reference_fingerprint, reference_signature
 from simstore.text.rules import tables_id
 
@@ -135,6 +135,31 @@ def test_python_path_gives_the_same_fingerprints(monkeypatch):
     fallback = simstore.signatures(texts)
     assert np.array_equal(fallback.sketches, native_sigs.sketches)
     assert np.array_equal(fallback.bands, native_sigs.bands)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+def test_threads_give_the_same_arrays(monkeypatch, threads):
+    """Any thread count gives exactly the one-thread fingerprints and signatures."""
+    texts = [SCRIPT_TEXTS[k] * (1 + i % 3) for i, k in enumerate(sorted(SCRIPT_TEXTS) * 6)]
+    texts += ["", "...", "x"]
+    one_fp = simstore.fingerprints(texts, threads=1)
+    one_sig = simstore.signatures(texts, threads=1)
+    monkeypatch.setattr(parallel, "_MIN_PARALLEL_CHUNK", 500)
+    fps = simstore.fingerprints(texts, threads=threads)
+    sigs = simstore.signatures(texts, threads=threads)
+    assert len(parallel._ranges(texts, threads)) > 1 or threads == 1
+    assert np.array_equal(fps, one_fp)
+    assert np.array_equal(sigs.sketches, one_sig.sketches)
+    assert np.array_equal(sigs.bands, one_sig.bands)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+def test_bad_thread_counts_are_refused(bad):
+    """threads must be an int >= 1 (or None for every core)."""
+    with pytest.raises((simstore.InvalidConfigError, simstore.SimstoreTypeError), match="'threads'"):
+        simstore.fingerprints(["a b c"], threads=bad)
+    with pytest.raises((simstore.InvalidConfigError, simstore.SimstoreTypeError), match="'threads'"):
+        simstore.signatures(["a b c"], threads=bad)
 
 
 @pytest.mark.skipif(not (CSRC / "gen_unicode.py").exists(), reason="needs the source tree")
