@@ -132,9 +132,11 @@ def build() -> tuple[str, str]:
             rec_at[rec] = len(recs)
             recs.append(rec)
         per_cp.append(rec_at[rec])
-    for c in range(128):  # the ASCII fast path takes these for granted
+    for c in range(128):  # the ASCII fast paths of unicode.c take these for granted
         lower, decomp, ccc, flags = recs[per_cp[c]]
         assert flags & QUICK and not decomp and not flags & LMULTI, hex(c)
+        assert flags >> CLS_SHIFT & 3 == (rules.WORD if chr(c).isalnum() else rules.SEP), hex(c)
+        assert lower == (32 if "A" <= chr(c) <= "Z" else 0), hex(c)
     for ch in ("\u03c3", "\u03c2"):
         assert rules.token_class(ch) == rules.WORD
     assert len(recs) < 1 << 16 and len(pool) < 1 << 16, (len(recs), len(pool))

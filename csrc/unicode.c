@@ -287,10 +287,24 @@ static inline int put(token_writer *t, uint32_t c, int cls) {
     return 0;
 }
 
+static inline int ascii_alnum(uint32_t c) {
+    return (c - '0' < 10) | ((c | 32) - 'a' < 26);
+}
+
 static int64_t tokens_of(ss__text_scratch *s, const uint32_t *cps, size_t n) {
     token_writer t = {s, 0, 0, 0};
     for (size_t i = 0; i < n; i++) {
         uint32_t c = cps[i];
+        if (c < 0x80) {  /* the tables' ASCII rules, checked by gen_unicode.py */
+            if (!ascii_alnum(c)) {
+                end_token(&t);
+            } else if (t.in_tok && t.w < s->bufcap) {
+                s->buf[t.w++] = (uint8_t)(c - 'A' < 26 ? c + 32 : c);
+            } else if (put(&t, c - 'A' < 26 ? c + 32 : c, CLS_WORD) != 0) {
+                return -1;
+            }
+            continue;
+        }
         const ss__urec *r = urec(c);
         if (r->flags & SS__U_LMULTI) {
             const uint32_t *low = ss__u_pool + r->lower;

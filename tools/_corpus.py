@@ -217,3 +217,76 @@ def english_documents(n_docs: int, doc_bytes: int, seed: int) -> list[str]:
             i += 1
         docs.append("".join(parts))
     return docs
+
+
+def _catalog_paths() -> list[str]:
+    return _unique_files(glob.glob("/usr/share/locale/*/LC_MESSAGES/*.mo"))
+
+
+def _catalog_text(path: str) -> str | None:
+    """A gettext catalog's translations (msgstr), one per line; None if it does not parse."""
+    import gettext
+
+    try:
+        with open(path, "rb") as f:
+            catalog = gettext.GNUTranslations(f)._catalog  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a catalog that does not parse is skipped
+        return None
+    lines = [v for k, v in catalog.items() if k and isinstance(v, str) and v.strip()]
+    return "\n".join(lines) if lines else None
+
+
+def _cut(text: str, sizes: Callable[[], int]) -> list[str]:
+    """text cut at line ends into pieces of about sizes() UTF-8 bytes each (a short tail dropped)."""
+    out, parts, size, want = [], [], 0, sizes()
+    for line in text.split("\n"):
+        parts.append(line)
+        size += len(line.encode("utf-8", "surrogatepass")) + 1
+        if size >= want:
+            out.append("\n".join(parts))
+            parts, size, want = [], 0, sizes()
+    return out
+
+
+def translation_documents(n_docs: int, seed: int, sizes: tuple[int, int] = (2000, 20000),
+                          ) -> list[tuple[str, str]]:
+    """Seeded (locale, document) pairs cut from the gettext catalogs under /usr/share/locale.
+
+    Real translated text in every script the machine has (the catalogs of GTK, glib,
+    iso-codes, ...): catalogs of non-English locales in a seeded order, each cut at
+    message boundaries into documents of sizes[0]..sizes[1] UTF-8 bytes; one document
+    per catalog in turn, so the languages mix.
+    """
+    rng = random.Random(seed)
+    paths = [p for p in _catalog_paths() if not p.split("/")[4].startswith("en")]
+    rng.shuffle(paths)
+    pools: list[tuple[str, list[str]]] = []
+    for path in paths:
+        text = _catalog_text(path)
+        if text:
+            pieces = _cut(text, lambda: rng.randint(*sizes))
+            if pieces:
+                pools.append((path.split("/")[4], pieces))
+        if sum(len(p) for _, p in pools) >= 2 * n_docs:
+            break
+    if not pools:
+        raise SystemExit("no gettext catalogs found under /usr/share/locale")
+    docs: list[tuple[str, str]] = []
+    while len(docs) < n_docs and any(p for _, p in pools):
+        for locale, pieces in pools:
+            if pieces and len(docs) < n_docs:
+                docs.append((locale, pieces.pop(0)))
+    return docs
+
+
+def mixed_documents(n_docs: int, seed: int, translated: float = 2 / 3,
+                    sizes: tuple[int, int] = (2000, 20000)) -> list[tuple[str, str]]:
+    """Seeded (locale, document) pairs: translations (:func:`translation_documents`) and
+    English (:func:`english_documents`, locale "en") in the given share, shuffled."""
+    rng = random.Random(seed)
+    n_tr = round(n_docs * translated)
+    docs = translation_documents(n_tr, seed, sizes)
+    for text in english_documents(n_docs - len(docs), sizes[1], seed):
+        docs.append(("en", text[: rng.randint(*sizes)]))
+    rng.shuffle(docs)
+    return docs

@@ -23,6 +23,7 @@ from .memlimit import add_parser as add_memlimit_parser
 from .query import cmd_query
 from .readers import add_parser as add_readers_parser
 from .similarity import cmd_similarity
+from .text import cmd_text
 from .spark import add_parser as add_spark_parser
 
 DESCRIPTION = "simstore benchmarks against peer libraries, measured in one process run."
@@ -106,6 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--reference-docs", type=_positive, default=40,
                    help="documents given to the pure-Python reference (default %(default)s)")
     f.set_defaults(func=cmd_fingerprint)
+
+    tx = sub.add_parser("text", help="fingerprints and signatures on mixed-script text, 1-2 threads",
+                        description=cmd_text.__doc__)
+    common(tx)
+    tx.add_argument("--docs", type=_positive, default=3000,
+                    help="documents of 2-20 KB (default %(default)s)")
+    tx.add_argument("--translated", type=float, default=0.67,
+                    help="share of documents cut from gettext translations, the rest English "
+                         "(default %(default)s)")
+    tx.add_argument("--peer-docs", type=_positive, default=300,
+                    help="documents per script given to the peers (default %(default)s)")
+    tx.set_defaults(func=cmd_text)
 
     q = sub.add_parser("query", help="single-query latency (us) vs SimhashIndex, faiss, scans",
                        description=cmd_query.__doc__)

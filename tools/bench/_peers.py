@@ -82,3 +82,8 @@ def load_datasketch() -> ModuleType | None:
 def load_faiss() -> ModuleType | None:
     """``faiss`` (the faiss-cpu wheel: IndexBinaryMultiHash), or None with a warning."""
     return _import("faiss", "faiss")
+
+
+def load_rensa() -> ModuleType | None:
+    """``rensa`` (Rust MinHash: RMinHash, CMinHash), or None with a warning."""
+    return _import("rensa", "rensa")
