@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     from .sources import ReadOptions, Source
 
 
+_READ_BUFFER = 1 << 20
+
+
 class MissingDependencyError(SimstoreError, ImportError):
     """An optional dependency (pyarrow, for Parquet and Arrow) is not installed."""
 
@@ -35,11 +38,17 @@ def _is_string(t: Any) -> bool:
 
 
 def parquet_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Chunk]:
-    """The rows of one Parquet file as chunks; each row's where is its 1-based row number."""
+    """The rows of one Parquet file as chunks; each row's where is its 1-based row number.
+
+    Progress (chunk.nbytes) is the source's size (its columns' uncompressed bytes) spread
+    over its rows.
+    """
 
     pa = pyarrow()
     try:
-        pf = pa.parquet.ParquetFile(src.path)
+        # Pages read through a buffer, not whole column chunks: memory stays bounded by
+        # the batch even when a row group holds the whole file.
+        pf = pa.parquet.ParquetFile(src.path, buffer_size=_READ_BUFFER, pre_buffer=False)
     except (OSError, pa.ArrowException) as exc:
         on_bad(src.name, f"not a readable Parquet file ({exc})")
         yield Chunk("parquet", src, nbytes=src.size)

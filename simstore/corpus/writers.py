@@ -15,6 +15,7 @@ import bz2
 import gzip
 import json
 import lzma
+from functools import partial
 from typing import IO, Any
 
 from .._files import TempFile
@@ -23,7 +24,12 @@ from .parquet import ParquetOut
 from .readers import Chunk
 from .sources import JSONL_SUFFIXES, PARQUET_SUFFIXES, ReadOptions, Source, _suffixes
 
-_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+# zlib level 1 (gzip -1): on JSON lines of real text 59 MB/s for a 0.32 ratio, where the
+# default 9 gives 19 MB/s for 0.275 (level 6: 20 MB/s): writing .gz then costs about what
+# reading it does, instead of dominating the run.
+GZIP_LEVEL = 1
+_OPENERS = {".gz": partial(gzip.open, compresslevel=GZIP_LEVEL), ".bz2": bz2.open,
+            ".xz": lzma.open}
 
 
 def output_kind(path: str, sources: list[Source]) -> str:
