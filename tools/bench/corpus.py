@@ -48,11 +48,17 @@ from ._harness import DEFAULT_WORKDIR, REPO, Report, load_average
 KINDS = ("new", "near", "exact")
 
 
-def _segments_source() -> list[list[str]]:
+def _segments_source(scripts: str = "english", seed: int = 0) -> list[list[str]]:
+    """Word lists of the source documents: English, or with scripts="mixed" twice as many
+    translations (gettext catalogs in every script the machine has) beside them."""
     from tools import _corpus
 
     docs = _corpus.load(max_docs=8000, keep_duplicates=False).texts
-    return [d.split() for d in docs if len(d.split()) >= 120]
+    english = [d.split() for d in docs if len(d.split()) >= 120]
+    if scripts != "mixed":
+        return english
+    translated = [d.split() for _, d in _corpus.translation_documents(2 * len(english), seed)]
+    return english + [w for w in translated if len(w) >= 20]
 
 
 def _mix(rng: random.Random, pool: list[list[str]]) -> str:
@@ -80,10 +86,10 @@ def _perturb(rng: random.Random, text: str, vocab: list[str]) -> str:
     return " ".join(words)
 
 
-def build_corpus(path: Path, target_bytes: int, seed: int, near: float, exact: float
-                 ) -> dict[str, Any]:
+def build_corpus(path: Path, target_bytes: int, seed: int, near: float, exact: float,
+                 scripts: str = "english") -> dict[str, Any]:
     """Write the JSONL corpus (see the module docstring); its counts by planted kind."""
-    pool = _segments_source()
+    pool = _segments_source(scripts, seed)
     vocab = [w for words in pool[:200] for w in words[:200]]
     rng = random.Random(seed)
     recent: deque[tuple[str, str]] = deque(maxlen=5000)
@@ -115,14 +121,16 @@ def build_corpus(path: Path, target_bytes: int, seed: int, near: float, exact: f
 
 def _corpus(args: argparse.Namespace, rep: Report) -> tuple[Path, dict[str, Any]]:
     args.workdir.mkdir(parents=True, exist_ok=True)
-    path = args.workdir / f"corpus-{args.mb}mb-s{args.seed}.jsonl"
+    tail = "" if args.scripts == "english" else f"-{args.scripts}"
+    path = args.workdir / f"corpus-{args.mb}mb-s{args.seed}{tail}.jsonl"
     meta = path.with_suffix(".json")
     if path.exists() and meta.exists():
         info = json.loads(meta.read_text())
         rep.note(f"reusing {path} ({info['bytes'] / 1e6:.0f} MB, {info['docs']:,} documents)")
         return path, info
     t0 = time.perf_counter()
-    info = build_corpus(path, args.mb * 1_000_000, args.seed, args.near, args.exact)
+    info = build_corpus(path, args.mb * 1_000_000, args.seed, args.near, args.exact,
+                        args.scripts)
     meta.write_text(json.dumps(info))
     rep.note(f"built {path}: {info['bytes'] / 1e6:.0f} MB, {info['docs']:,} documents "
              f"({info['near']:,} near and {info['exact']:,} exact planted copies) in "
@@ -229,19 +237,47 @@ MODES = {
     "t09": ["--threshold", "0.9"],
     "k5": ["--k", "5"],
     "longest": ["--threshold", "0.9", "--keep", "longest"],
+    "t09gz": ["--threshold", "0.9"],
+    "t09parquet": ["--threshold", "0.9"],
 }
+# Modes reading (and writing) another form of the same corpus: its suffix.
+FORMATS = {"t09gz": ".jsonl.gz", "t09parquet": ".parquet"}
+
+
+def _variant(path: Path, suffix: str) -> Path:
+    """The corpus as .jsonl.gz (gzip's default level 6) or Parquet (pyarrow's defaults: one
+    row group of up to 1Mi rows), written once beside it."""
+    out = path.with_name(path.stem + suffix)
+    if out.exists():
+        return out
+    tmp = out.with_name(out.name + ".tmp")
+    if suffix == ".jsonl.gz":
+        import gzip
+
+        with open(path, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    else:
+        import pyarrow.json as pj
+        import pyarrow.parquet as pq
+
+        pq.write_table(pj.read_json(path), tmp)
+    tmp.rename(out)
+    return out
 
 
 def _simstore_row(rep: Report, path: Path, info: dict[str, Any], mode: str, out_dir: Path,
                   label: str, chunk: int | None = None) -> None:
-    kept, removed = out_dir / f"kept-{mode}.jsonl", out_dir / f"removed-{mode}.jsonl"
+    suffix = FORMATS.get(mode, ".jsonl")
+    src = path if mode not in FORMATS else _variant(path, suffix)
+    kept, removed = out_dir / f"kept-{mode}{suffix}", out_dir / f"removed-{mode}.jsonl"
     extra = [] if chunk is None else ["--chunk", str(chunk)]
     argv = [sys.executable, "-m", "simstore", "--json", "--progress-every", "0",
-            "dedup-corpus", str(path), "-o", str(kept), "--removed", str(removed), *MODES[mode],
+            "dedup-corpus", str(src), "-o", str(kept), "--removed", str(removed), *MODES[mode],
             *extra]
     res = run_measured(argv)
     summary = json.loads(res["stdout"].splitlines()[-1])
-    _row(rep, f"simstore-cli dedup-corpus {' '.join(MODES[mode] + extra)}", label, info, res,
+    what = " ".join(MODES[mode] + extra) + ("" if mode not in FORMATS else f", {suffix} in and out")
+    _row(rep, f"simstore-cli dedup-corpus {what}", label, info, res,
          summary["kept"], summary["removed"], _quality(path, _ids_in_jsonl(removed)))
     for p in (kept, removed):
         p.unlink(missing_ok=True)
@@ -261,7 +297,8 @@ def _row(rep: Report, impl: str, label: str, info: dict[str, Any], res: dict[str
 
 def cmd_corpus(args: argparse.Namespace) -> dict[str, Any]:
     """dedup-corpus on a >= 1 GB JSONL of real text with planted near-duplicates."""
-    rep = Report("corpus", {"mb": args.mb, "seed": args.seed, "near": args.near,
+    rep = Report("corpus", {"mb": args.mb, "seed": args.seed, "scripts": args.scripts,
+                            "near": args.near,
                             "exact": args.exact, "modes": args.modes, "peer_mb": args.peer_mb})
     path, info = _corpus(args, rep)
     out_dir = args.workdir / "corpus-out"
@@ -417,6 +454,10 @@ def add_corpus_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mb", type=int, default=1100,
                    help="corpus size in MB of JSONL (default %(default)s)")
     p.add_argument("--seed", type=int, default=20240601, help="RNG seed (default %(default)s)")
+    p.add_argument("--scripts", choices=("english", "mixed"), default="english",
+                   help="source text: English only, or mixed: twice as many gettext "
+                   "translations (every script under /usr/share/locale) beside it "
+                   "(default %(default)s)")
     p.add_argument("--near", type=float, default=0.15,
                    help="share of planted near copies (default %(default)s)")
     p.add_argument("--exact", type=float, default=0.05,
@@ -424,7 +465,9 @@ def add_corpus_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--modes", type=lambda t: [m for m in t.split(",") if m],
                    default=["t09", "longest", "k5"],
                    help="simstore runs on the whole corpus: t09 (--threshold 0.9, keep first), "
-                   "longest (two passes), k5 (--k 5); comma-separated (default t09,longest,k5)")
+                   "longest (two passes), k5 (--k 5), t09gz / t09parquet (t09 on the corpus as "
+                   ".jsonl.gz / Parquet, written in that form); comma-separated (default "
+                   "t09,longest,k5)")
     p.add_argument("--chunk", type=int, default=None,
                    help="pass --chunk N to the simstore runs on the whole corpus (default: the "
                    "CLI's default)")
