@@ -237,7 +237,7 @@ def _catalog_text(path: str) -> str | None:
 
 
 def _cut(text: str, sizes: Callable[[], int]) -> list[str]:
-    """text cut at line ends into pieces of about sizes() UTF-8 bytes each (a short tail dropped)."""
+    """text cut at line ends into pieces of about sizes() UTF-8 bytes (a short tail dropped)."""
     out, parts, size, want = [], [], 0, sizes()
     for line in text.split("\n"):
         parts.append(line)

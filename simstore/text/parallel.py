@@ -1,4 +1,4 @@
-"""Texts to the C core in chunks, on several threads: the batch driver of fingerprints and signatures.
+"""Texts to the C core in chunks on several threads: the batch driver of fingerprints, signatures.
 
 The C passes release the GIL (cffi releases it around every call), so chunks
 run in parallel; each chunk's results go to its own slice of the caller's

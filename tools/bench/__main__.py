@@ -23,8 +23,8 @@ from .memlimit import add_parser as add_memlimit_parser
 from .query import cmd_query
 from .readers import add_parser as add_readers_parser
 from .similarity import cmd_similarity
-from .text import cmd_text
 from .spark import add_parser as add_spark_parser
+from .text import cmd_text
 
 DESCRIPTION = "simstore benchmarks against peer libraries, measured in one process run."
 
@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="documents given to the pure-Python reference (default %(default)s)")
     f.set_defaults(func=cmd_fingerprint)
 
-    tx = sub.add_parser("text", help="fingerprints and signatures on mixed-script text, 1-2 threads",
+    tx = sub.add_parser("text", help="fingerprints, signatures of mixed-script text, 1-2 threads",
                         description=cmd_text.__doc__)
     common(tx)
     tx.add_argument("--docs", type=_positive, default=3000,

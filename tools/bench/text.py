@@ -1,4 +1,4 @@
-"""``text``: text -> fingerprints and signatures on mixed-script real text, 1 and 2 threads, vs peers."""
+"""``text``: fingerprints and signatures of mixed-script real text, 1 and 2 threads, vs peers."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _size(texts: list[str]) -> float:
 
 
 def script_of(text: str) -> str:
-    """The script most of a text's non-ASCII letters belong to (first word of their names), else ASCII."""
+    """The script of most of a text's non-ASCII letters (first word of their names), else ASCII."""
     names = Counter(
         unicodedata.name(ch, "?").split(" ")[0] for ch in text if not ch.isascii() and ch.isalpha()
     )
@@ -125,12 +125,13 @@ def cmd_text(args: argparse.Namespace) -> dict[str, Any]:
                     m.digest()
             measure("rensa.RMinHash(128), ready shingles", script, rensa_ready, texts)
         if ds is not None:
-            def ds_sign(texts: list[str] = texts[: max(10, args.peer_docs // 4)]) -> None:
-                for t in texts:
+            few = texts[: max(10, args.peer_docs // 4)]  # datasketch is slow
+
+            def ds_sign(few: list[str] = few) -> None:
+                for t in few:
                     m = ds.MinHash(num_perm=128)
                     m.update_batch([s.encode("utf-8") for s in shingles(t)])
-            measure("datasketch.MinHash(128) + Python shingles", script, ds_sign,
-                    texts[: max(10, args.peer_docs // 4)])
+            measure("datasketch.MinHash(128) + Python shingles", script, ds_sign, few)
     if rensa is not None:
         rep.note("simstore.signatures ahead of rensa with Python shingles in every script"
                  if not behind else f"simstore.signatures behind rensa in: {', '.join(behind)}")
