@@ -124,9 +124,9 @@ static inline uint64_t run_val(const ss_run *r, size_t i) {
 static inline size_t run_of(const ss_runset *s, uint64_t v) {
     size_t lo = 0, n = s->nruns;
     const uint64_t *f = s->firsts;
-    while (n > 1) {
+    while (n > 1) { /* branch-free steps: a mispredicted branch costs more than one */
         size_t half = n / 2;
-        if (f[lo + half] < v) lo += half;
+        lo += (size_t)(f[lo + half] < v) * half;
         n -= half;
     }
     return lo;
@@ -178,22 +178,22 @@ static inline size_t lower_any(const ss_run *r, uint64_t v) {
     return lo;
 }
 
-int ss_run_dir(const uint64_t *keys, size_t n, int dbits, uint32_t *dir) {
+int ss_run_dir(const uint64_t *keys, size_t n, int dbits, int shift,
+               uint32_t *dir) {
     if (!keys || !dir || n == 0 || n > UINT32_MAX || dbits < 1 ||
-        dbits > MAX_DIR_BITS)
+        dbits > MAX_DIR_BITS || shift < 0 || shift > 63)
         return -2;
     for (size_t i = 1; i < n; i++)
         if (keys[i - 1] > keys[i]) return -2;
-    uint64_t span = keys[n - 1] - keys[0];
-    int bits = span ? 64 - __builtin_clzll(span) : 0;
-    int shift = bits > dbits ? bits - dbits : 0;
+    uint64_t base = keys[0] >> shift;
     size_t nb = (size_t)1 << dbits, i = 0;
+    if ((keys[n - 1] >> shift) - base >= nb) return -2;
     for (size_t b = 0; b < nb; b++) {
-        while (i < n && ((keys[i] - keys[0]) >> shift) < b) i++;
+        while (i < n && (keys[i] >> shift) - base < b) i++;
         dir[b] = (uint32_t)i;
     }
     dir[nb] = (uint32_t)n;
-    return shift;
+    return 0;
 }
 
 /* --- the probe pipeline ------------------------------------------------- */
@@ -203,6 +203,7 @@ typedef struct {
     uint64_t qp;        /* the query permuted for the table */
     uint64_t tailmask;  /* the bits below the header */
     int k;
+    int tail;           /* how many they are */
 } probe_ctx;
 
 /* One probe in flight: its run set, table context, value and run; lo..hi
@@ -245,7 +246,9 @@ static inline void finish(const flight *f, hits *h) {
     const ss_run *run = &s->runs[r];
     const uint64_t *keys = run->keys;
     size_t i;
-    if (run->dir)
+    if (run->dir && run->shift <= c->tail)
+        i = f->lo; /* the bucket holds only keys of v's header or later ones */
+    else if (run->dir)
         i = f->lo + lower_from(keys + f->lo, f->hi - f->lo, 0, f->v);
     else
         i = lower_from(keys, (size_t)run->n, f->lo, f->v);
@@ -276,7 +279,7 @@ static inline void pipe_push(pipeline *pp, const ss_runset *s,
     f->r = r;
     f->lo = f->hi = 0;
     if (v > first && run->dir) {
-        uint64_t b = (v - first) >> run->shift;
+        uint64_t b = (v >> run->shift) - (first >> run->shift);
         size_t nb = (size_t)1 << run->dbits;
         f->lo = b < nb ? (size_t)b : nb;
         __builtin_prefetch(run->dir + f->lo);
@@ -395,7 +398,7 @@ int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
     const uint64_t *m = plan->masks;
     for (int t = 0; t < plan->ntables; t++) {
         uint64_t tailmask = (1ULL << plan->tails[t]) - 1;
-        ctx[t] = (probe_ctx){qp[t], tailmask, k};
+        ctx[t] = (probe_ctx){qp[t], tailmask, k, plan->tails[t]};
         probe_table(&pp, &ctx[t], t, m, (size_t)plan->nmasks[t], sets, nsets,
                     &h);
         m += plan->nmasks[t];

@@ -159,8 +159,10 @@ int ss_sort_table(const uint64_t *fps, const uint64_t *iids, size_t n,
  * the low 32 bits of keys whose high 32 bits are `high` (kw 4); values are
  * uint64 (vw 8) or uint32 (vw 4), host order. A kw 8 run may carry a
  * directory (dir not NULL): 2**dbits + 1 entries (dbits 1..24), dir[b] the
- * first index whose key k has ((k - keys[0]) >> shift) >= b (shift 0..63),
- * dir[2**dbits] = n (see ss_run_dir); without one a probe interpolates. */
+ * first index whose key k has (k >> shift) - (keys[0] >> shift) >= b (shift
+ * 0..63), dir[2**dbits] = n (see ss_run_dir); without one a probe
+ * interpolates. With shift at most a table's tail bits, a probe's range
+ * starts at its bucket's first key. */
 typedef struct {
     const void *keys;
     const void *vals;
@@ -208,10 +210,11 @@ typedef struct {
 int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
                  const ss_runset *sets, size_t nsets, uint64_t *out_vals,
                  uint8_t *out_dist, size_t cap);
-/* The directory of a run of n ascending keys (n >= 1), as ss_run describes:
- * dir (2**dbits + 1 entries, dbits 1..24) and its shift (returned, or -2 on
- * bad arguments: keys not ascending included). */
-int ss_run_dir(const uint64_t *keys, size_t n, int dbits, uint32_t *dir);
+/* The directory of a run of n ascending keys (n >= 1) at a given shift, as
+ * ss_run describes: dir holds 2**dbits + 1 entries (dbits 1..24), and the
+ * run's buckets (keys[n-1] >> shift) - (keys[0] >> shift) must be below
+ * 2**dbits. Returns 0, or -2 on bad arguments (keys not ascending included). */
+int ss_run_dir(const uint64_t *keys, size_t n, int dbits, int shift, uint32_t *dir);
 /* The values of every key of the sorted sets (table >= 0) equal to one of
  * qs[0..nq): at most cap of them to out_vals, in set order then query order,
  * duplicates kept. Returns how many there are (more than cap: call again with

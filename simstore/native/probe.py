@@ -40,23 +40,31 @@ class Run(NamedTuple):
     shift: int = 0
 
 
-def run_dir(keys: np.ndarray, dbits: int) -> tuple[np.ndarray, int]:
+def run_dir(keys: np.ndarray, dbits: int, min_shift: int = 0) -> tuple[np.ndarray, int]:
     """The directory of a run's ascending uint64 keys (at least one) and its shift.
 
-    dir[b] is the first index whose key k has ``(k - keys[0]) >> shift >= b``;
-    shift is the least that fits the run's span in dbits bits (ss_run_dir).
+    dir[b] is the first index whose key k has ``(k >> shift) - (keys[0] >> shift) >= b``.
+    shift is the least at or above min_shift whose buckets fit in dbits bits, and the
+    directory is no larger than those buckets need. A table's tail bits as min_shift
+    make a bucket never finer than a probe's range, so a probe starts at its bucket.
     """
     keys = _u64_array(keys, "run keys")
-    if not _is_int(dbits) or not 1 <= dbits <= MAX_RUN_DIR_BITS or not len(keys):
+    if not _is_int(dbits) or not 1 <= dbits <= MAX_RUN_DIR_BITS or not len(keys) or \
+            not _is_int(min_shift) or not 0 <= min_shift <= 63:
         raise InvalidConfigError(
-            f"simstore: a run directory needs keys and dbits in 1..{MAX_RUN_DIR_BITS} "
-            f"(got {len(keys)} keys, dbits {dbits!r})")
+            f"simstore: a run directory needs keys, dbits in 1..{MAX_RUN_DIR_BITS} and a "
+            f"shift in 0..63 (got {len(keys)} keys, dbits {dbits!r}, shift {min_shift!r})")
+    first, last = int(keys[0]), int(keys[-1])
+    shift = min_shift
+    while (last >> shift) - (first >> shift) >= 1 << dbits:
+        shift += 1
+    dbits = max(1, min(dbits, ((last >> shift) - (first >> shift)).bit_length()))
     out = np.empty((1 << dbits) + 1, dtype=np.uint32)
-    shift = lib.ss_run_dir(ffi.from_buffer("uint64_t[]", keys), len(keys), dbits,
-                           ffi.from_buffer("uint32_t[]", out))
-    if shift < 0:
-        raise_for(shift, "building a run directory (the keys must be ascending)")
-    return out, int(shift)
+    rc = lib.ss_run_dir(ffi.from_buffer("uint64_t[]", keys), len(keys), dbits, shift,
+                        ffi.from_buffer("uint32_t[]", out))
+    if rc != 0:
+        raise_for(rc, "building a run directory (the keys must be ascending)")
+    return out, shift
 
 
 def _is_int(x: Any) -> bool:

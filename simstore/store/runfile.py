@@ -146,12 +146,14 @@ def _run_bounds(keys: np.ndarray, run_entries: int) -> list[int]:
 
 
 def write_level(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, *,
-                run_entries: int, halves: bool = False, dirs: bool = False) -> None:
+                run_entries: int, halves: bool = False, dirs: bool = False,
+                tail: int = 0) -> None:
     """Replace one level of a run table by sorted (keys, vals), in runs of ~run_entries.
 
     halves: runs also end where the keys' high 32 bits change, and store only
     the low halves (band entries: the high half is the band). dirs: runs of
-    DIR_MIN_ENTRIES keys or more carry a directory (never with halves).
+    DIR_MIN_ENTRIES keys or more carry a directory (never with halves) whose
+    buckets are never finer than the table's tail bits (a probe's range).
     """
     drop_level(txn, db, level)
     n = len(keys)
@@ -166,14 +168,15 @@ def write_level(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarra
     lead = bytes((level,))
     for i, a in enumerate(starts):
         b = starts[i + 1] if i + 1 < len(starts) else n
-        dbits, shift, tail = 0, 0, b""
+        dbits, shift, dtail = 0, 0, b""
         if dirs and not halves and b - a >= DIR_MIN_ENTRIES:
             dbits = dir_bits(b - a)
-            d, shift = run_dir(np.ascontiguousarray(keys[a:b], dtype=np.uint64), dbits)
-            tail = d.astype("<u4").tobytes()
+            d, shift = run_dir(np.ascontiguousarray(keys[a:b], dtype=np.uint64), dbits, tail)
+            dbits = len(d).bit_length() - 1
+            dtail = d.astype("<u4").tobytes()
         head = _RUN_HEAD.pack(b - a, 8 if wide else 4, 4 if halves else 0, dbits, shift)
         ktype = "<u4" if halves else "<u8"
-        body = keys[a:b].astype(ktype).tobytes() + vals[a:b].astype(vtype).tobytes() + tail
+        body = keys[a:b].astype(ktype).tobytes() + vals[a:b].astype(vtype).tobytes() + dtail
         txn.put(lead + int(keys[a]).to_bytes(8, "big"), head + body, db=db)
 
 

@@ -252,7 +252,8 @@ class RunTables:
         """Write run database i's level (the band entries as low halves, per band)."""
         halves = i == len(self.dbs)
         write_level(txn, self.run_dbs[i], level, keys, vals, run_entries=RUN_ENTRIES,
-                    halves=halves, dirs=self._dirs and not halves)
+                    halves=halves, dirs=self._dirs and not halves,
+                    tail=0 if halves else 64 - self._hbits[i])
 
     def _write_base(self, txn: Any, w: _Walked) -> None:
         for i, (keys, vals) in enumerate(self._rows(w)):

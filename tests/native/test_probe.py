@@ -33,31 +33,34 @@ def prober_for(layout: Layout) -> _probe.Prober:
 
 
 def cut(keys: np.ndarray, vals: np.ndarray, starts: list[int], narrow: bool = False,
-        dbits: int = 0):
+        dbits: int = 0, min_shift: int = 0):
     """The runs of sorted (keys, vals) that start at the given offsets (0 first); with
-    dbits > 0 each run carries its directory of that many bits."""
+    dbits > 0 each run carries its directory of at most that many bits, never finer than
+    min_shift."""
     bounds = sorted({0, *(x for x in starts if 0 < x < len(keys))}) + [len(keys)]
     v = vals.astype(np.uint32) if narrow else vals
     runs = []
     for a, b in zip(bounds, bounds[1:], strict=False):
         if b > a:
             k = keys[a:b].copy()
-            d, shift = _probe.run_dir(k, dbits) if dbits else (None, 0)
+            d, shift = _probe.run_dir(k, dbits, min_shift) if dbits else (None, 0)
             runs.append(_probe.Run(k, v[a:b].copy(), 0, d, shift))
     return runs
 
 
 def sorted_run(layout: Layout, t: int, fps: np.ndarray, vals: np.ndarray, run_len: int = 0,
                starts: list[int] | None = None, narrow: bool = False,
-               dbits: int = 0) -> _probe.RunSet:
-    """One table's level of (fps, vals): keys permuted, stably sorted, cut into runs
-    (with directories of dbits bits when dbits > 0)."""
+               dbits: int = 0, exact: bool = False) -> _probe.RunSet:
+    """One table's level of (fps, vals): keys permuted, stably sorted, cut into runs (with
+    directories of up to dbits bits when dbits > 0; with exact, buckets never finer than
+    the table's header, as a store writes them, so probes start at their bucket)."""
     keys = permute(layout, t, fps)
     order = np.argsort(keys, kind="stable")
     keys, v = keys[order], vals[order]
     if starts is None:
         starts = list(range(0, len(keys), run_len)) if run_len else [0]
-    return _probe.RunSet(t, cut(keys, v, starts, narrow, dbits))
+    tail = 64 - layout.header_bits(t) if exact else 0
+    return _probe.RunSet(t, cut(keys, v, starts, narrow, dbits, tail))
 
 
 def scan_run(fps: np.ndarray, vals: np.ndarray) -> _probe.RunSet:
@@ -141,7 +144,8 @@ def test_probe_equals_brute_force(lay, seed, nlevels, data):
             starts = data.draw(st.lists(st.integers(0, max(hi - lo, 1)), max_size=8))
             segs.append(sorted_run(lay, t, fps[lo:hi], vals[lo:hi], starts=starts,
                                    narrow=data.draw(st.booleans()) and bool((vals < 2**32).all()),
-                                   dbits=data.draw(st.sampled_from([0, 1, 3, 9]))))
+                                   dbits=data.draw(st.sampled_from([0, 1, 3, 9])),
+                                   exact=data.draw(st.booleans())))
     pr = prober_for(lay)
     pr.set_sets(segs)
     check_all_k(lay, pr, entries, queries)
@@ -160,7 +164,7 @@ def test_probe_planned_layouts_at_scale(k):
     for lo, hi in zip(bounds[1:], bounds[2:], strict=False):
         for t in range(len(lay.tables)):
             segs.append(sorted_run(lay, t, fps[lo:hi], vals[lo:hi], run_len=997,
-                                   dbits=0 if t % 2 else 7))
+                                   dbits=0 if t % 2 else 7, exact=t % 4 == 0))
     pr = prober_for(lay)
     pr.set_sets(segs)
     check_all_k(lay, pr, [(fps, vals)], queries)
@@ -191,20 +195,31 @@ def test_one_key_per_run_and_one_run():
     for run_len in (1, 0):
         for dbits in (0, 1, 12):
             pr = prober_for(lay)
-            pr.set_sets([sorted_run(lay, t, fps, vals, run_len, dbits=dbits) for t in range(8)])
-            check_all_k(lay, pr, [(fps, vals)], [q])
+            for exact in (False, True):
+                pr.set_sets([sorted_run(lay, t, fps, vals, run_len, dbits=dbits, exact=exact)
+                             for t in range(8)])
+                check_all_k(lay, pr, [(fps, vals)], [q])
 
 
-@given(st.lists(st.integers(0, MAX_FP), min_size=1, max_size=200), st.integers(1, 12))
-def test_run_dir_equals_searchsorted(keys, dbits):
-    """A run's directory: dir[b] is the first index of bucket >= b, buckets of the run's
-    span shifted to fit dbits bits (the least such shift)."""
+@given(st.lists(st.integers(0, MAX_FP), min_size=1, max_size=200), st.integers(1, 12),
+       st.integers(0, 63))
+def test_run_dir_equals_searchsorted(keys, dbits, min_shift):
+    """A run's directory: dir[b] is the first index of bucket >= b, a key's bucket
+    (k >> shift) - (first >> shift), shift the least >= min_shift that fits dbits bits,
+    the directory no larger than the buckets need."""
     arr = np.array(sorted(keys), dtype=np.uint64)
-    d, shift = _probe.run_dir(arr, dbits)
-    span = int(arr[-1] - arr[0])
-    assert span >> shift < 1 << dbits and (shift == 0 or span >> (shift - 1) >= 1 << dbits)
-    rel = (arr - arr[0]) >> np.uint64(shift)
-    want = np.searchsorted(rel, np.arange((1 << dbits) + 1, dtype=np.uint64), side="left")
+    d, shift = _probe.run_dir(arr, dbits, min_shift)
+    first, last = int(arr[0]), int(arr[-1])
+
+    def buckets(s: int) -> int:
+        return (last >> s) - (first >> s)
+
+    assert shift >= min_shift and buckets(shift) < 1 << dbits
+    assert shift == min_shift or buckets(shift - 1) >= 1 << dbits
+    nb = len(d) - 1
+    assert nb == 1 << (nb.bit_length() - 1) and buckets(shift) < nb <= max(2, 2 * buckets(shift))
+    rel = (arr >> np.uint64(shift)) - np.uint64(first >> shift)
+    want = np.searchsorted(rel, np.arange(nb + 1, dtype=np.uint64), side="left")
     assert d.tolist() == want.tolist()
 
 

@@ -109,8 +109,10 @@ def near(rng: random.Random, fp: int, most: int) -> int:
 # --- the run records, read from the documented format -------------------------------
 
 
-def raw_runs(txn: Any, db: Any) -> list[tuple[int, int, list[int], list[int], int]]:
-    """(level, first key in the record key, keys, iids, iid width) of every run, in key order."""
+def raw_runs(txn: Any, db: Any, tail: int | None = None
+             ) -> list[tuple[int, int, list[int], list[int], int]]:
+    """(level, first key in the record key, keys, iids, iid width) of every run, in key order
+    (tail: the table's tail bits, below which no directory bucket may go)."""
     out = []
     for key, val in txn.cursor(db):
         key, val = bytes(key), bytes(val)
@@ -124,14 +126,14 @@ def raw_runs(txn: Any, db: Any) -> list[tuple[int, int, list[int], list[int], in
         at = 8 * n
         iids = [int.from_bytes(body[at + width * i : at + width * (i + 1)], "little")
                 for i in range(n)]
-        if dbits:  # the directory: first index of each bucket of (key - first) >> shift
+        if dbits:  # the directory: first index of each bucket (key >> shift) - (first >> shift)
             at += width * n
             got = [int.from_bytes(body[at + 4 * b : at + 4 * b + 4], "little")
                    for b in range((1 << dbits) + 1)]
-            rel = [(x - keys[0]) >> shift for x in keys]
-            assert rel[-1] < 1 << dbits and (not shift or (keys[-1] - keys[0]) >> (shift - 1)
-                                              >= 1 << dbits)
+            rel = [(x >> shift) - (keys[0] >> shift) for x in keys]
+            assert rel[-1] < 1 << dbits
             assert got == [bisect.bisect_left(rel, b) for b in range((1 << dbits) + 1)]
+            assert tail is None or shift >= tail  # never finer than a probe's range
         out.append((key[0], int.from_bytes(key[1:], "big"), keys, iids, width))
     return out
 
@@ -141,7 +143,8 @@ def check_levels(store: SimStore, st_: State, run_entries: int) -> None:
     h = store._h
     with store._env.reading() as txn:
         cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_ids=False)
-        runs = [raw_runs(txn, db) for db in h.tables.dbs]
+        runs = [raw_runs(txn, db, 64 - h.layout.header_bits(t))
+                for t, db in enumerate(h.tables.dbs)]
     live = dict(zip(cols.iids.tolist(), cols.fps.tolist(), strict=True))
     in_levels = {i: fp for i, fp in live.items() if i < st_.l1_end}
     for t, table in enumerate(runs):
