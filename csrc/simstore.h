@@ -292,6 +292,33 @@ int64_t ss_unicode_tokens(const uint8_t *text, size_t len, uint8_t *out,
                           size_t cap);
 /* UNICODE-END */
 
+/* --- exact Jaccard of shingle-hash sets (csrc/jaccard.c) ------------- */
+/* JACCARD-BEGIN */
+/* Each document's set of distinct feature hashes (the shingles of
+ * ss_fingerprint_texts, or of ss_fingerprint_utf8 when unicode is nonzero:
+ * same tokens, ngram and seed), sorted ascending: document d's set is
+ * out_hashes[out_offsets[d] .. out_offsets[d+1]) (empty for a document
+ * without a token). out_offsets gets ndocs + 1 entries; the hashes are written
+ * only when all of them fit in cap. Returns how many hashes there are (more
+ * than cap: call again with room for that many), -1 out of memory, -2 bad
+ * arguments. */
+int64_t ss_shingle_sets(const uint8_t *text, const int64_t *offsets,
+                        size_t ndocs, int ngram, uint32_t seed, int unicode,
+                        uint64_t *out_hashes, size_t cap,
+                        int64_t *out_offsets);
+/* Exact Jaccard |A & B| / |A | B| of npairs pairs of ascending sets: pair p
+ * is set pi[p] of collection a (ha, offa: na sets as above) with set pj[p] of
+ * collection b (which may be a itself), into out[p]; two empty sets give 1.
+ * With threshold t in (0, 1], a pair that provably has J < t (its sizes, or
+ * its merge, rule it out) may get -1 instead of its value; t = 0 measures
+ * every pair. Returns 0, -2 bad arguments (an index out of range, reversed
+ * offsets, t outside 0..1). */
+int ss_jaccard_pairs(const uint64_t *ha, const int64_t *offa, size_t na,
+                     const uint64_t *hb, const int64_t *offb, size_t nb,
+                     const int64_t *pi, const int64_t *pj, size_t npairs,
+                     double threshold, double *out);
+/* JACCARD-END */
+
 /* CDEF-END */
 
 #endif /* SIMSTORE_H */

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+import simstore
 from simstore import Match
 
 _BYTE_BITS = np.array([bin(b).count("1") for b in range(256)], dtype=np.uint8)
@@ -107,3 +108,50 @@ def brute_clusters_of_pairs(n: int, pairs: Iterable[tuple[int, int, Any]]) -> li
                 label[i] = label[j] = low
                 changed = True
     return label
+
+
+def shingle_set(text: str, ngram: int = 3) -> frozenset[str]:
+    """A text's distinct word shingles as strings (Python's regex tokens, not the C path);
+    a text without a token: its whole normalized text, marked, as its one shingle."""
+    found = simstore.features(text, ngram=ngram)
+    if found:
+        return frozenset(found)
+    return frozenset({"\0" + " ".join(simstore.normalize(text).split())})
+
+
+def brute_jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    """|a & b| / |a | b| of two sets of shingle strings."""
+    return len(a & b) / len(a | b)
+
+
+def brute_exact_pairs(
+    texts: Sequence[str], threshold: float, ngram: int = 3
+) -> list[tuple[int, int, float]]:
+    """Every pair i < j of texts whose exact shingle-set Jaccard is >= threshold."""
+    sets = [shingle_set(t, ngram) for t in texts]
+    out = []
+    for i in range(len(sets)):
+        for j in range(i + 1, len(sets)):
+            if (jac := brute_jaccard(sets[i], sets[j])) >= threshold:
+                out.append((i, j, jac))
+    return out
+
+
+def brute_representatives_exact(
+    texts: Sequence[str], threshold: float, order: Sequence[int], ngram: int = 3
+) -> tuple[list[int], list[float]]:
+    """The crawler's greedy rule by exact Jaccard: in order, each text joins the most similar
+    earlier representative with J >= threshold (ties: the earliest), else it is one."""
+    sets = [shingle_set(t, ngram) for t in texts]
+    rank = {m: r for r, m in enumerate(order)}
+    reps: list[int] = []
+    rep, jac = list(range(len(texts))), [1.0] * len(texts)
+    for m in order:
+        near = [(-j, rank[r], r) for r in reps
+                if (j := brute_jaccard(sets[m], sets[r])) >= threshold]
+        if near:
+            j, _, r = min(near)
+            rep[m], jac[m] = r, -j
+        else:
+            reps.append(m)
+    return rep, jac

@@ -134,3 +134,20 @@ def planted_hash_sets(
     np.cumsum([len(d) for d in docs], out=offsets[1:])
     hashes = np.concatenate(docs) if docs else np.empty(0, dtype=np.uint64)
     return hashes, offsets
+
+
+def planted_texts(seed: int, n_base: int, copies: int, words: int = 120) -> list[str]:
+    """Texts of random words: n_base bases, each with `copies` edited copies (0-12 words
+    replaced: Jaccard from 1 down to about 0.7) and one exact copy, in a seeded order."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"v{i}" for i in range(2000)]
+    out = []
+    for _ in range(n_base):
+        base = [vocab[x] for x in rng.integers(0, len(vocab), size=words)]
+        out += [" ".join(base), " ".join(base)]
+        for _ in range(copies):
+            edited = list(base)
+            for p in rng.choice(words, int(rng.integers(0, 13)), replace=False):
+                edited[int(p)] = vocab[int(rng.integers(0, len(vocab)))]
+            out.append(" ".join(edited))
+    return [out[i] for i in rng.permutation(len(out))]

@@ -28,6 +28,10 @@ candidates, MinHash.jaccard >= t) and the default simhash pipeline's best k,
 over hash seeds 0..N-1; precision, recall, F1, stage-1 recall, candidates per
 document, bytes per document, MB/s; and the sketch size the numbers support.
 
+Exact rule (--part exact, its own run; see tools/_exact_quality.py): find_similar with
+the texts (candidates widened near t, exact Jaccard decides) against the sketch rule and
+datasketch MinHashLSH in the same run: precision, recall, candidate recall, seconds.
+
 Run:  .venv/bin/python tools/eval_quality.py --json /tmp/quality.json
 (needs scipy, from the [bench] extra, and datasketch for the peer; results in
 docs/quality.md)
@@ -52,6 +56,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _corpus  # noqa: E402  (sibling helper, found through the path set above)
+from _exact_quality import evaluate_exact  # noqa: E402  (sibling helper, as above)
 from _quality import (  # noqa: E402  (sibling helper, as above)
     KS,
     THRESHOLDS,
@@ -305,10 +310,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument(
         "--part",
-        choices=("all", "simhash", "similarity"),
+        choices=("all", "simhash", "similarity", "exact"),
         default="all",
         help="simhash: the Hamming <= k evaluation only; similarity: simstore.find_similar "
-        "against datasketch MinHashLSH and the default simhash pipeline only (default all)",
+        "against datasketch MinHashLSH and the default simhash pipeline only; exact: "
+        "find_similar with texts (exact Jaccard) against the sketch rule and datasketch, "
+        "with seconds (not part of all) (default all)",
     )
     ap.add_argument(
         "--no-baseline",
@@ -380,8 +387,12 @@ def main(argv: list[str] | None = None) -> int:
         "thresholds": list(THRESHOLDS),
         "positives": positives,
     }
-    report.update(run_simhash(corpus, truth, angles, (x, shingle_names), nbytes, args, log))
-    if args.part != "simhash":
+    if args.part == "exact":
+        report["exact"] = evaluate_exact(corpus.texts, truth, (x, shingle_names), nbytes,
+                                         args.hash_seeds, not args.no_baseline, log)
+    else:
+        report.update(run_simhash(corpus, truth, angles, (x, shingle_names), nbytes, args, log))
+    if args.part in ("all", "similarity"):
         default = {"name": CURRENT_DEFAULT, **report["pipelines"][CURRENT_DEFAULT]}
         report["similarity"] = evaluate_similarity(
             corpus.texts,

@@ -223,7 +223,7 @@ def cmd_dedup_corpus(args: argparse.Namespace, out: Out) -> int:
     try:
         s = dedup_corpus(
             args.inputs, args.output, args.removed, threshold=args.threshold, k=args.k,
-            store=args.store, keep=args.keep, skip_bad=args.skip_bad,
+            store=args.store, keep=args.keep, skip_bad=args.skip_bad, exact=args.exact,
             on_bad=_skip_printer(args), progress=progress_of(args), **_read_kw(args),
         )
     except Interrupted as exc:
@@ -243,8 +243,9 @@ def cmd_dedup_corpus(args: argparse.Namespace, out: Out) -> int:
                             + (" or stored" if args.store else "")
                             + " (fix it or use --skip-bad)") from None
     _note_skipped(args, s.skipped)
-    how = f"Hamming distance <= {args.k}" if args.k is not None else \
-        f"estimated Jaccard >= {args.threshold if args.threshold is not None else 0.9}"
+    how = f"Hamming distance <= {args.k}" if args.k is not None else (
+        f"{'exact' if args.exact else 'estimated'} Jaccard >= "
+        f"{args.threshold if args.threshold is not None else 0.9}")
     out.record(
         s.as_dict(),
         f"kept {s.kept} of {s.documents} documents -> {s.output}"

@@ -298,6 +298,10 @@ def build_parser() -> CliParser:
                    "longest text (in characters, not bytes), or the largest value of a numeric "
                    "FIELD (records without it rank last and are counted; a FIELD no record "
                    "has is an error) (two passes, ~2 KB of memory per document at the peak)")
+    p.add_argument("--exact", action="store_true",
+                   help="decide by exact Jaccard >= T of the texts' shingle sets, not the "
+                   "estimate (two passes; the sets go to a temporary file, 8 bytes per "
+                   "distinct shingle; no --store)")
     _inputs(p)
 
     sub.add_parser(

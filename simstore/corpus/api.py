@@ -40,6 +40,7 @@ from ..search.greedy import Representatives, representative_clusters
 from ..search.similar import check_threshold
 from ..store import DEFAULT_K, SimStore
 from ..text.fingerprinting import SIGNATURE_CONFIG
+from .exact import exact_dedup
 from .ingest import NEAR, NEW, REPEATED, STORED, Decided, Interrupted, Mode, Stream, count_corpus
 from .parquet import MissingDependencyError, store_table
 from .progress import SILENT, Progress
@@ -228,7 +229,7 @@ def dedup_corpus(
     threshold: float | None = None, k: int | None = None,
     store: SimStore | str | os.PathLike[str] | None = None, keep: str = "first",
     skip_bad: bool = False, on_bad: Callable[[str, str], None] | None = None,
-    progress: Progress | None = None, **read: Any,
+    progress: Progress | None = None, exact: bool = False, **read: Any,
 ) -> CorpusSummary:
     """Write the corpus without near-duplicates to ``output``; see the module docstring.
 
@@ -246,6 +247,8 @@ def dedup_corpus(
     module docstring). keep="first" decides each chunk with one ``add_if_new_many`` call;
     without ``store`` it commits chunks of ``chunk_docs`` = 250 unless given
     (SCRATCH_CHUNK_DOCS: less memory, see docs/benchmarks.md "Corpus").
+    exact: decide by exact Jaccard of the shingle sets (both keep policies read
+    the input twice; no ``store``; see :mod:`simstore.corpus.exact`).
     """
     if k is not None and threshold is not None:
         raise SimstoreValueError("give 'threshold' (Jaccard) or 'k' (Hamming), not both")
@@ -253,6 +256,12 @@ def dedup_corpus(
         threshold = check_threshold(0.9 if threshold is None else threshold)
     if not isinstance(keep, str) or not keep:
         raise SimstoreValueError("'keep' must be 'first', 'longest' or a field name")
+    if exact and k is not None:
+        raise SimstoreValueError("'exact' (--exact) needs a Jaccard 'threshold', not 'k'")
+    if exact and store is not None:
+        raise SimstoreValueError(
+            "'exact' (--exact) runs without a store: stored documents keep no shingle sets "
+            "to measure")
     progress = progress or SILENT
     inputs = _input_list(inputs)
     output = os.fspath(output)
@@ -260,7 +269,8 @@ def dedup_corpus(
     _check_outputs(inputs, output, removed)
     out = Outputs(output, removed)  # every output path checked before any input is read
     try:
-        return _dedup(inputs, out, threshold, k, store, keep, skip_bad, on_bad, progress, read)
+        return _dedup(inputs, out, threshold, k, store, keep, skip_bad, on_bad, progress, read,
+                      exact)
     finally:
         out.close(False)  # a failure anywhere: no temporary stays
 
@@ -275,14 +285,25 @@ def _input_list(inputs: Sequence[str] | str | os.PathLike[str]) -> list[str]:
 def _dedup(inputs: list[str], out: Outputs, threshold: float | None, k: int | None,
            store: SimStore | str | os.PathLike[str] | None, keep: str, skip_bad: bool,
            on_bad: Callable[[str, str], None] | None, progress: Progress,
-           read: dict[str, Any]) -> CorpusSummary:
+           read: dict[str, Any], exact: bool = False) -> CorpusSummary:
     output, removed = out.kept_path, out.removed_path
     opts = _read_options(read)
-    if read.get("chunk_docs") is None and keep == "first" and store is None:
+    if read.get("chunk_docs") is None and keep == "first" and store is None and not exact:
         opts.chunk_docs = SCRATCH_CHUNK_DOCS
     opts.keep_field = None if keep in KEEP_POLICIES else keep
     summary = CorpusSummary(output=output, removed_report=removed)
     start = time.monotonic()
+    if exact:
+        assert threshold is not None
+        with Inputs(inputs, opts, read.get("stdin")) as inp:
+            summary.skipped = inp.skipped
+            kind = output_kind(output, inp.sources)
+            if keep not in KEEP_POLICIES:
+                check_keep_inputs(inp, keep)
+            exact_dedup(inp, opts, out.start(kind, opts), summary, threshold, keep, skip_bad,
+                        on_bad, progress)
+        summary.seconds = time.monotonic() - start
+        return summary
     new = (store is not None and not isinstance(store, SimStore)
            and not os.path.exists(os.fspath(store)))
     handle, persistent, scratch = _open_store(store, k, threshold)

@@ -46,7 +46,7 @@ from .sources import Inputs, ReadOptions, Source, open_binary
 from .writers import Outputs
 
 
-class _Pass1:
+class Pass1:
     """Arrays gathered by the first pass."""
 
     def __init__(self, inp: Inputs) -> None:
@@ -91,8 +91,8 @@ def _match_stored(store: SimStore, mode: Mode, item: Any) -> Any:
 
 
 def _first_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions,
-                mode: Mode, keep: str, handler: OnBad, progress: Progress) -> _Pass1:
-    p = _Pass1(inp)
+                mode: Mode, keep: str, handler: OnBad, progress: Progress) -> Pass1:
+    p = Pass1(inp)
     sim = store.config.has_signature
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simstore-fingerprint")
 
@@ -159,14 +159,11 @@ def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, 
     except KeyboardInterrupt:
         raise Interrupted(summary) from None
     if keep != "longest":
-        summary.keep_missing = _check_keep_field(p, inp, keep)
+        summary.keep_missing = check_keep_field(p, inp, keep)
     sim = store.config.has_signature
     items = _concat(p.parts, sim)
     p.parts.clear()
-    n = len(p.ids)
     cand = np.array(p.cand, dtype=np.int64)
-    local = np.full(n, -1, dtype=np.int64)
-    local[cand] = np.arange(len(cand))
     reps = None
     if len(cand):
         vals = np.frombuffer(p.value, dtype=np.float64)[cand]
@@ -177,6 +174,18 @@ def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, 
             else:
                 fps = items.fingerprints if sim else items
                 reps = representative_clusters(fps, k=mode.k, order=order)
+    write_pass(store, persistent, inp, opts, out, summary, p, reps, items, sim, progress)
+
+
+def write_pass(store: SimStore | None, persistent: bool, inp: Inputs, opts: ReadOptions,
+               out: Outputs, summary: Any, p: Pass1, reps: Any, items: Any, sim: bool,
+               progress: Progress) -> None:
+    """Pass 2: read the input again and write the kept documents and the removed report
+    (a persistent store gets the kept ones, chunk by chunk, in step with the outputs)."""
+    n = len(p.ids)
+    cand = np.array(p.cand, dtype=np.int64)
+    local = np.full(n, -1, dtype=np.int64)
+    local[cand] = np.arange(len(cand))
     opts.with_rows = True
     committed = False
     pos = 0
@@ -196,7 +205,7 @@ def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, 
         out.close(committed)
 
 
-def _second_chunk(store: SimStore, persistent: bool, p: _Pass1, c: Chunk, base: int,
+def _second_chunk(store: SimStore | None, persistent: bool, p: Pass1, c: Chunk, base: int,
                   local: np.ndarray, cand: np.ndarray, reps: Any, items: Any, sim: bool,
                   out: Outputs) -> list[int]:
     status = []
@@ -242,6 +251,7 @@ def _second_chunk(store: SimStore, persistent: bool, p: _Pass1, c: Chunk, base: 
             for rec in records:
                 out.removed.write(rec)
         return status
+    assert store is not None
     with store.batch():
         new = [i for i in kept if p.status[base + i] == NEW]
         if new:
@@ -263,7 +273,7 @@ def check_keep_inputs(inp: Inputs, keep: str) -> None:
             "use --keep first or longest, or give JSON lines / Parquet")
 
 
-def _check_keep_field(p: _Pass1, inp: Inputs, keep: str) -> int:
+def check_keep_field(p: Pass1, inp: Inputs, keep: str) -> int:
     """How many documents lack a numeric ``keep`` value (missing or null: ranked last);
     when all of them do, the field is surely misspelt: SimstoreValueError."""
     missing = sum(1 for v in p.value if v == -math.inf)

@@ -413,3 +413,50 @@ def sketch_distance_pairwise(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if rc != 0:
         raise_for(rc, "computing sketch distances")
     return out
+
+
+# --- exact Jaccard of shingle-hash sets ---
+
+
+def shingle_sets(
+    blob: bytes, offsets: np.ndarray, ngram: int, seed: int, unicode: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each document's distinct shingle hashes, sorted (uint64), and their offsets (int64).
+
+    unicode: as in :func:`fingerprint_texts`.
+    """
+    ndocs = len(offsets) - 1
+    out_off = np.empty(ndocs + 1, dtype=np.int64)
+    cap = len(blob) // 2 + ndocs + 1  # enough for the byte tokenizer; NFKC may need more
+    while True:
+        hashes = np.empty(cap, dtype=np.uint64)
+        n = lib.ss_shingle_sets(
+            blob, ffi.from_buffer("int64_t[]", offsets), ndocs, ngram, seed, int(unicode),
+            _u64_ptr(hashes), cap, ffi.from_buffer("int64_t[]", out_off),
+        )
+        if n < 0:
+            raise_for(int(n), "making shingle sets")
+        if n <= cap:
+            return hashes[:n], out_off
+        cap = int(n)
+
+
+def jaccard_pairs(
+    ha: np.ndarray, offa: np.ndarray, hb: np.ndarray, offb: np.ndarray,
+    i: np.ndarray, j: np.ndarray, threshold: float,
+) -> np.ndarray:
+    """Exact Jaccard (float64) of set i[p] of (ha, offa) with set j[p] of (hb, offb).
+
+    With threshold > 0, pairs proven below it may read -1 instead.
+    """
+    n = len(i)
+    out = np.empty(n, dtype=np.float64)
+    rc = lib.ss_jaccard_pairs(
+        _u64_ptr(ha), ffi.from_buffer("int64_t[]", offa), len(offa) - 1,
+        _u64_ptr(hb), ffi.from_buffer("int64_t[]", offb), len(offb) - 1,
+        ffi.from_buffer("int64_t[]", i), ffi.from_buffer("int64_t[]", j), n,
+        threshold, ffi.from_buffer("double[]", out),
+    )
+    if rc != 0:
+        raise_for(rc, "measuring exact Jaccard of shingle sets")
+    return out

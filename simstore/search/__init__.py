@@ -3,8 +3,9 @@
 Pure functions of numpy arrays (fingerprints, signatures); nothing here opens a store,
 so the store, the corpus workflow and Spark tasks all run the same code. ``layout`` plans
 Manku's block-permuted tables, ``hamming`` finds every pair within k bits (``find_all``,
-``clusters``), ``similar`` every pair at estimated Jaccard >= t, ``greedy`` clusters that
-do not chain.
+``clusters``), ``similar`` every pair at estimated Jaccard >= t (``exact``: at exact
+Jaccard >= t, given the texts; ``bandpairs``: the band-key candidates both use),
+``greedy`` clusters that do not chain.
 """
 
 from __future__ import annotations

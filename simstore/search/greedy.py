@@ -23,6 +23,7 @@ import numpy as np
 from ..exceptions import InvalidConfigError, SimstoreTypeError, SimstoreValueError
 from ..native import core as _core
 from ..text.minhash import Signatures, band_keys32, jaccard_from_distance
+from .exact import as_sets, exact_head_pairs
 from .hamming import duplicate_groups, find_all
 from .similar import check_threshold, find_similar
 
@@ -31,7 +32,8 @@ class Representatives(NamedTuple):
     """Each item's representative (its own index for a representative) and how near it is.
 
     rep: int64 indices; distance: Hamming distance of the two fingerprints
-    (uint8); jaccard: estimated Jaccard (float64) in the similarity mode, else None.
+    (uint8); jaccard: estimated Jaccard (float64) in the similarity mode (exact with
+    texts), else None.
     """
 
     rep: np.ndarray
@@ -85,17 +87,21 @@ def _fingerprint_distance(fps: np.ndarray, rep: np.ndarray) -> np.ndarray:
 
 
 def representative_clusters(
-    items: Any, k: int | None = None, threshold: float | None = None, order: Any = None
+    items: Any, k: int | None = None, threshold: float | None = None, order: Any = None,
+    texts: Any = None,
 ) -> Representatives:
     """The greedy representative of every item, in ``order`` (default: input order).
 
     items: uint64 fingerprints with ``k`` (Hamming within k), or
     :class:`Signatures` with ``threshold`` (the :func:`simstore.find_similar`
-    rule) or with ``k`` (their fingerprints). order: a permutation of the
-    indices, highest priority first (e.g. longest documents first).
+    rule; with ``texts``, its exact rule: jaccard then holds exact values) or
+    with ``k`` (their fingerprints). order: a permutation of the indices,
+    highest priority first (e.g. longest documents first).
     """
     if (k is None) == (threshold is None):
         raise InvalidConfigError("give exactly one of 'k' (Hamming) and 'threshold' (Jaccard)")
+    if texts is not None and threshold is None:
+        raise InvalidConfigError("'texts' needs 'threshold' (exact Jaccard), not 'k'")
     if threshold is not None:
         if not isinstance(items, Signatures):
             raise SimstoreTypeError(
@@ -104,16 +110,19 @@ def representative_clusters(
             )
         t = check_threshold(threshold)
         n = len(items)
-        group = _identical_rows(items)
-        heads = np.flatnonzero(group == np.arange(n))
-        found = find_similar(items[heads], t)
-        gi, gj = heads[found.i], heads[found.j]
-        # key: smaller is nearer (the negated estimate); ties fall to the earlier item
-        key = -found.jaccard
+        if texts is None:
+            group = _identical_rows(items)
+            heads = np.flatnonzero(group == np.arange(n))
+            found = find_similar(items[heads], t)
+            gi, gj, jac_pairs = heads[found.i], heads[found.j], found.jaccard
+            self_value = float(jaccard_from_distance(0, 64 * items.sketches.shape[1]))
+        else:
+            group, gi, gj, jac_pairs = exact_head_pairs(items, as_sets(texts, items), t)
+            self_value = 1.0
+        # key: smaller is nearer (the negated similarity); ties fall to the earlier item
+        key = -jac_pairs
         rep, own = _greedy(n, group, gi, gj, key, _order_arg(order, n))
-        jac = np.empty(n, dtype=np.float64)
-        self_est = float(jaccard_from_distance(0, 64 * items.sketches.shape[1]))
-        jac[:] = self_est
+        jac = np.full(n, self_value, dtype=np.float64)
         jac[own >= 0] = -key[own[own >= 0]]
         return Representatives(rep, _fingerprint_distance(items.fingerprints, rep), jac)
     fps = items.fingerprints if isinstance(items, Signatures) else items
@@ -130,12 +139,15 @@ def representative_clusters(
 
 
 def representatives_from_pairs(
-    n: int, i: np.ndarray, j: np.ndarray, key: np.ndarray, order: Any = None
+    n: int, i: np.ndarray, j: np.ndarray, key: np.ndarray, order: Any = None,
+    group: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The greedy pass over n items given all their near pairs (i, j) and how near each
-    pair is (key: smaller is nearer). Returns each item's representative and the pair
-    it joined by (-1 for representatives)."""
-    return _greedy(n, np.arange(n, dtype=np.int64), np.asarray(i, dtype=np.int64),
+    pair is (key: smaller is nearer). group: each item's group head, for groups of
+    identical items (the pairs then join heads only). Returns each item's
+    representative and the pair it joined by (-1 for representatives and copies)."""
+    heads = np.arange(n, dtype=np.int64) if group is None else np.asarray(group, dtype=np.int64)
+    return _greedy(n, heads, np.asarray(i, dtype=np.int64),
                    np.asarray(j, dtype=np.int64), np.asarray(key, dtype=np.float64),
                    _order_arg(order, n))
 

@@ -3,7 +3,8 @@
 The rule, the same as a similarity store's: two documents are a pair when they
 share the (low 32 bits of the) key of at least one band, and the Jaccard
 estimate of their sketches is >= the threshold. Exact with respect to that
-rule: every such pair comes out once, nothing else does.
+rule: every such pair comes out once, nothing else does. Given the texts, the
+exact rule instead (:mod:`simstore.search.exact`): exact Jaccard >= threshold.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import numpy as np
 from ..exceptions import InvalidConfigError, SimstoreTypeError
 from ..native import core as _core
 from ..text.minhash import Signatures, band_keys32, jaccard_from_distance
+from .bandpairs import band_candidates, expand_groups
+from .exact import as_sets, exact_head_pairs
 
 DEFAULT_THRESHOLD = 0.9
 _PAIR_CHUNK = 1 << 20
@@ -39,42 +42,6 @@ def check_threshold(threshold: Any) -> float:
     if not 0.0 < t <= 1.0:
         raise InvalidConfigError(f"'threshold' must be in (0, 1] (got {t})")
     return t
-
-
-def _run_pairs(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every pair (a, b), a < b, of rows with equal values in col."""
-    n = len(col)
-    order = np.argsort(col, kind="stable")
-    sc = col[order]
-    starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]])
-    lens = np.diff(np.r_[starts, n])
-    # for each sorted position: how many later rows share its run
-    run_end = np.repeat(starts + lens, lens)
-    later = run_end - np.arange(n)
-    later -= 1
-    total = int(later.sum())
-    if not total:
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty
-    first = np.repeat(np.arange(n), later)
-    offsets = np.arange(total) - np.repeat(np.cumsum(later) - later, later)
-    second = first + 1 + offsets
-    a, b = order[first], order[second]
-    return np.minimum(a, b), np.maximum(a, b)
-
-
-def _candidates(keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct pairs (i < j) sharing a key in some band column."""
-    n = len(keys32)
-    codes = []
-    for b in range(keys32.shape[1]):
-        a, c = _run_pairs(keys32[:, b])
-        codes.append(a.astype(np.uint64) * np.uint64(n) + c.astype(np.uint64))
-    if not codes:
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty
-    u = np.unique(np.concatenate(codes))
-    return (u // np.uint64(n)).astype(np.int64), (u % np.uint64(n)).astype(np.int64)
 
 
 def _verify(
@@ -118,34 +85,19 @@ def similar_pairs_arrays(
         np.ascontiguousarray(rows).view(f"V{rows.shape[1]}").ravel(),
         return_index=True, return_inverse=True,
     )
-    found = _verify(sketches[first], *_candidates(keys32[first]), threshold)
+    found = _verify(sketches[first], *band_candidates(keys32[first]), threshold)
     if len(first) == n:
         ui, uj = first[found.i], first[found.j]
         return _ordered(ui, uj, found.jaccard, n)
     # expand groups of identical rows: members of u x members of v, and within each group
-    members = np.argsort(inverse, kind="stable")
-    counts = np.bincount(inverse.ravel(), minlength=len(first))
-    starts = np.r_[0, np.cumsum(counts)[:-1]]
-    out_i, out_j, out_s = [], [], []
-    for u, v, s in zip(found.i.tolist(), found.j.tolist(), found.jaccard.tolist(), strict=True):
-        mu = members[starts[u] : starts[u] + counts[u]]
-        mv = members[starts[v] : starts[v] + counts[v]]
-        a, b = np.meshgrid(mu, mv, indexing="ij")
-        out_i.append(a.ravel())
-        out_j.append(b.ravel())
-        out_s.append(np.full(a.size, s))
     self_est = jaccard_from_distance(0, 64 * sketches.shape[1])
-    if self_est >= threshold:
-        for g in np.flatnonzero(counts > 1).tolist():
-            a, b = _run_pairs(np.zeros(int(counts[g]), dtype=np.uint8))
-            mg = members[starts[g] : starts[g] + counts[g]]
-            out_i.append(mg[a])
-            out_j.append(mg[b])
-            out_s.append(np.full(len(a), self_est))
-    if not out_i:
+    ai, aj, s = expand_groups(
+        inverse.ravel(), found.i, found.j, found.jaccard,
+        float(self_est) if self_est >= threshold else None,
+    )
+    if not len(ai):
         return SimilarPairs(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
-    ai, aj = np.concatenate(out_i), np.concatenate(out_j)
-    return _ordered(ai, aj, np.concatenate(out_s), n)
+    return _ordered(ai, aj, s, n)
 
 
 def _ordered(i: np.ndarray, j: np.ndarray, s: np.ndarray, n: int) -> SimilarPairs:
@@ -162,14 +114,34 @@ def _signatures_arg(sigs: Any) -> Signatures:
     return sigs
 
 
-def find_similar(sigs: Signatures, threshold: float = DEFAULT_THRESHOLD) -> SimilarPairs:
-    """Every pair i < j of documents sharing a band key with estimated Jaccard >= threshold."""
+def find_similar(
+    sigs: Signatures, threshold: float = DEFAULT_THRESHOLD, texts: Any = None
+) -> SimilarPairs:
+    """Every pair i < j of documents sharing a band key with estimated Jaccard >= threshold.
+
+    With ``texts`` (the documents' texts, one per signature, or their
+    :func:`~simstore.text.jaccard.shingle_sets` under the signatures' config):
+    every candidate pair whose *exact* Jaccard is >= threshold, with that value
+    (candidates widened near the threshold; see :mod:`simstore.search.exact`).
+    """
     s = _signatures_arg(sigs)
-    return similar_pairs_arrays(s.sketches, s.bands, check_threshold(threshold))
+    t = check_threshold(threshold)
+    if texts is None:
+        return similar_pairs_arrays(s.sketches, s.bands, t)
+    group, i, j, jac = exact_head_pairs(s, as_sets(texts, s), t)
+    n = len(s)
+    if (group == np.arange(n)).all():
+        return _ordered(i, j, jac, n)
+    _, inverse = np.unique(group, return_inverse=True)
+    heads_i, heads_j = inverse.ravel()[i], inverse.ravel()[j]
+    ai, aj, js = expand_groups(inverse.ravel(), heads_i, heads_j, jac, 1.0)
+    return _ordered(ai, aj, js, n)
 
 
-def similar_clusters(sigs: Signatures, threshold: float = DEFAULT_THRESHOLD) -> np.ndarray:
+def similar_clusters(
+    sigs: Signatures, threshold: float = DEFAULT_THRESHOLD, texts: Any = None
+) -> np.ndarray:
     """Connected components of :func:`find_similar`'s pairs: each doc's smallest member."""
     s = _signatures_arg(sigs)
-    found = find_similar(s, threshold)
+    found = find_similar(s, threshold, texts)
     return _core.components(len(s), found.i, found.j)

@@ -2,7 +2,8 @@
 
 Pure functions of a text and a :class:`FingerprintConfig`; nothing here knows of stores.
 ``fingerprinting`` holds the schemes and the C pipeline, ``minhash`` the similarity
-signatures (fingerprint + odd sketch + band keys), ``reference`` the same in slow Python:
+signatures (fingerprint + odd sketch + band keys), ``jaccard`` the exact shingle-hash sets
+and their exact Jaccard (C), ``reference`` the same in slow Python:
 the oracle the C must equal.
 """
 
@@ -22,6 +23,7 @@ from .fingerprinting import (
     simhash,
     tokens,
 )
+from .jaccard import ShingleSets, exact_jaccard, shingle_sets, signatures_and_sets
 from .minhash import (
     Signature,
     Signatures,
@@ -37,8 +39,10 @@ __all__ = [
     "SIGNATURE_CONFIG",
     "FingerprintConfig",
     "IdfTable",
+    "ShingleSets",
     "Signature",
     "Signatures",
+    "exact_jaccard",
     "features",
     "fingerprint",
     "fingerprints",
@@ -46,7 +50,9 @@ __all__ = [
     "jaccard_from_distance",
     "normalize",
     "signature",
+    "shingle_sets",
     "signatures",
+    "signatures_and_sets",
     "simhash",
     "sketch_jaccard",
     "tokens",

@@ -239,6 +239,8 @@ MODES = {
     "longest": ["--threshold", "0.9", "--keep", "longest"],
     "t09gz": ["--threshold", "0.9"],
     "t09parquet": ["--threshold", "0.9"],
+    "exact": ["--threshold", "0.9", "--exact"],
+    "exact-longest": ["--threshold", "0.9", "--keep", "longest", "--exact"],
 }
 # Modes reading (and writing) another form of the same corpus: its suffix.
 FORMATS = {"t09gz": ".jsonl.gz", "t09parquet": ".parquet"}
@@ -466,8 +468,8 @@ def add_corpus_options(p: argparse.ArgumentParser) -> None:
                    default=["t09", "longest", "k5"],
                    help="simstore runs on the whole corpus: t09 (--threshold 0.9, keep first), "
                    "longest (two passes), k5 (--k 5), t09gz / t09parquet (t09 on the corpus as "
-                   ".jsonl.gz / Parquet, written in that form); comma-separated (default "
-                   "t09,longest,k5)")
+                   ".jsonl.gz / Parquet, written in that form), exact and exact-longest (t09 and "
+                   "longest with --exact); comma-separated (default t09,longest,k5)")
     p.add_argument("--chunk", type=int, default=None,
                    help="pass --chunk N to the simstore runs on the whole corpus (default: the "
                    "CLI's default)")
