@@ -103,18 +103,25 @@ class KeptWriter:
                 for i in keep))
 
     def close(self, commit: bool) -> None:
-        try:
-            if self._pq is not None:
-                self._pq.close()
-            if self._fh is not None and self._fh is not self.out.file:
-                self._fh.close()
-        except BaseException:
-            self.out.discard()
-            raise
-        if commit:
-            self.out.commit()
-        else:
-            self.out.discard()
+        closers = [] if self._pq is None else [self._pq]
+        if self._fh is not None and self._fh is not self.out.file:
+            closers.append(self._fh)
+        _finish(self.out, closers, commit)
+
+
+def _finish(out: TempFile, closers: list[Any], commit: bool) -> None:
+    """Close a writer's streams, then publish its output (commit) or drop it; an output
+    whose streams fail to close is dropped."""
+    try:
+        for c in closers:
+            c.close()
+    except BaseException:
+        out.discard()
+        raise
+    if commit:
+        out.commit()
+    else:
+        out.discard()
 
 
 class RemovedWriter:
@@ -130,16 +137,7 @@ class RemovedWriter:
         self._fh.write(_json_line(record))
 
     def close(self, commit: bool) -> None:
-        try:
-            if self._fh is not self.out.file:
-                self._fh.close()
-        except BaseException:
-            self.out.discard()
-            raise
-        if commit:
-            self.out.commit()
-        else:
-            self.out.discard()
+        _finish(self.out, [] if self._fh is self.out.file else [self._fh], commit)
 
 
 class Outputs:
