@@ -41,7 +41,18 @@ from ..search.similar import check_threshold
 from ..store import DEFAULT_K, SimStore
 from ..text.fingerprinting import SIGNATURE_CONFIG
 from .exact import exact_dedup
-from .ingest import NEAR, NEW, REPEATED, STORED, Decided, Interrupted, Mode, Stream, count_corpus
+from .ingest import (
+    NEAR,
+    NEW,
+    REPEATED,
+    STORED,
+    Decided,
+    Interrupted,
+    Mode,
+    Stream,
+    committing,
+    tally,
+)
 from .parquet import MissingDependencyError, store_table
 from .progress import SILENT, Progress
 from .readers import Chunk, bad_handler, check_all, iter_chunks
@@ -360,18 +371,9 @@ def _first(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, ou
                     out.removed.write(_removed_record(c, i, dec, None if persistent else keys))
 
     handler = bad_handler(skip_bad, on_bad, summary)
-    committed = False
-    try:
-        with progress.bar("deduplicating", inp.total_bytes) as bar:
-            for dec in stream.run(iter_chunks(inp.sources, opts, handler), write):
-                count_corpus(summary, dec.chunk, dec.status)
-                bar.update(dec.chunk.nbytes, docs=summary.documents, kept=summary.kept,
-                           removed=summary.removed)
-        committed = True
-    except KeyboardInterrupt:
-        raise Interrupted(summary) from None  # a rerun writes every stored document again
-    finally:
-        out.close(committed)
+    with committing(out, summary), progress.bar("deduplicating", inp.total_bytes) as bar:
+        for dec in stream.run(iter_chunks(inp.sources, opts, handler), write):
+            tally(summary, bar, dec.chunk, dec.status)
 
 
 class _ScratchKeys:

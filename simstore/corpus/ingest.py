@@ -20,6 +20,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,3 +228,24 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, summary: Any) -> None:
         super().__init__("interrupted")
         self.summary = summary
+
+
+def tally(summary: Any, bar: Any, c: Chunk, status: list[int] | Any) -> None:
+    """count_corpus, then the progress bar's step for the chunk."""
+    count_corpus(summary, c, status)
+    bar.update(c.nbytes, docs=summary.documents, kept=summary.kept, removed=summary.removed)
+
+
+@contextmanager
+def committing(out: Any, summary: Any) -> Iterator[None]:
+    """Write a run's outputs in the block: ``out.close(True)`` publishes them when it ends
+    normally, anything else drops them; Ctrl-C becomes :class:`Interrupted` (a rerun
+    writes every stored document again)."""
+    committed = False
+    try:
+        yield
+        committed = True
+    except KeyboardInterrupt:
+        raise Interrupted(summary) from None
+    finally:
+        out.close(committed)

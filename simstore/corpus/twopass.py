@@ -36,7 +36,8 @@ from .ingest import (
     Interrupted,
     Mode,
     _items,
-    count_corpus,
+    committing,
+    tally,
 )
 from .parquet import pyarrow
 from .progress import Progress
@@ -187,22 +188,13 @@ def write_pass(store: SimStore | None, persistent: bool, inp: Inputs, opts: Read
     local = np.full(n, -1, dtype=np.int64)
     local[cand] = np.arange(len(cand))
     opts.with_rows = True
-    committed = False
     pos = 0
-    try:
-        with progress.bar("writing (pass 2 of 2)", inp.total_bytes) as bar:
-            for c in iter_chunks(inp.sources, opts, ignore_bad):
-                status = _second_chunk(store, persistent, p, c, pos, local, cand, reps, items,
-                                       sim, out)
-                pos += len(c)
-                count_corpus(summary, c, status)
-                bar.update(c.nbytes, docs=summary.documents, kept=summary.kept,
-                           removed=summary.removed)
-        committed = True
-    except KeyboardInterrupt:
-        raise Interrupted(summary) from None  # a rerun writes every stored document again
-    finally:
-        out.close(committed)
+    with committing(out, summary), progress.bar("writing (pass 2 of 2)", inp.total_bytes) as bar:
+        for c in iter_chunks(inp.sources, opts, ignore_bad):
+            status = _second_chunk(store, persistent, p, c, pos, local, cand, reps, items,
+                                   sim, out)
+            pos += len(c)
+            tally(summary, bar, c, status)
 
 
 def _second_chunk(store: SimStore | None, persistent: bool, p: Pass1, c: Chunk, base: int,

@@ -106,6 +106,13 @@ def cmd_memlimit(args: argparse.Namespace) -> dict[str, Any]:
     from .readers import _fps, _queries, _tree
 
     workdir = Path(args.workdir).resolve()
+    if args.limit_mb < 16:
+        raise SystemExit(f"memlimit: --limit-mb must be at least 16 (got {args.limit_mb})")
+    try:  # refused before any work: the limit needs a memory cgroup we may create
+        _cgroup(args.limit_mb << 20)[0].rmdir()
+    except OSError as exc:
+        raise SystemExit(f"memlimit: cannot create a memory cgroup ({exc}); run as root on a "
+                         "machine with cgroup v1 memory or v2 memory.max") from None
     load0 = load_average()
     fps = _fps(args.n, args.seed)
     qs = _queries(fps, args.queries, args.seed + 2)
