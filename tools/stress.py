@@ -7,7 +7,7 @@ kill instants depend on the machine's speed, not only on the seed).
 * ``kills``: start a writer process doing one kind of operation (single adds,
   ``add_many``, removes, ``rebuild``, ``compact``, or ``churn``: add_many and
   remove_many in turn with the run tables' constants shrunk, so that kills land
-  inside merges into L1 and level rebuilds) in a loop, SIGKILL it at a random
+  inside new levels and merges spread over writes) in a loop, SIGKILL it at a random
   instant, reopen the store and check that ``verify()`` passes, every call
   acknowledged before the kill is there, the call in flight happened
   completely or not at all, and no reader slot of the dead process is left.
@@ -65,9 +65,9 @@ import _damage  # noqa: E402
 OPS = ("add", "add_many", "remove", "rebuild", "compact", "churn")
 PRELOAD = 3000
 REBUILD_KS = (2, 3, 4)
-# The churn worker's run-table constants (simstore.store.runs): a merge into L1 every
-# few calls, a level rebuild every few merges, levels of many runs.
-CHURN_RUNS = {"RECENT_MAX": 64, "L1_MIN": 256, "RUN_ENTRIES": 128}
+# The churn worker's run-table constants (simstore.store.runs): a new level every few
+# calls, merges spread over several writes, levels of many runs.
+CHURN_RUNS = {"RECENT_MAX": 64, "MERGE_STEP": 128, "MERGE_PER_DOC": 2, "RUN_ENTRIES": 128}
 CHURN_ADD_MAX = 300  # new docs per add_many call
 CHURN_REMOVE_MAX = 200  # acknowledged docs per remove_many call
 

@@ -32,9 +32,11 @@ DocId = Union[str, int]  # noqa: UP007 - a runtime alias, kept valid on Python 3
 FORMAT = "simstore"
 # 1: Hamming stores, 2: similarity stores (docs records version 2), both with
 # dupsort permutation tables; 3: either, with run tables (simstore.store.runs);
-# 4: run tables whose runs carry a directory (read in place without a search).
-FORMAT_VERSION = 4
-FORMAT_VERSIONS = (1, 2, 3, 4)
+# 4: run tables whose runs carry a directory (read in place without a search);
+# 5: those in any number of levels merged a slice per write, removed docs' entries
+# marked by tombstones (simstore.store.runs). A write brings a 3-4 store to 5.
+FORMAT_VERSION = 5
+FORMAT_VERSIONS = (1, 2, 3, 4, 5)
 RUNS_FROM = 3  # the first format version with run tables
 RUN_DIRS_FROM = 4  # the first whose runs carry directories
 MAX_DOC_ID_BYTES = 1 << 16

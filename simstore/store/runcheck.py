@@ -1,8 +1,9 @@
 """The run tables' checks for ``verify``: every level against the live docs.
 
-A level holds exactly the (permuted key, iid) rows of the live docs below its
-bound, plus the stale rows the state counts; the recent docs match the state's
-hash; no table is left over from another layout. Reads copies of the runs
+Each level holds exactly the (permuted key, iid) rows of the live docs in its
+range of internal ids, plus the stale rows of removed docs, which are as many
+as the state counts and (from format 5) each have a tombstone; the recent docs
+match the state's hash; no table is left over from another layout. Reads copies of the runs
 (with their order checked), never the in-place views of queries.
 """
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from ..exceptions import CorruptStoreError
 from ..native import core as _core
-from .runfile import BASE, L1, State, band_rows, mix_xor, read_level, table_name
+from .runfile import EMPTY, State, band_rows, mix_xor, read_level, table_name, tombstones
 
 
 class RunTables(Protocol):
@@ -26,6 +27,8 @@ class RunTables(Protocol):
     nbands: int
 
     def state(self, txn: Any) -> State: ...
+
+    def meta_db(self) -> Any: ...
 
     def extra(self, txn: Any) -> list[str]: ...
 
@@ -39,13 +42,21 @@ def check_tables(rt: RunTables, txn: Any, iids: np.ndarray, fps: np.ndarray) -> 
     problems = []
     if len(iids) and int(iids[-1]) >= st.next:
         problems.append(f"run state: next internal id {st.next} is not past the last doc")
-    if not st.base_end <= st.l1_end <= st.next:
-        problems.append(f"run state: level bounds {st.base_end}, {st.l1_end} out of order")
-    recent = iids >= np.uint64(st.l1_end)
+    bounds = [(lo, hi) for _, lo, hi in st.bounds()]
+    if any(lo > hi for lo, hi in bounds) or st.flushed > st.next or (
+        bounds and bounds[-1][1] != st.flushed
+    ):
+        problems.append(f"run state: level bounds {bounds} (flushed {st.flushed}) out of order")
+    if len({lv.id for lv in st.levels}) != len(st.levels):
+        problems.append("run state: two levels share an id")
+    recent = iids >= np.uint64(st.flushed)
     if mix_xor(iids[recent], fps[recent]) != st.recent_xor:
         problems.append("run state: the recent docs' hash does not match the docs table")
+    gone = None if st.legacy else tombstones(txn, rt.meta_db(), 0, 1 << 64)
+    if gone is not None and len(gone) != st.stale:
+        problems.append(f"run state: {st.stale} stale docs but {len(gone)} tombstones")
     for t, db in enumerate(rt.dbs):
-        problems.extend(_check_table(rt, txn, t, db, st, iids[~recent], fps[~recent]))
+        problems.extend(_check_table(rt, txn, t, db, st, iids[~recent], fps[~recent], gone))
     extra = rt.extra(txn)
     if extra:
         problems.append(f"tables left over from another layout: {', '.join(extra)}")
@@ -53,9 +64,9 @@ def check_tables(rt: RunTables, txn: Any, iids: np.ndarray, fps: np.ndarray) -> 
 
 
 def _check_table(rt: RunTables, txn: Any, t: int, db: Any, st: State,
-                 iids: np.ndarray, fps: np.ndarray) -> list[str]:
+                 iids: np.ndarray, fps: np.ndarray, gone: np.ndarray | None) -> list[str]:
     want = _core.permute_blocks(fps, *rt.specs[t])
-    return _check_level_rows(txn, table_name(t).decode(), db, st, want, iids, 1)
+    return _check_level_rows(txn, table_name(t).decode(), db, st, want, iids, 1, gone)
 
 
 def check_bands(rt: RunTables, txn: Any, iids: np.ndarray, keys32: np.ndarray) -> list[str]:
@@ -64,29 +75,32 @@ def check_bands(rt: RunTables, txn: Any, iids: np.ndarray, keys32: np.ndarray) -
         st = rt.state(txn)
     except CorruptStoreError as exc:
         return [str(exc)]
-    old = iids < np.uint64(st.l1_end)
+    old = iids < np.uint64(st.flushed)
     want, vals = band_rows(iids[old], keys32[old])
+    gone = None if st.legacy else tombstones(txn, rt.meta_db(), 0, 1 << 64)
     return _check_level_rows(txn, "of band keys", rt.run_dbs[-1], st, want, vals,
-                                  rt.nbands)
+                             rt.nbands, gone)
 
 
 def _check_level_rows(txn: Any, name: str, db: Any, st: State, want: np.ndarray,
-                      want_vals: np.ndarray, per_doc: int) -> list[str]:
+                      want_vals: np.ndarray, per_doc: int,
+                      gone: np.ndarray | None) -> list[str]:
     """A run database's levels hold exactly the wanted (key, iid) rows, plus
-    per_doc stale rows per removed doc."""
+    per_doc stale rows per removed doc (each one's iid a tombstone, given gone)."""
     try:
-        levels = [read_level(txn, db, lev) for lev in (BASE, L1)]
+        levels = [read_level(txn, db, lv.id) for lv in st.levels]
     except CorruptStoreError as exc:
         return [f"table {name}: {exc}"]
     problems = []
-    bounds = ((0, st.base_end), (st.base_end, st.l1_end))
-    for lev, ((_, vals), (lo, hi)) in enumerate(zip(levels, bounds, strict=True)):
+    for (lv, lo, hi), (_, vals) in zip(st.bounds(), levels, strict=True):
         if len(vals) and (int(vals.min()) < lo or int(vals.max()) >= hi):
-            problems.append(f"table {name} level {lev}: an internal id outside its level")
-    keys = np.concatenate([lv[0] for lv in levels])
-    vals = np.concatenate([lv[1].astype(np.uint64) for lv in levels])
+            problems.append(f"table {name} level {lv.id}: an internal id outside its level")
+    keys = np.concatenate([EMPTY] + [lv[0] for lv in levels])
+    vals = np.concatenate([EMPTY] + [lv[1].astype(np.uint64) for lv in levels])
     live = np.isin(vals, want_vals)
     stale = int((~live).sum())
+    if gone is not None and not np.isin(vals[~live], gone).all():
+        problems.append(f"table {name}: a stale entry without a tombstone")
     got = sorted(zip(keys[live].tolist(), vals[live].tolist(), strict=True))
     need = sorted(zip(want.tolist(), want_vals.tolist(), strict=True))
     if got != need:

@@ -1,8 +1,13 @@
-"""The records of the run tables (store formats 3-4): the state record and the runs.
+"""The records of the run tables (store formats 3-5): the state record and the runs.
 
-Database ``runs`` holds one record, ``state``: the levels' bounds by internal
-id, their random generations, the count of stale entries and an XOR hash of
-the recent docs (see :class:`State`). Each run database (``r00``, ``r01``, ...
+Database ``runs`` holds the record ``state``: the next internal id, where the
+recent docs begin (``flushed``), the count of stale entries, an XOR hash of the
+recent docs, then per level (oldest first) its one-byte id, random generation
+and end internal id (see :class:`State`; formats 3-4 wrote a fixed 7-field
+record of a base and an L1 level, still read). From format 5 it also holds
+the merge under way, if any (``merge``: :class:`Job`; ``mcursor``: its
+progress per run database) and one tombstone per stale doc (``g`` + the
+8-byte big-endian iid, empty value). Each run database (``r00``, ``r01``, ...
 for the permutation tables, ``rbands`` for the band keys of a similarity
 store) holds a level as runs: records keyed by the level byte and the run's
 first key (8 bytes big-endian) whose value is a header (entries, id width,
@@ -10,13 +15,16 @@ key width, directory bits, directory shift), the keys (uint64 little-endian,
 or their low halves when every key of the run shares the record key's high
 half), the internal ids (4 or 8 bytes little-endian), then, from format 4,
 the run's directory (2**bits + 1 uint32 little-endian, see
-:func:`simstore.native.probe.run_dir`; bits 0: none, as in format 3).
+:func:`simstore.native.probe.run_dir`; bits 0: none, as in format 3). A run's
+ids are 4 bytes unless one of them needs 8.
 :mod:`simstore.store.runs` keeps the levels up to date and probes them where
 LMDB maps them.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import os
 import struct
 from dataclasses import dataclass
@@ -31,9 +39,17 @@ from .rows import band_keys
 STATE_DB = b"runs"
 STATE_KEY = b"state"
 BANDS_DB = b"rbands"
-BASE, L1 = 0, 1
+MERGE_KEY = b"merge"  # the merge under way, if any (Job)
+CURSOR_KEY = b"mcursor"  # its progress per run database
+GONE = b"g"  # tombstones: GONE + iid (8 bytes big-endian), one per stale doc
+BASE, L1 = 0, 1  # the level ids of a format 3-4 state record
+MAX_LEVEL_ID = 250
 EMPTY = np.empty(0, dtype=np.uint64)
-_STATE = struct.Struct("<7Q")
+_LEGACY = struct.Struct("<7Q")
+_STATE = struct.Struct("<4QB")
+_LEVEL = struct.Struct("<BQQ")
+_JOB = struct.Struct("<BQBQ")
+_CURSOR = struct.Struct("<BQ")
 # entries, iid width (4 or 8), key width (0: 8-byte keys; 4: their low halves, the high
 # half being the record key's), directory bits (0: none) and shift
 _RUN_HEAD = struct.Struct("<IBBBB")
@@ -59,40 +75,141 @@ def band_rows(iids: np.ndarray, keys32: np.ndarray) -> tuple[np.ndarray, np.ndar
     return flat[order], vals[order]
 
 
-def merged(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """Two sorted (keys, vals) runs as one (a linear merge: a stable sort of two runs)."""
-    keys = np.concatenate((a[0], b[0]))
-    vals = np.concatenate((a[1].astype(np.uint64), b[1].astype(np.uint64)))
-    order = np.argsort(keys, kind="stable")
-    return keys[order], vals[order]
+@dataclass(frozen=True)
+class Level:
+    """One level of the run tables: the runs of the docs with lo <= iid < hi (lo is the
+    previous level's hi), under a one-byte id and a random generation."""
+
+    id: int
+    gen: int
+    hi: int
 
 
 @dataclass(frozen=True)
 class State:
-    """The levels' bounds and generations (record ``state`` of database ``runs``)."""
+    """The levels, oldest first, and the recent docs (record ``state`` of database ``runs``).
+
+    The levels cover internal ids [0, flushed) without gaps; the docs from
+    ``flushed`` on are the recent docs, read from the docs table.
+    """
 
     next: int = 0  # the next internal id (iids are never reused)
-    base_end: int = 0
-    l1_end: int = 0
-    base_gen: int = 0
-    l1_gen: int = 0
-    stale: int = 0  # entries per table whose doc was removed
+    flushed: int = 0
+    stale: int = 0  # entries per table whose doc was removed (each has a tombstone)
     recent_xor: int = 0  # XOR of mix(iid, fp) over the live recent docs
+    levels: tuple[Level, ...] = ()
+    legacy: bool = False  # read from a format 3-4 record (stale entries without tombstones)
 
     def pack(self) -> bytes:
-        return _STATE.pack(self.next, self.base_end, self.l1_end, self.base_gen,
-                           self.l1_gen, self.stale, self.recent_xor)
+        head = _STATE.pack(self.next, self.flushed, self.stale, self.recent_xor,
+                           len(self.levels))
+        return head + b"".join(_LEVEL.pack(lv.id, lv.gen, lv.hi) for lv in self.levels)
 
-    def level_gen(self, level: int) -> int:
-        """The generation of level BASE or L1."""
-        return self.base_gen if level == BASE else self.l1_gen
+    def bounds(self) -> list[tuple[Level, int, int]]:
+        """(level, lo, hi) of every level, oldest first."""
+        out, lo = [], 0
+        for lv in self.levels:
+            out.append((lv, lo, lv.hi))
+            lo = lv.hi
+        return out
+
+    def gens(self) -> dict[int, int]:
+        """Level id -> generation."""
+        return {lv.id: lv.gen for lv in self.levels}
 
     @classmethod
     def unpack(cls, raw: Any) -> State:
-        if raw is None or len(raw) != _STATE.size:
+        if raw is None:
             raise CorruptStoreError("the run tables' state record is missing or malformed")
-        return cls(*_STATE.unpack(raw))
+        return _unpack_state(bytes(raw))
+
+
+@functools.lru_cache(maxsize=16)
+def _unpack_state(raw: bytes) -> State:
+    """A state record's fields (cached: every write and query reads the same few records)."""
+    bad = CorruptStoreError("the run tables' state record is missing or malformed")
+    if len(raw) == _LEGACY.size:  # formats 3-4: a base and an L1 level
+        nxt, base_end, l1_end, base_gen, l1_gen, stale, xor = _LEGACY.unpack(raw)
+        levels = tuple(lv for lv, lo in ((Level(BASE, base_gen, base_end), 0),
+                                         (Level(L1, l1_gen, l1_end), base_end))
+                       if lv.hi > lo)
+        return State(nxt, l1_end, stale, xor, levels, legacy=True)
+    if len(raw) < _STATE.size:
+        raise bad
+    nxt, flushed, stale, xor, n = _STATE.unpack_from(raw)
+    if len(raw) != _STATE.size + n * _LEVEL.size:
+        raise bad
+    levels = tuple(Level(*_LEVEL.unpack_from(raw, _STATE.size + i * _LEVEL.size))
+                   for i in range(n))
+    return State(nxt, flushed, stale, xor, levels)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A merge under way (record ``merge``): the source levels (a run of consecutive
+    levels, oldest first) become the target level, a slice per commit; the sources'
+    docs removed when the merge began (``gone``, sorted) are left out."""
+
+    target: int
+    gen: int
+    sources: tuple[Level, ...]
+    gone: np.ndarray
+
+    def pack(self) -> bytes:
+        head = _JOB.pack(self.target, self.gen, len(self.sources), len(self.gone))
+        srcs = b"".join(_LEVEL.pack(lv.id, lv.gen, lv.hi) for lv in self.sources)
+        return head + srcs + np.ascontiguousarray(self.gone, dtype="<u8").tobytes()
+
+    @classmethod
+    def unpack(cls, raw: Any) -> Job:
+        raw = bytes(raw)
+        try:
+            target, gen, ns, ng = _JOB.unpack_from(raw)
+            at = _JOB.size + ns * _LEVEL.size
+            if len(raw) != at + 8 * ng:
+                raise ValueError
+        except (struct.error, ValueError):
+            raise CorruptStoreError("the run tables' merge record is malformed") from None
+        srcs = tuple(Level(*_LEVEL.unpack_from(raw, _JOB.size + i * _LEVEL.size))
+                     for i in range(ns))
+        gone = np.frombuffer(raw, dtype="<u8", count=ng, offset=at).astype(np.uint64)
+        return cls(target, gen, srcs, gone)
+
+
+def pack_cursors(cur: list[int | None]) -> bytes:
+    """A merge's progress per run database: the next key to merge, None once done."""
+    return b"".join(_CURSOR.pack(0, 0) if c is None else _CURSOR.pack(1, c) for c in cur)
+
+
+def unpack_cursors(raw: Any, n: int) -> list[int | None]:
+    raw = bytes(raw)
+    if len(raw) != n * _CURSOR.size:
+        raise CorruptStoreError("the run tables' merge cursor record is malformed")
+    out: list[int | None] = []
+    for i in range(n):
+        live, key = _CURSOR.unpack_from(raw, i * _CURSOR.size)
+        out.append(key if live else None)
+    return out
+
+
+def tombstone_key(iid: int) -> bytes:
+    """The key of a removed doc's tombstone in database ``runs``."""
+    return GONE + iid.to_bytes(8, "big")
+
+
+def tombstones(txn: Any, db: Any, lo: int, hi: int) -> np.ndarray:
+    """Sorted internal ids of the tombstones with lo <= iid < hi."""
+    cur = txn.cursor(db)
+    out: list[int] = []
+    if cur.set_range(tombstone_key(lo)):
+        for key in cur.iternext(values=False):
+            if len(key) != 9 or bytes(key[:1]) != GONE:
+                break
+            iid = int.from_bytes(key[1:], "big")
+            if iid >= hi:
+                break
+            out.append(iid)
+    return np.asarray(out, dtype=np.uint64)
 
 
 _M1 = 0xBF58476D1CE4E5B9
@@ -156,11 +273,18 @@ def write_level(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarra
     buckets are never finer than the table's tail bits (a probe's range).
     """
     drop_level(txn, db, level)
+    put_runs(txn, db, level, keys, vals, run_entries=run_entries, halves=halves, dirs=dirs,
+             tail=tail)
+
+
+def put_runs(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, *,
+             run_entries: int, halves: bool = False, dirs: bool = False,
+             tail: int = 0) -> None:
+    """Add sorted (keys, vals) to one level as runs (see :func:`write_level`); the level's
+    runs so far must all hold keys below keys[0] (a merge writes its target in slices)."""
     n = len(keys)
     if not n:
         return
-    wide = bool(vals.max() >= 1 << 32)
-    vtype = "<u8" if wide else "<u4"
     starts = _run_bounds(keys, run_entries)
     if halves:
         high = np.flatnonzero(np.diff(keys >> np.uint64(32))) + 1
@@ -168,6 +292,8 @@ def write_level(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarra
     lead = bytes((level,))
     for i, a in enumerate(starts):
         b = starts[i + 1] if i + 1 < len(starts) else n
+        wide = bool(vals[a:b].max() >= 1 << 32)  # 4-byte ids unless the run needs 8
+        vtype = "<u8" if wide else "<u4"
         dbits, shift, dtail = 0, 0, b""
         if dirs and not halves and b - a >= DIR_MIN_ENTRIES:
             dbits = dir_bits(b - a)
@@ -208,24 +334,29 @@ def read_runs(txn: Any, db: Any, level: int) -> list[tuple[int, Run]]:
     for key, val in cur.iternext():
         if bytes(key[:1]) != lead:
             break
-        if len(key) != 9 or len(val) < _RUN_HEAD.size:
-            raise CorruptStoreError(f"a run record of table level {level} is malformed")
-        n, width, kw, dbits, shift = _RUN_HEAD.unpack_from(val)
-        kbytes = kw or 8
-        dlen = 4 * ((1 << dbits) + 1) if dbits else 0
-        if width not in (4, 8) or kw not in (0, 4) or n == 0 or shift > 63 or (
-            dbits and (kw or dbits > MAX_RUN_DIR_BITS)
-        ) or (not dbits and shift) or len(val) != _RUN_HEAD.size + n * (kbytes + width) + dlen:
-            raise CorruptStoreError(f"a run record of table level {level} is malformed")
-        first = int.from_bytes(key[1:9], "big")
-        off = _RUN_HEAD.size
-        keys = _view(val, "<u4" if kw else "<u8", n, off)
-        vals = _view(val, "<u4" if width == 4 else "<u8", n, off + kbytes * n)
-        d = _view(val, "<u4", (1 << dbits) + 1, off + (kbytes + width) * n) if dbits else None
-        if d is not None and int(d[-1]) != n:
-            raise CorruptStoreError(f"a run directory of table level {level} is malformed")
-        out.append((first, Run(keys, vals, first & _HIGH if kw else 0, d, shift)))
+        out.append(_parse(key, val, level))
     return out
+
+
+def _parse(key: Any, val: Any, level: int) -> tuple[int, Run]:
+    """(first key, run) of one run record, its framing checked."""
+    if len(key) != 9 or val is None or len(val) < _RUN_HEAD.size:
+        raise CorruptStoreError(f"a run record of table level {level} is malformed")
+    n, width, kw, dbits, shift = _RUN_HEAD.unpack_from(val)
+    kbytes = kw or 8
+    dlen = 4 * ((1 << dbits) + 1) if dbits else 0
+    if width not in (4, 8) or kw not in (0, 4) or n == 0 or shift > 63 or (
+        dbits and (kw or dbits > MAX_RUN_DIR_BITS)
+    ) or (not dbits and shift) or len(val) != _RUN_HEAD.size + n * (kbytes + width) + dlen:
+        raise CorruptStoreError(f"a run record of table level {level} is malformed")
+    first = int.from_bytes(key[1:9], "big")
+    off = _RUN_HEAD.size
+    keys = _view(val, "<u4" if kw else "<u8", n, off)
+    vals = _view(val, "<u4" if width == 4 else "<u8", n, off + kbytes * n)
+    d = _view(val, "<u4", (1 << dbits) + 1, off + (kbytes + width) * n) if dbits else None
+    if d is not None and int(d[-1]) != n:
+        raise CorruptStoreError(f"a run directory of table level {level} is malformed")
+    return first, Run(keys, vals, first & _HIGH if kw else 0, d, shift)
 
 
 _HIGH = 0xFFFFFFFF00000000
@@ -243,8 +374,7 @@ def run_arrays(runs: list[tuple[int, Run]]) -> tuple[np.ndarray, np.ndarray]:
     """The (keys, vals) of runs as private arrays: uint64 keys, uint32 or uint64 vals."""
     if not runs:
         return EMPTY, EMPTY
-    keys = [r.keys.astype(np.uint64) | np.uint64(r.high) if r.keys.itemsize == 4 else r.keys
-            for _, r in runs]
+    keys = [_full_keys(r) for _, r in runs]
     vals = [r.vals for _, r in runs]
     narrow = all(v.itemsize == 4 for v in vals)
     return (np.concatenate(keys).astype(np.uint64, copy=False),
@@ -261,3 +391,70 @@ def read_level(txn: Any, db: Any, level: int) -> tuple[np.ndarray, np.ndarray]:
     if len(k) > 1 and bool((k[1:] < k[:-1]).any()):
         raise CorruptStoreError(f"the runs of table level {level} are out of key order")
     return k, v
+
+
+def _full_keys(run: Run) -> np.ndarray:
+    """A run's keys as uint64 (the record key's high half put back on stored low halves)."""
+    if run.keys.itemsize == 4:
+        return run.keys.astype(np.uint64) | np.uint64(run.high)
+    return run.keys
+
+
+class LevelRuns:
+    """One level's runs in one run database, fetched one by one as a merge needs them
+    (a write transaction copies what it gets: fetching the whole level would copy it all)."""
+
+    def __init__(self, txn: Any, db: Any, level: int) -> None:
+        self._txn, self._db = txn, db
+        lead = bytes((level,))
+        cur = txn.cursor(db)
+        self.keys: list[bytes] = []
+        if cur.set_range(lead):
+            for key in cur.iternext(values=False):
+                if bytes(key[:1]) != lead:
+                    break
+                self.keys.append(bytes(key))
+        self.firsts = [int.from_bytes(k[1:9], "big") for k in self.keys]
+        self._got: dict[int, Run] = {}
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def run(self, i: int) -> Run:
+        got = self._got.get(i)
+        if got is None:
+            key = self.keys[i]
+            got = self._got[i] = _parse(key, self._txn.get(key, db=self._db), key[0])[1]
+        return got
+
+    def start(self, lo: int) -> int:
+        """Index of the run where keys >= lo begin."""
+        return max(bisect.bisect_right(self.firsts, lo) - 1, 0)
+
+
+def key_after(runs: LevelRuns, lo: int, count: int) -> int | None:
+    """The key ``count`` places after the first key >= lo in a level's runs; None if the
+    level has no more than ``count`` keys >= lo."""
+    for i in range(runs.start(lo), len(runs)):
+        keys = _full_keys(runs.run(i))
+        a = int(np.searchsorted(keys, np.uint64(lo), side="left"))
+        if count < len(keys) - a:
+            return int(keys[a + count])
+        count -= len(keys) - a
+    return None
+
+
+def slice_level(runs: LevelRuns, lo: int, hi: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Private copies of a level's (keys, vals) with lo <= key < hi (hi None: no bound)."""
+    ks, vs = [EMPTY], [EMPTY]
+    for i in range(runs.start(lo), len(runs)):
+        if hi is not None and runs.firsts[i] >= hi:
+            break
+        run = runs.run(i)
+        keys = _full_keys(run)
+        a = int(np.searchsorted(keys, np.uint64(lo), side="left"))
+        b = len(keys) if hi is None else int(np.searchsorted(keys, np.uint64(hi), side="left"))
+        if b > a:
+            ks.append(np.array(keys[a:b], dtype=np.uint64))
+            vs.append(run.vals[a:b].astype(np.uint64))
+    return np.concatenate(ks), np.concatenate(vs)

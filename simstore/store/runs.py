@@ -1,21 +1,32 @@
-"""Run tables: the permutation tables as sorted runs, probed in C from process memory.
+"""Run tables: the permutation tables as sorted runs in levels, probed in place.
 
-Every table is derived from the docs table, so the docs split by internal id
-into three *levels*: **base** (iid < ``base_end``) and **L1** (< ``l1_end``),
-each per table a sorted array of (permuted fingerprint, iid) stored as runs
-(:mod:`simstore.store.runfile`), and **recent** (the rest), read straight from the
-docs table and checked by a popcount scan: an add writes only the docs and
-ids records and the state record, not a B-tree entry per table. In a
-similarity store the band keys are levels too (database ``rbands``).
+Every table is derived from the docs table. The docs split by internal id into
+*levels*, oldest first, each covering a range of ids and holding, per table, the
+sorted (permuted fingerprint, iid) rows of its docs as runs
+(:mod:`simstore.store.runfile`), and the **recent** docs past the last level,
+read straight from the docs table and checked by a popcount scan: an add writes
+only the docs and ids records and the state record, not a B-tree entry per
+table. In a similarity store the band keys are levels too (database ``rbands``).
 
-A write that leaves more than ``RECENT_MAX`` recent docs merges them into L1;
-when L1 outgrows ``live / L1_SHARE`` (or removed docs leave too many stale
-entries) the levels are rebuilt from the docs table into one base. A merge
-is part of the write transaction that triggers it: atomic and crash-safe
-like any LMDB commit, and readers never wait on it (MVCC).
+**Merges in tiers.** A write that leaves more than ``RECENT_MAX`` recent docs
+writes them as a new level (cost: those docs). When the levels newer than one
+hold 1 / ``LEVEL_RATIO`` of its docs, that level and all newer ones are merged
+into one (:func:`_due`), or every level when removed docs' stale entries
+exceed live / ``STALE_SHARE``. A merge combines the levels' sorted runs, never
+walks the docs table, and runs a slice at a time: each write merges at most
+``MERGE_STEP`` entries per run database (or ``MERGE_PER_DOC`` per doc it added,
+if more), recording its cursor in the ``mcursor`` record beside the ``merge``
+record that names the job. Readers ignore the target until the write that
+finishes it swaps it for its sources in the state, so a commit's cost is
+bounded by its own size whatever the store's, and a level that did not change
+is never re-read. Every step is part of a write transaction: atomic and
+crash-safe like any LMDB commit; a merge left by a killed writer goes on with
+the next write, from any process. Freed pages (dropped runs) are reused.
 
 Removing a doc leaves its level entries *stale*: queries drop hits whose docs
-record is gone (iids are never reused) and the state counts them.
+record is gone (iids are never reused), the state counts them and a tombstone
+(``g`` + iid in database ``runs``) marks each; a merge leaves out the entries
+of the tombstones it found when it began, then deletes those tombstones.
 
 **Read in place.** A query probes the levels' runs where LMDB maps them (the
 page cache, shared by every process): a process keeps per level and table
@@ -27,7 +38,8 @@ one C call. The pointers are taken in a read transaction begun with
 
 1. the transaction that dereferences them sees the same generation of that
    level in its state record. A level is never rewritten under the same
-   generation, and LMDB never changes committed pages in place nor reuses
+   generation (a merge's target gets its generation into the state only once
+   complete), and LMDB never changes committed pages in place nor reuses
    them while a reader holds a snapshot that references them, so the runs
    of that generation are the very pages the pointers name; and
 2. the map has not been remapped in this process since (the environment's
@@ -47,6 +59,7 @@ from typing import Any, NamedTuple
 import lmdb
 import numpy as np
 
+from ..exceptions import CorruptStoreError
 from ..native import core as _core, probe as _probe
 from ..search.layout import Layout
 from . import runcheck
@@ -55,30 +68,60 @@ from .rows import band_keys, tables_beyond
 from .runfile import (
     BANDS_DB,
     BASE,
+    CURSOR_KEY,
     EMPTY,
-    L1,
+    MAX_LEVEL_ID,
+    MERGE_KEY,
     STATE_DB,
     STATE_KEY,
+    Job,
+    Level,
+    LevelRuns,
     State,
     band_rows,
     drop_level,
-    merged,
+    key_after,
     mix,
     mix_xor,
     new_gen,
+    pack_cursors,
+    put_runs,
     read_runs,
     run_arrays,
+    slice_level,
     table_name,
-    write_level,
+    tombstone_key,
+    tombstones,
+    unpack_cursors,
 )
 
 __all__ = ["RunBands", "RunTables", "State"]
 
 RUN_ENTRIES = 1 << 15  # keys per run: 256 KB of keys, read in one get
-RECENT_MAX = 4096  # recent docs scanned by popcount before a merge into L1
-L1_MIN = 1 << 16  # L1 may hold this many docs, or live / L1_SHARE if more
-L1_SHARE = 16
-STALE_SHARE = 8  # rebuild the levels when stale entries exceed live / STALE_SHARE
+RECENT_MAX = 4096  # recent docs scanned by popcount before they become a level
+LEVEL_RATIO = 4  # a level absorbs the newer ones once they hold 1 / LEVEL_RATIO of its docs
+MERGE_STEP = 1 << 16  # entries per run database a write merges, at least (a merge under way)
+MERGE_PER_DOC = 16  # ... or this many per doc the write added, if more
+STALE_SHARE = 8  # merge every level when stale entries exceed live / STALE_SHARE
+_MASK = (1 << 64) - 1
+
+
+def _due(sizes: list[int], stale: int, live: int) -> int | None:
+    """The first of the levels (sizes in docs, oldest first) that a merge of it and every
+    newer level should begin at, or None.
+
+    A level absorbs the newer ones once they hold 1 / LEVEL_RATIO of its docs:
+    sizes then shrink geometrically from the oldest level, so a store keeps
+    about log(N / RECENT_MAX) / log(LEVEL_RATIO + 1) levels and each doc is
+    rewritten about that many times LEVEL_RATIO / 2 (leveled merging, as in
+    LSM trees). Stale entries beyond live / STALE_SHARE merge every level.
+    """
+    if sizes and stale and stale * STALE_SHARE > live:
+        return 0
+    for j in range(len(sizes) - 1):
+        if sum(sizes[j + 1:]) * LEVEL_RATIO >= sizes[j]:
+            return j
+    return None
 
 
 # --- the process cache ------------------------------------------------------------------
@@ -98,7 +141,7 @@ class _Level:
 
 @dataclass
 class _Recent:
-    l1_end: int
+    flushed: int
     upto: int
     xor: int
     iids: np.ndarray
@@ -129,12 +172,14 @@ class RunTables:
 
     def __init__(self, env: Any, txn: Any, layout: Layout, docs: Any, codec: Any, *,
                  create: bool, nbands: int = 0, map_epoch: Callable[[], int] | None = None,
-                 dirs: bool = True) -> None:
+                 dirs: bool = True, upgrade: Callable[[Any], None] | None = None) -> None:
         """map_epoch: the environment's epoch (changes whenever this process remaps);
         without it levels are read as private copies, never in place. dirs: the runs
-        written carry directories (format 4; format 3 runs do not)."""
+        written carry directories (format 4; format 3 runs do not). upgrade: records
+        format 5 in a format 3-4 store (in the write that first writes its new state)."""
         self.layout = layout
         self._dirs = dirs
+        self._upgrade = upgrade
         self._env = env
         self._map_epoch = map_epoch
         n = len(layout.tables)
@@ -154,7 +199,7 @@ class RunTables:
         self._bprober = _probe.Prober([(b"\0", b"\x40", b"\0")], [64]) if nbands else None
         self._levels: dict[int, _Level] = {}
         self._recent: _Recent | None = None
-        self._wired: tuple[int, ...] | None = None  # what the prober holds
+        self._wired: tuple[bytes, int] | None = None  # what the prober holds
         self._wired_raw: bytes | None = None  # the state record it was wired for
         self._wired_epoch = -2  # and the map epoch
 
@@ -182,16 +227,18 @@ class RunTables:
 
     def index(self, txn: Any, iid: bytes, fp: int) -> None:
         """Note a doc just written to the docs table at iid (>= next); merge if due."""
-        st = self.state(txn)
+        st = self._writable(txn)
         i = int.from_bytes(iid, "big")
         st = replace(st, next=max(st.next, i + 1), recent_xor=st.recent_xor ^ mix(i, fp))
-        self._put_state(txn, self._maybe_merge(txn, st))
+        self._put_state(txn, self._advance(txn, st, 1))
 
     def unindex(self, txn: Any, iid: bytes, fp: int) -> None:
-        """Note a doc about to leave the docs table: a stale entry, or out of recent."""
-        st = self.state(txn)
+        """Note a doc about to leave the docs table: a stale entry (with its tombstone,
+        which the next merge of its level honours), or out of the recent docs."""
+        st = self._writable(txn)
         i = int.from_bytes(iid, "big")
-        if i < st.l1_end:
+        if i < st.flushed:
+            txn.put(tombstone_key(i), b"", db=self._meta)
             st = replace(st, stale=st.stale + 1)
         else:
             st = replace(st, recent_xor=st.recent_xor ^ mix(i, fp))
@@ -209,26 +256,51 @@ class RunTables:
             before()
         if not len(iids):
             return
-        st = self.state(txn)
+        st = self._writable(txn)
         fps = np.ascontiguousarray(fps, dtype=np.uint64)
         iids = np.ascontiguousarray(iids, dtype=np.uint64)
         top = int(iids.max()) + 1
-        empty = st.l1_end == 0  # no level written yet
-        if empty and int(txn.stat(self._docs)["entries"]) == len(iids) and (
+        if not st.levels and int(txn.stat(self._docs)["entries"]) == len(iids) and (
             bands is not None or not self.nbands
         ):
-            # An empty store filled at once: the arrays are the whole base.
-            self._write_base(txn, _Walked(iids, fps, bands))
-            gen = new_gen()
+            # An empty store filled at once: the arrays are the whole first level.
             top = max(top, st.next)
-            self._put_state(txn, State(next=top, base_end=top, l1_end=top, base_gen=gen,
-                                       l1_gen=gen ^ 2))
+            lv = Level(self._free_id(txn, st), new_gen(), top)
+            self._write_level(txn, lv.id, _Walked(iids, fps, bands))
+            self._put_state(txn, State(next=top, flushed=top, levels=(lv,)))
             return
         st = replace(st, next=max(st.next, top),
                      recent_xor=st.recent_xor ^ mix_xor(iids, fps))
-        self._put_state(txn, self._maybe_merge(txn, st))
+        self._put_state(txn, self._advance(txn, st, len(iids)))
 
-    # --- merges --------------------------------------------------------------------------
+    # --- levels and merges ---------------------------------------------------------------
+
+    def _writable(self, txn: Any) -> State:
+        """The state for a write; a format 3-4 record is first brought to format 5.
+
+        Its stale entries have no tombstones, so if it has any, the levels are
+        rebuilt from the docs table once (the last full walk such a store sees).
+        """
+        st = self.state(txn)
+        if self._upgrade is not None:
+            self._upgrade(txn)  # idempotent; once per process is enough
+            self._upgrade = None
+            self._dirs = True
+        if not st.legacy:
+            return st
+        if st.stale:
+            w = self._walk(txn, 0)
+            keep = w.iids < np.uint64(st.next)  # not a doc this write is adding
+            w = _Walked(w.iids[keep], w.fps[keep], None if w.bands is None else w.bands[keep])
+            for i in range(len(self.run_dbs)):
+                for lv in st.levels:
+                    drop_level(txn, self.run_dbs[i], lv.id)
+            lv = Level(BASE, new_gen(), st.next)
+            self._write_level(txn, lv.id, w)
+            st = State(next=st.next, flushed=st.next, levels=(lv,))
+        else:
+            st = replace(st, legacy=False)
+        return st
 
     def _walk(self, txn: Any, start: int) -> _Walked:
         """(iids, fps, band keys) of the docs with iid >= start, in iid order."""
@@ -248,41 +320,130 @@ class RunTables:
             out.append(band_rows(w.iids, w.bands))
         return out
 
-    def _write(self, txn: Any, i: int, level: int, keys: np.ndarray, vals: np.ndarray) -> None:
-        """Write run database i's level (the band entries as low halves, per band)."""
+    def _put(self, txn: Any, i: int, level: int, keys: np.ndarray, vals: np.ndarray) -> None:
+        """Add sorted rows to run database i's level (band entries as low halves)."""
         halves = i == len(self.dbs)
-        write_level(txn, self.run_dbs[i], level, keys, vals, run_entries=RUN_ENTRIES,
-                    halves=halves, dirs=self._dirs and not halves,
-                    tail=0 if halves else 64 - self._hbits[i])
+        put_runs(txn, self.run_dbs[i], level, keys, vals, run_entries=RUN_ENTRIES,
+                 halves=halves, dirs=self._dirs and not halves,
+                 tail=0 if halves else 64 - self._hbits[i])
 
-    def _write_base(self, txn: Any, w: _Walked) -> None:
+    def _write_level(self, txn: Any, level: int, w: _Walked) -> None:
+        """Write docs as the whole of a level (replacing any runs under its id)."""
         for i, (keys, vals) in enumerate(self._rows(w)):
-            self._write(txn, i, BASE, keys, vals)
-            drop_level(txn, self.run_dbs[i], L1)
+            drop_level(txn, self.run_dbs[i], level)
+            self._put(txn, i, level, keys, vals)
 
-    def _maybe_merge(self, txn: Any, st: State) -> State:
-        """Merge recent docs into L1, or rebuild the levels, when due; the new state."""
-        pending = st.next - st.l1_end
-        if pending <= RECENT_MAX and not st.stale:
-            return st
+    def _free_id(self, txn: Any, st: State) -> int:
+        """A level id neither the state nor the merge under way uses."""
+        raw = txn.get(MERGE_KEY, db=self._meta)
+        used = {lv.id for lv in st.levels} | ({Job.unpack(raw).target} if raw else set())
+        for lid in range(MAX_LEVEL_ID):
+            if lid not in used:
+                return lid
+        raise CorruptStoreError(f"the run tables hold {len(st.levels)} levels, too many")
+
+    def _advance(self, txn: Any, st: State, added: int) -> State:
+        """After a write of ``added`` docs: flush the recent docs into a level of their own
+        when there are too many, then do a bounded share of the merge under way (or of one
+        that has become due); the new state.
+
+        The share is MERGE_STEP entries per run database, or MERGE_PER_DOC per doc
+        added if more: a commit's cost is bounded by its own size, not the store's,
+        and merges keep up with the writes (see :func:`_due`).
+        """
+        if st.next - st.flushed > RECENT_MAX:
+            lv = Level(self._free_id(txn, st), new_gen(), st.next)
+            self._write_level(txn, lv.id, self._walk(txn, st.flushed))
+            st = replace(st, flushed=st.next, recent_xor=0, levels=st.levels + (lv,))
+        budget = max(MERGE_STEP, MERGE_PER_DOC * added)
+        raw = txn.get(MERGE_KEY, db=self._meta)
+        job = Job.unpack(raw) if raw is not None else self._start(txn, st)
+        while job is not None:
+            st, left = self._merge(txn, st, job, budget)
+            if left is None:  # not done: the next write goes on
+                break
+            budget = left
+            job = self._start(txn, st) if budget > 0 else None
+        return st
+
+    def _start(self, txn: Any, st: State) -> Job | None:
+        """Begin the merge that is due, if any (records it, nothing merged yet)."""
         live = int(txn.stat(self._docs)["entries"])
-        l1_docs = st.l1_end - st.base_end
-        if st.stale * STALE_SHARE > live or l1_docs + pending > max(L1_MIN, live // L1_SHARE):
-            return self.rebuild_levels(txn, st)
-        if pending <= RECENT_MAX:
-            return st
-        new = self._rows(self._walk(txn, st.l1_end))
-        old = self._level(txn, L1, st.l1_gen)
-        for i in range(len(self.run_dbs)):
-            self._write(txn, i, L1, *merged(old.arrays(i), new[i]))
-        return replace(st, l1_end=st.next, l1_gen=new_gen(), recent_xor=0)
+        first = _due([hi - lo for _, lo, hi in st.bounds()], st.stale, live)
+        if first is None:
+            return None
+        lo = st.bounds()[first][1]
+        sources = st.levels[first:]
+        job = Job(self._free_id(txn, st), new_gen(), sources,
+                  tombstones(txn, self._meta, lo, sources[-1].hi))
+        for db in self.run_dbs:
+            drop_level(txn, db, job.target)
+        txn.put(MERGE_KEY, job.pack(), db=self._meta)
+        txn.put(CURSOR_KEY, pack_cursors([0] * len(self.run_dbs)), db=self._meta)
+        return job
 
-    def rebuild_levels(self, txn: Any, st: State) -> State:
-        """Every live doc into one base level (no stale entries); the new state."""
-        self._write_base(txn, self._walk(txn, 0))
-        gen = new_gen()
-        return replace(st, base_end=st.next, l1_end=st.next, base_gen=gen, l1_gen=gen ^ 2,
-                       stale=0, recent_xor=0)
+    def _merge(self, txn: Any, st: State, job: Job, budget: int) -> tuple[State, int | None]:
+        """Merge up to ``budget`` entries per run database of the job's sources into its
+        target; the new state and the budget left once the job is done (else None)."""
+        cursors = unpack_cursors(txn.get(CURSOR_KEY, db=self._meta), len(self.run_dbs))
+        left = budget
+        for i, db in enumerate(self.run_dbs):
+            c = cursors[i]
+            srcs = [LevelRuns(txn, db, lv.id) for lv in job.sources]
+            spent = 0
+            while c is not None and spent < budget:
+                step = min(budget - spent, MERGE_STEP)
+                ends = [e for e in (key_after(r, c, step) for r in srcs) if e is not None]
+                hi = min(ends) if ends else None
+                if hi == c:  # a key more frequent than a step: take all of it
+                    hi = c + 1 if c < _MASK else None
+                parts = [slice_level(r, c, hi) for r in srcs]
+                keys = np.concatenate([p[0] for p in parts])
+                vals = np.concatenate([p[1] for p in parts])
+                spent += max(len(keys), 1)
+                if len(parts) > 1:
+                    order = np.argsort(keys, kind="stable")
+                    keys, vals = keys[order], vals[order]
+                if len(job.gone):
+                    keep = ~np.isin(vals, job.gone, assume_unique=False)
+                    keys, vals = keys[keep], vals[keep]
+                self._put(txn, i, job.target, keys, vals)
+                c = hi
+            cursors[i] = c
+            left = min(left, budget - spent)
+        if any(c is not None for c in cursors):
+            txn.put(CURSOR_KEY, pack_cursors(cursors), db=self._meta)
+            return st, None
+        return self._finish(txn, st, job), max(left, 0)
+
+    def _finish(self, txn: Any, st: State, job: Job) -> State:
+        """The merged level replaces its sources in the state; their runs, the tombstones
+        it honoured and the merge records go."""
+        n = len(job.sources)
+        at = next((j for j in range(len(st.levels)) if st.levels[j:j + n] == job.sources),
+                  None)
+        if at is None:
+            raise CorruptStoreError("the run tables' merge names levels the state does not")
+        for db in self.run_dbs:
+            for lv in job.sources:
+                drop_level(txn, db, lv.id)
+        for iid in job.gone.tolist():
+            txn.delete(tombstone_key(iid), db=self._meta)
+        txn.delete(MERGE_KEY, db=self._meta)
+        txn.delete(CURSOR_KEY, db=self._meta)
+        target = Level(job.target, job.gen, job.sources[-1].hi)
+        return replace(st, levels=st.levels[:at] + (target,) + st.levels[at + n:],
+                       stale=st.stale - len(job.gone))
+
+    def compact(self, txn: Any) -> None:
+        """Finish every merge that is due now, whatever it costs (maintenance)."""
+        st = self._writable(txn)
+        raw = txn.get(MERGE_KEY, db=self._meta)
+        job = Job.unpack(raw) if raw is not None else self._start(txn, st)
+        while job is not None:
+            st, _ = self._merge(txn, st, job, 1 << 62)
+            job = self._start(txn, st)
+        self._put_state(txn, st)
 
     # --- the cache -----------------------------------------------------------------------
 
@@ -294,7 +455,7 @@ class RunTables:
 
         Read in place through a read transaction of its own when that one sees
         the same generation (see the module's docstring), else from txn itself
-        as private bytes (txn's own merge wrote the level, or a commit came
+        as private bytes (txn's own write made the level, or a commit came
         between the two transactions).
         """
         epoch = self._epoch()
@@ -309,7 +470,7 @@ class RunTables:
                 inplace = None
             if inplace is not None:
                 raw = inplace.get(STATE_KEY, db=self._meta)
-                if raw is not None and State.unpack(raw).level_gen(level) == gen:
+                if raw is not None and State.unpack(raw).gens().get(level) == gen:
                     src = inplace
         try:
             runs = [read_runs(src, db, level) for db in self.run_dbs]
@@ -323,32 +484,35 @@ class RunTables:
         return got
 
     def _recent_docs(self, txn: Any, st: State) -> _Recent:
-        """The recent docs (iid >= l1_end), extended or re-read as the state says."""
+        """The recent docs (iid >= flushed), extended or re-read as the state says."""
         rec = self._recent
-        if rec is not None and rec.l1_end == st.l1_end and rec.upto == st.next \
+        if rec is not None and rec.flushed == st.flushed and rec.upto == st.next \
                 and rec.xor == st.recent_xor:
             return rec
-        if rec is not None and rec.l1_end == st.l1_end and rec.upto < st.next:
+        if rec is not None and rec.flushed == st.flushed and rec.upto < st.next:
             w = self._walk(txn, rec.upto)
             xor = rec.xor ^ mix_xor(w.iids, w.fps)
             if xor == st.recent_xor:
                 rec.add_bands(w.iids, w.bands)  # the old record is dropped just below
-                rec = _Recent(st.l1_end, st.next, xor, np.concatenate((rec.iids, w.iids)),
+                rec = _Recent(st.flushed, st.next, xor, np.concatenate((rec.iids, w.iids)),
                               np.concatenate((rec.fps, w.fps)), rec.bands)
                 self._recent = rec
                 return rec
-        w = self._walk(txn, st.l1_end)
-        rec = _Recent(st.l1_end, st.next, st.recent_xor, w.iids, w.fps)
+        w = self._walk(txn, st.flushed)
+        rec = _Recent(st.flushed, st.next, st.recent_xor, w.iids, w.fps)
         rec.add_bands(w.iids, w.bands)
         self._recent = rec
         return rec
 
     def _wire(self, txn: Any, st: State) -> None:
         """Point the probers at the levels and recent docs this state names."""
-        tag = (st.base_gen, st.l1_gen, st.l1_end, st.next, st.recent_xor, self._epoch())
+        tag = (st.pack(), self._epoch())
         if self._wired == tag:
             return
-        levels = [self._level(txn, BASE, st.base_gen), self._level(txn, L1, st.l1_gen)]
+        gens = st.gens()
+        for lid in [lid for lid in self._levels if lid not in gens]:
+            del self._levels[lid]  # a level merged away: forget its pointers
+        levels = [self._level(txn, lv.id, lv.gen) for lv in st.levels]
         rec = self._recent_docs(txn, st)
         nt = len(self.dbs)
         sets = [lev.sets[t] for lev in levels for t in range(nt) if lev.sets[t].n]
@@ -409,10 +573,15 @@ class RunTables:
     # --- maintenance ---------------------------------------------------------------------
 
     def drop(self, txn: Any) -> None:
-        """Delete every run table of this layout (for a rebuild)."""
+        """Delete every run table of this layout, its state, merge and tombstones (for a
+        rebuild)."""
         for db in self.run_dbs:
             txn.drop(db, delete=True)
-        txn.delete(STATE_KEY, db=self._meta)
+        txn.drop(self._meta, delete=False)
+
+    def meta_db(self) -> Any:
+        """The database of the state record, the merge records and the tombstones."""
+        return self._meta
 
     def check(self, txn: Any, iids: np.ndarray, fps: np.ndarray) -> list[str]:
         """Problems of the run tables against the live docs (iids, fps in iid order)."""

@@ -62,7 +62,9 @@ def bind(
     if F.has_runs(fmt):
         tables = RunTables(env, txn, layout, docs, codec, create=create,
                            nbands=config.bands if sig else 0, map_epoch=map_epoch,
-                           dirs=F.has_run_dirs(fmt))
+                           dirs=F.has_run_dirs(fmt),
+                           upgrade=None if int(fmt["version"]) >= F.FORMAT_VERSION else
+                           lambda t: t.put(b"format", F.to_json(F.format_meta()), db=meta))
         if sig:
             bands = RunBands(tables)
     else:

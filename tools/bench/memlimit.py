@@ -103,7 +103,7 @@ def _run(tree: Path, store: Path, qfile: Path, k: int, limit: int) -> dict[str, 
 
 def cmd_memlimit(args: argparse.Namespace) -> dict[str, Any]:
     """Exact answers under a memory limit below the store's size, cold and warm."""
-    from .readers import _fps, _queries, _tree
+    from .readers import _fps, _queries, sides
 
     workdir = Path(args.workdir).resolve()
     if args.limit_mb < 16:
@@ -123,16 +123,8 @@ def cmd_memlimit(args: argparse.Namespace) -> dict[str, Any]:
         d = np.bitwise_count(fps ^ np.uint64(q))
         want.append(sorted((int(i), int(d[i])) for i in np.flatnonzero(d <= args.k)))
     del fps
-    sides = {"head": _tree(args.head, workdir) if args.head else REPO}
-    if args.base:
-        sides["base"] = _tree(args.base, workdir)
     rows = []
-    for side, tree in sides.items():
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree,
-                             capture_output=True, text=True).stdout.strip()
-        store = workdir / f"store-{args.n}-k{args.k}-{rev}"
-        if not store.exists():
-            raise SystemExit(f"no store {store}: run `readers` with the same --n/--k first")
+    for side, (tree, store) in sides(args, workdir, build=False).items():
         size = (store / "data.mdb").stat().st_size
         res = _run(tree, store, qfile, args.k, args.limit_mb << 20)
         answers = res.pop("answers", None)

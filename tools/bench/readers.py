@@ -153,6 +153,26 @@ def _tree(rev: str, workdir: Path) -> Path:
     return tree
 
 
+def sides(args: argparse.Namespace, workdir: Path, build: bool = True
+          ) -> dict[str, tuple[Path, Path]]:
+    """side -> (source tree, store of --n fingerprints at --k built by that tree): the head
+    (--head's worktree, else this checkout) and, with --base, the base."""
+    trees = {"head": _tree(args.head, workdir) if args.head else REPO}
+    if args.base:
+        trees["base"] = _tree(args.base, workdir)
+    out = {}
+    for side, tree in trees.items():  # each side reads a store of its own format
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree,
+                             capture_output=True, text=True).stdout.strip()
+        store = workdir / f"store-{args.n}-k{args.k}-{rev}"
+        if build:
+            _build(tree, store, args.n, args.k, args.seed)
+        elif not store.exists():
+            raise SystemExit(f"no store {store}: run `readers` with the same --n/--k first")
+        out[side] = (tree, store)
+    return out
+
+
 def _round(tree: Path, store: Path, empty: Path, qfile: Path, readers: int, writer: float,
            workdir: Path) -> dict[str, Any]:
     """R readers (and maybe a writer) started together on the store; their reports."""
@@ -200,16 +220,10 @@ def cmd_readers(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(args.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     load0 = load_average()
-    trees = {"head": _tree(args.head, workdir) if args.head else REPO}
-    if args.base:
-        trees["base"] = _tree(args.base, workdir)
-    stores, empties = {}, {}
-    for side, tree in trees.items():  # each side reads a store of its own format
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree,
-                             capture_output=True, text=True).stdout.strip()
-        stores[side] = workdir / f"store-{args.n}-k{args.k}-{rev}"
-        _build(tree, stores[side], args.n, args.k, args.seed)
-        empties[side] = workdir / f"empty-{rev}"
+    trees, stores, empties = {}, {}, {}
+    for side, (tree, store) in sides(args, workdir).items():
+        trees[side], stores[side] = tree, store
+        empties[side] = workdir / f"empty-{store.name.rsplit('-', 1)[1]}"
         _build(tree, empties[side], 1, args.k, args.seed)
     qfile = workdir / "queries.npy"
     np.save(qfile, _queries(_fps(args.n, args.seed), args.queries, args.seed + 1))

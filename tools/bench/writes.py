@@ -1,0 +1,144 @@
+"""``writes``: a durable writer's sustained adds (and removes) on a large store.
+
+One store of N random fingerprints is built once per revision (by that revision's code,
+so in its format, see ``readers``) and copied fresh for every run. A writer process then
+commits ``--adds`` new documents, 1,000 per durable commit; with ``--removes`` each
+commit (one ``batch()``) also removes as many of the store's first documents, so the
+store keeps its size while its tables churn. It reports adds/s over the commits' time,
+the median, 99th percentile and worst commit, and the store's file size and used pages
+per live fingerprint before and after.
+
+``--base REV`` runs the same writes with REV's simstore on its own copy of a store of the
+same fingerprints, alternating head and base ``--rounds`` times, so both are measured in
+the same run on the same machine load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ._harness import REPO, load_average
+from .readers import sides
+
+WRITER = r'''
+import json, os, sys, time
+import numpy as np
+import simstore
+from simstore import SimStore
+path, adds, removes, per = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", 1000
+rng = np.random.default_rng(7)
+
+def size(s):
+    st = s.stats()
+    return {"file_bytes": os.path.getsize(os.path.join(path, "data.mdb")),
+            "used_bytes": st["used_bytes"], "live": len(s)}
+
+s = SimStore(path)
+before = size(s)
+times = []
+for i in range(adds // per):
+    fps = rng.integers(0, 2**64 - 1, per, dtype=np.uint64, endpoint=True)
+    ids = [f"w{i}-{j}" for j in range(per)]
+    a = time.perf_counter()
+    if removes:
+        with s.batch():
+            s.add_many(ids, fps)
+            s.remove_many(range(i * per, (i + 1) * per))
+    else:
+        s.add_many(ids, fps)
+    times.append(time.perf_counter() - a)
+after = size(s)
+problems = s.verify() if os.environ.get("BENCH_VERIFY") else None
+s.close()
+t = sorted(times)
+print(json.dumps({
+    "adds": len(t) * per, "adds_per_s": len(t) * per / sum(t),
+    "median_commit_ms": 1e3 * t[len(t) // 2], "p99_commit_ms": 1e3 * t[int(len(t) * 0.99)],
+    "worst_commit_ms": 1e3 * t[-1], "over_100ms": sum(x > 0.1 for x in t),
+    "before": before, "after": after, "verify": problems,
+    "simstore_file": simstore.__file__,
+}))
+'''
+
+
+def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
+         verify: bool) -> dict[str, Any]:
+    """The writer on a fresh copy of the pristine store; its report."""
+    if work.exists():
+        shutil.rmtree(work)
+    shutil.copytree(pristine, work)
+    subprocess.run(["sync"], check=False)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    if verify:
+        env["BENCH_VERIFY"] = "1"
+    out = subprocess.run([sys.executable, "-c", WRITER, str(work), str(adds),
+                          "1" if removes else "0"], env=env, cwd=work.parent,
+                         capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"the writer failed:\n{out.stderr}")
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    if not Path(res.pop("simstore_file")).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"the writer did not import {tree}'s simstore")
+    shutil.rmtree(work)
+    for key in ("before", "after"):
+        res[key]["file_b_per_fp"] = res[key]["file_bytes"] / max(res[key]["live"], 1)
+        res[key]["used_b_per_fp"] = res[key]["used_bytes"] / max(res[key]["live"], 1)
+    res["used_growth"] = res["after"]["used_b_per_fp"] / res["before"]["used_b_per_fp"] - 1
+    res["file_growth"] = res["after"]["file_b_per_fp"] / res["before"]["file_b_per_fp"] - 1
+    return res
+
+
+def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
+    """Sustained durable writes on an N store, head and base alternating."""
+    workdir = Path(args.workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    load0 = load_average()
+    pairs = sides(args, workdir)
+    rows = []
+    for r in range(args.rounds):
+        for side, (tree, store) in pairs.items():
+            res = _run(tree, store, workdir / f"work-{side}", args.adds, args.removes,
+                       args.verify)
+            res.update(side=side, round=r)
+            rows.append(res)
+            print(f"  {side:<4} round {r}: {res['adds_per_s']:9.0f} adds/s  commit p50 "
+                  f"{res['median_commit_ms']:6.1f} p99 {res['p99_commit_ms']:7.1f} worst "
+                  f"{res['worst_commit_ms']:8.1f} ms ({res['over_100ms']} over 100 ms)  "
+                  f"used/fp {res['before']['used_b_per_fp']:.0f} -> "
+                  f"{res['after']['used_b_per_fp']:.0f} B  file/fp "
+                  f"{res['before']['file_b_per_fp']:.0f} -> {res['after']['file_b_per_fp']:.0f} B"
+                  + (f"  verify {res['verify']}" if args.verify else ""), flush=True)
+    return {
+        "benchmark": "writes", "n": args.n, "k": args.k, "adds": args.adds,
+        "removes": args.removes, "base": args.base, "head": args.head,
+        "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
+                                 text=True).stdout.strip(),
+        "load_start": load0, "load_end": load_average(), "rows": rows,
+        "command": " ".join(["python -m tools.bench", *args.argv]),
+    }
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("writes", help="a durable writer's sustained adds (and removes) on a "
+                       "large store: adds/s, worst commit, disk per fingerprint",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=1_000_000, help="fingerprints in the store")
+    p.add_argument("--k", type=int, default=3)
+    p.add_argument("--adds", type=int, default=300_000, help="documents added, 1,000 a commit")
+    p.add_argument("--removes", action="store_true",
+                   help="each commit also removes 1,000 of the store's first documents")
+    p.add_argument("--rounds", type=int, default=1, help="head/base alternations")
+    p.add_argument("--verify", action="store_true", help="verify() the store after each run")
+    p.add_argument("--head", help="run this revision's simstore as the head (a worktree)")
+    p.add_argument("--base", help="also run with this revision's simstore")
+    p.add_argument("--workdir", default=str(REPO / ".bench" / "readers"))
+    p.add_argument("--seed", type=int, default=20261124)
+    p.add_argument("--out", type=Path, help="write the JSON result here")
+    p.set_defaults(func=cmd_writes)
