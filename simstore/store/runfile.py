@@ -28,7 +28,7 @@ import functools
 import os
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -75,8 +75,7 @@ def band_rows(iids: np.ndarray, keys32: np.ndarray) -> tuple[np.ndarray, np.ndar
     return flat[order], vals[order]
 
 
-@dataclass(frozen=True)
-class Level:
+class Level(NamedTuple):
     """One level of the run tables: the runs of the docs with lo <= iid < hi (lo is the
     previous level's hi), under a one-byte id and a random generation."""
 
@@ -85,12 +84,12 @@ class Level:
     hi: int
 
 
-@dataclass(frozen=True)
-class State:
+class State(NamedTuple):
     """The levels, oldest first, and the recent docs (record ``state`` of database ``runs``).
 
     The levels cover internal ids [0, flushed) without gaps; the docs from
-    ``flushed`` on are the recent docs, read from the docs table.
+    ``flushed`` on are the recent docs, read from the docs table. (A named
+    tuple: every single add and remove makes one.)
     """
 
     next: int = 0  # the next internal id (iids are never reused)

@@ -53,7 +53,7 @@ reads that level as a private copy (its new runs are dirty pages, not the map).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import lmdb
@@ -202,15 +202,22 @@ class RunTables:
         self._wired: tuple[bytes, int] | None = None  # what the prober holds
         self._wired_raw: bytes | None = None  # the state record it was wired for
         self._wired_epoch = -2  # and the map epoch
+        self._memo: tuple[bytes, State] | None = None  # the last state record written
 
     # --- state ---------------------------------------------------------------------------
 
     def state(self, txn: Any) -> State:
         """The run tables' state as this transaction sees it."""
-        return State.unpack(txn.get(STATE_KEY, db=self._meta))
+        raw = txn.get(STATE_KEY, db=self._meta)
+        memo = self._memo
+        if memo is not None and raw is not None and raw == memo[0]:
+            return memo[1]  # the record this process last wrote (a run of writes)
+        return State.unpack(raw)
 
     def _put_state(self, txn: Any, st: State) -> None:
-        txn.put(STATE_KEY, st.pack(), db=self._meta)
+        raw = st.pack()
+        txn.put(STATE_KEY, raw, db=self._meta)
+        self._memo = (raw, st)
 
     def init(self, txn: Any, next_iid: int = 0) -> None:
         """Write the state of tables without levels (at creation, or a rebuild's start).
@@ -229,7 +236,7 @@ class RunTables:
         """Note a doc just written to the docs table at iid (>= next); merge if due."""
         st = self._writable(txn)
         i = int.from_bytes(iid, "big")
-        st = replace(st, next=max(st.next, i + 1), recent_xor=st.recent_xor ^ mix(i, fp))
+        st = st._replace(next=max(st.next, i + 1), recent_xor=st.recent_xor ^ mix(i, fp))
         self._put_state(txn, self._advance(txn, st, 1))
 
     def unindex(self, txn: Any, iid: bytes, fp: int) -> None:
@@ -239,9 +246,9 @@ class RunTables:
         i = int.from_bytes(iid, "big")
         if i < st.flushed:
             txn.put(tombstone_key(i), b"", db=self._meta)
-            st = replace(st, stale=st.stale + 1)
+            st = st._replace(stale=st.stale + 1)
         else:
-            st = replace(st, recent_xor=st.recent_xor ^ mix(i, fp))
+            st = st._replace(recent_xor=st.recent_xor ^ mix(i, fp))
         self._put_state(txn, st)
 
     # --- bulk fill -----------------------------------------------------------------------
@@ -269,7 +276,7 @@ class RunTables:
             self._write_level(txn, lv.id, _Walked(iids, fps, bands))
             self._put_state(txn, State(next=top, flushed=top, levels=(lv,)))
             return
-        st = replace(st, next=max(st.next, top),
+        st = st._replace(next=max(st.next, top),
                      recent_xor=st.recent_xor ^ mix_xor(iids, fps))
         self._put_state(txn, self._advance(txn, st, len(iids)))
 
@@ -299,7 +306,7 @@ class RunTables:
             self._write_level(txn, lv.id, w)
             st = State(next=st.next, flushed=st.next, levels=(lv,))
         else:
-            st = replace(st, legacy=False)
+            st = st._replace(legacy=False)
         return st
 
     def _walk(self, txn: Any, start: int) -> _Walked:
@@ -354,7 +361,7 @@ class RunTables:
         if st.next - st.flushed > RECENT_MAX:
             lv = Level(self._free_id(txn, st), new_gen(), st.next)
             self._write_level(txn, lv.id, self._walk(txn, st.flushed))
-            st = replace(st, flushed=st.next, recent_xor=0, levels=st.levels + (lv,))
+            st = st._replace(flushed=st.next, recent_xor=0, levels=st.levels + (lv,))
         budget = max(MERGE_STEP, MERGE_PER_DOC * added)
         raw = txn.get(MERGE_KEY, db=self._meta)
         job = Job.unpack(raw) if raw is not None else self._start(txn, st)
@@ -432,7 +439,7 @@ class RunTables:
         txn.delete(MERGE_KEY, db=self._meta)
         txn.delete(CURSOR_KEY, db=self._meta)
         target = Level(job.target, job.gen, job.sources[-1].hi)
-        return replace(st, levels=st.levels[:at] + (target,) + st.levels[at + n:],
+        return st._replace(levels=st.levels[:at] + (target,) + st.levels[at + n:],
                        stale=st.stale - len(job.gone))
 
     def compact(self, txn: Any) -> None:

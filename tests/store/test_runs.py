@@ -17,7 +17,6 @@ import random
 import shutil
 import struct
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -879,7 +878,7 @@ def _short_state(txn: Any, dbs: list[Any], meta: Any) -> None:
 
 def _stale_count(txn: Any, dbs: list[Any], meta: Any) -> None:
     st_ = State.unpack(txn.get(b"state", db=meta))
-    txn.put(b"state", replace(st_, stale=st_.stale + 2).pack(), db=meta)
+    txn.put(b"state", st_._replace(stale=st_.stale + 2).pack(), db=meta)
 
 
 # case: (damage, words verify must say, what queries may do)
