@@ -124,6 +124,11 @@ static inline uint64_t run_val(const ss_run *r, size_t i) {
 static inline size_t run_of(const ss_runset *s, uint64_t v) {
     size_t lo = 0, n = s->nruns;
     const uint64_t *f = s->firsts;
+    if (s->top) {
+        lo = s->top[v >> (64 - s->tbits)];
+        while (lo + 1 < n && f[lo + 1] < v) lo++;
+        return lo;
+    }
     while (n > 1) { /* branch-free steps: a mispredicted branch costs more than one */
         size_t half = n / 2;
         lo += (size_t)(f[lo + half] < v) * half;
@@ -332,23 +337,37 @@ static int plan_ok(const ss_probe_plan *pl) {
 }
 
 /* Whether a set's runs can be read: widths known, pointers where n > 0,
- * firsts for a sorted set, 64-bit keys where probes or scans read them. */
-static int set_ok(const ss_runset *s, int32_t ntables, int need_kw8) {
-    if (s->table < -1 || s->table >= ntables || (s->nruns && !s->runs))
-        return 0;
-    if (s->table >= 0 && s->nruns && !s->firsts) return 0;
+ * firsts for a sorted set, a top index that names runs. */
+int ss_runset_check(ss_runset *s) {
+    int kw8 = 1;
+    if (!s) return -2;
+    s->checked = 0;
+    if (s->table < -1 || (s->nruns && !s->runs)) return -2;
+    if (s->table >= 0 && s->nruns && !s->firsts) return -2;
+    if (s->top) {
+        if (s->tbits < 1 || s->tbits > MAX_DIR_BITS || s->table < 0) return -2;
+        for (size_t b = 0; b < ((size_t)1 << s->tbits); b++)
+            if (s->top[b] >= s->nruns && !(s->nruns == 0 && s->top[b] == 0)) return -2;
+    }
     for (size_t r = 0; r < s->nruns; r++) {
         const ss_run *run = &s->runs[r];
         if ((run->kw != 8 && run->kw != 4) || (run->vw != 8 && run->vw != 4))
-            return 0;
+            return -2;
         if (run->dir && (run->kw != 8 || run->dbits < 1 || run->dbits > MAX_DIR_BITS ||
                          run->shift < 0 || run->shift > 63))
-            return 0;
-        if (run->n && (!run->keys || !run->vals)) return 0;
-        if (need_kw8 && run->kw != 8) return 0;
-        if (s->table >= 0 && !run->n) return 0; /* a sorted run is never empty */
+            return -2;
+        if (run->n && (!run->keys || !run->vals)) return -2;
+        if (s->table >= 0 && !run->n) return -2; /* a sorted run is never empty */
+        kw8 &= run->kw == 8;
     }
-    return 1;
+    s->checked = kw8 ? 2 : 1;
+    return 0;
+}
+
+/* Whether a set was checked (with 64-bit keys where probes or scans read
+ * them) and is of a table below ntables. */
+static inline int set_ok(const ss_runset *s, int32_t ntables, int need_kw8) {
+    return s->checked >= (need_kw8 ? 2 : 1) && s->table < ntables;
 }
 
 /* Push every probe of every sorted set of table t (masks m[0..nm)). */

@@ -180,10 +180,20 @@ typedef struct {
 typedef struct {
     const ss_run *runs;
     const uint64_t *firsts;
+    /* NULL, or 2**tbits run indices (tbits 1..24): top[b] is the last run
+     * whose first key is below b << (64 - tbits) (0 if none), so finding a
+     * key's run takes a step or two instead of a binary search */
+    const uint32_t *top;
     uint64_t nruns;
     int32_t table;
+    int32_t tbits;
+    int32_t checked; /* set by ss_runset_check: 1 ok, 2 ok and every key 64-bit */
     int32_t pad;
 } ss_runset;
+/* Check a set's runs once (widths, pointers, directories, the top index):
+ * sets checked to 1 or 2 (see above) on success, 0 and -2 otherwise. The
+ * queries then check only the set's own fields, not each run again. */
+int ss_runset_check(ss_runset *s);
 /* The probes of a query at one radius: ntables (1..64) permutations of
  * nblocks (1..64) blocks each (ntables rows of nblocks bytes, see
  * ss_permute_blocks), each table's tail bit count (64 - header bits, 0..63)

@@ -131,11 +131,35 @@ class RunSet:
             self.n += len(keys)
         self._runs, self._refs = arr, refs
         self._firsts_c = ffi.from_buffer("uint64_t[]", self.firsts)
+        self._top, self._tbits = _top_index(self.firsts) if table >= 0 else (None, 0)
+        self._top_c = ffi.NULL if self._top is None else ffi.from_buffer("uint32_t[]", self._top)
+        probe = ffi.new("ss_runset *")
+        self.fill(probe, check=False)
+        if lib.ss_runset_check(probe) != 0:
+            raise InvalidConfigError("simstore: a run set's runs are malformed")
+        self._checked = probe.checked
 
-    def fill(self, c: Any) -> None:
-        """Point a C ss_runset at this set."""
+    def fill(self, c: Any, check: bool = True) -> None:
+        """Point a C ss_runset at this set (checked when built)."""
         c.runs, c.firsts, c.nruns, c.table = self._runs, self._firsts_c, len(self.firsts), \
             self.table
+        c.top, c.tbits = self._top_c, self._tbits
+        c.checked = self._checked if check else 0
+
+
+TOP_MIN_RUNS = 8  # fewer runs: a binary search of the first keys is as quick
+
+
+def _top_index(firsts: np.ndarray) -> tuple[np.ndarray | None, int]:
+    """The top index of sorted first keys (see ss_runset in simstore.h): about four
+    slots a run, so a key's run is found in a step or two."""
+    n = len(firsts)
+    if n < TOP_MIN_RUNS:
+        return None, 0
+    tbits = min(MAX_RUN_DIR_BITS, (n - 1).bit_length() + 2)
+    bounds = np.arange(1 << tbits, dtype=np.uint64) << np.uint64(64 - tbits)
+    top = np.searchsorted(firsts, bounds, side="left").astype(np.int64) - 1
+    return np.maximum(top, 0).astype(np.uint32), tbits
 
 
 def _ball(bits: int, radius: int) -> int:

@@ -427,8 +427,32 @@ def test_c_probe_refuses_bad_arguments(override):
     sets[0].runs, sets[0].nruns, sets[0].table = run, 1, seg_fields["table"]
     sets[0].firsts = ffi.NULL if "firsts" in plan_fields else firsts
     out_v, out_d = ffi.new("uint64_t[]", 8), ffi.new("uint8_t[]", 8)
+    assert lib.ss_probe(1, k, c_plan, sets, 1, out_v, out_d, 8) == -2  # never checked
+    bad_set = any(key in ("table", "kw", "vw", "n", "firsts", "keys") for key in override)
+    # a set with a bad run fails its check; one that passes it is refused as its plan,
+    # k, table (beyond the plan's tables) or 32-bit keys (band sets, never probed) are
+    fine_set = override.get("table") == 4 or override.get("kw") == 4
+    assert (lib.ss_runset_check(sets) == -2) == (bad_set and not fine_set)
     assert lib.ss_probe(1, k, c_plan, sets, 1, out_v, out_d, 8) == -2
     del keep
+
+
+def test_c_runset_check_refuses_a_bad_top_index():
+    """A top index naming a run past the set's, or of bad width, fails ss_runset_check."""
+    ffi, lib = _core.ffi, _core.lib
+    keys = np.arange(10, dtype=np.uint64)
+    run = ffi.new("ss_run[]", 1)
+    buf = ffi.from_buffer("uint64_t[]", keys)
+    run[0].keys, run[0].vals, run[0].n, run[0].kw, run[0].vw = buf, buf, 10, 8, 8
+    firsts = ffi.new("uint64_t[]", [0])
+    for top, tbits, ok in (([0, 0], 1, True), ([0, 1], 1, False), ([0, 0], 0, False),
+                           ([0, 0], 25, False)):
+        s = ffi.new("ss_runset *")
+        s.runs, s.nruns, s.table, s.firsts = run, 1, 0, firsts
+        arr = ffi.new("uint32_t[]", top + [0] * ((1 << min(tbits, 4)) - len(top)))
+        s.top, s.tbits = arr, tbits
+        assert (lib.ss_runset_check(s) == 0) == ok, (top, tbits)
+        assert s.checked == (2 if ok else 0)
 
 
 def test_c_probe_reports_the_count_past_capacity():
@@ -442,6 +466,7 @@ def test_c_probe_reports_the_count_past_capacity():
     run[0].keys, run[0].vals, run[0].n, run[0].kw, run[0].vw = bufs[0], bufs[0], 10, 8, 8
     seg = ffi.new("ss_runset[]", 1)
     seg[0].runs, seg[0].nruns, seg[0].table, seg[0].firsts = run, 1, -1, ffi.NULL
+    assert lib.ss_runset_check(seg) == 0
     out_v, out_d = ffi.new("uint64_t[]", 5), ffi.new("uint8_t[]", 5)
     out_v[4] = 12345
     assert lib.ss_probe(0, 64, c_plan, seg, 1, out_v, out_d, 3) == 10
@@ -455,7 +480,8 @@ def test_c_probe_reports_the_count_past_capacity():
        st.integers(0, 2**32 - 1), st.booleans(), st.booleans(), st.data())
 def test_lookup_equals_brute_force(keys, qs, seed, narrow, halves, data):
     """Exact lookups over two sets of runs (64-bit keys, or 32-bit halves under a high half
-    per run as the band entries keep them): every value of an equal key, duplicates kept."""
+    per run as the band entries keep them; equal keys across runs; with and without the
+    top index): every value of an equal key, duplicates kept."""
     rng = np.random.default_rng(seed)
     shift = np.uint64(0 if halves else rng.integers(0, 55))  # keys anywhere in the 64 bits
     pr = _probe.Prober([(b"\0", b"\x40", b"\0")], [64])
@@ -466,7 +492,8 @@ def test_lookup_equals_brute_force(keys, qs, seed, narrow, halves, data):
             k = np.sort((k // np.uint64(3) << np.uint64(32)) | (k % np.uint64(3)))
         v = rng.integers(0, 2**32 - 1, len(k), dtype=np.uint64)
         vv = v.astype(np.uint32) if narrow else v
-        starts = data.draw(st.lists(st.integers(0, max(len(k), 1)), max_size=5))
+        # up to 24 cuts: sets of 8 runs or more take the top index (TOP_MIN_RUNS)
+        starts = data.draw(st.lists(st.integers(0, max(len(k), 1)), max_size=24))
         if halves:  # runs end where the high half changes
             starts += (np.flatnonzero(np.diff(k >> np.uint64(32))) + 1).tolist()
         bounds = sorted({0, *(x for x in starts if 0 < x < len(k))}) + [len(k)]
