@@ -440,17 +440,7 @@ class RunTables:
         txn.delete(CURSOR_KEY, db=self._meta)
         target = Level(job.target, job.gen, job.sources[-1].hi)
         return st._replace(levels=st.levels[:at] + (target,) + st.levels[at + n:],
-                       stale=st.stale - len(job.gone))
-
-    def compact(self, txn: Any) -> None:
-        """Finish every merge that is due now, whatever it costs (maintenance)."""
-        st = self._writable(txn)
-        raw = txn.get(MERGE_KEY, db=self._meta)
-        job = Job.unpack(raw) if raw is not None else self._start(txn, st)
-        while job is not None:
-            st, _ = self._merge(txn, st, job, 1 << 62)
-            job = self._start(txn, st)
-        self._put_state(txn, st)
+                       stale=max(st.stale - len(job.gone), 0))
 
     # --- the cache -----------------------------------------------------------------------
 
