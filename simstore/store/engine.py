@@ -2,7 +2,7 @@
 
 A store keeps its documents in the docs table; the permutation tables (and, in
 a similarity store, the band keys) are derived from it by a *table engine*.
-Two implement this interface: the run tables of formats 3-4
+Two implement this interface: the run tables of formats 3-5
 (:class:`simstore.store.runs.RunTables` with :class:`~simstore.store.runs.RunBands`)
 and the dupsort tables of formats 1-2 (:mod:`simstore.store.legacy`).
 :func:`simstore.store.schema.bind` picks one from the store's format; the rest of
@@ -31,19 +31,20 @@ class TableEngine(Protocol):
     def next_iid(self, txn: Any) -> int:
         """The next internal id to hand out (never a removed doc's)."""
 
-    def index(self, txn: Any, iid: bytes, fp: int) -> None:
-        """Take a doc just written to the docs table."""
+    def index(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
+        """Take a doc just written to the docs table (keys: its 4-byte band keys, band by
+        band, in a similarity store; engines that read them from the docs record may not
+        look at them)."""
 
-    def unindex(self, txn: Any, iid: bytes, fp: int) -> None:
-        """Let go of a doc about to leave the docs table."""
+    def unindex(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
+        """Let go of a doc about to leave the docs table (keys as for index)."""
 
     def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray,
              before: Callable[[], None] | None = None,
              bands: np.ndarray | None = None) -> None:
         """Take many docs at new iids, written by ``before()`` (if given) first.
 
-        bands: their (n, nbands) 32-bit band keys, for engines that keep band keys
-        with the tables (the others take them through their :class:`BandIndex`).
+        bands: their (n, nbands) 32-bit band keys in a similarity store.
         """
 
     def search(self, txn: Any, q: int, k: int) -> list[tuple[int, bytes, bytes]]:
@@ -51,7 +52,7 @@ class TableEngine(Protocol):
         (k at most the layout's)."""
 
     def drop(self, txn: Any) -> None:
-        """Delete every table of this layout (for a rebuild)."""
+        """Delete every table of this layout and the band keys (for a rebuild)."""
 
     def check(self, txn: Any, iids: np.ndarray, fps: np.ndarray) -> list[str]:
         """Problems of the tables against the live docs (iids, fps in iid order)."""
@@ -61,23 +62,12 @@ class TableEngine(Protocol):
 
 
 class BandIndex(Protocol):
-    """The band keys of a similarity store: which docs share a MinHash band key."""
+    """The band keys of a similarity store: which docs share a MinHash band key (the
+    table engine writes them with the docs; this reads them)."""
 
     # Whether candidates may name removed docs (entries left stale, skipped by the
     # reader) instead of only live ones (a missing doc is then damage).
     stale_entries: bool
-
-    def index(self, txn: Any, iid: bytes, keys: list[bytes]) -> None:
-        """Take a doc's 4-byte band keys (band by band)."""
-
-    def unindex(self, txn: Any, iid: bytes, keys: list[bytes]) -> None:
-        """Let go of a doc's band keys."""
-
-    def fill(self, txn: Any, keys32: np.ndarray, iids: np.ndarray) -> None:
-        """Take many docs' (n, nbands) 32-bit band keys."""
-
-    def drop(self, txn: Any) -> None:
-        """Delete the band keys (for a rebuild)."""
 
     def candidates(self, txn: Any, keys: list[bytes]) -> list[bytes]:
         """Internal ids (8-byte keys) of docs sharing at least one of a doc's band keys."""

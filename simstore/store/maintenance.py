@@ -75,8 +75,6 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             del id_items
             write_meta(txn, h.meta, layout)  # the current format: run tables
             sig = h.bands is not None
-            if h.bands is not None:
-                h.bands.drop(txn)
             fresh = RunTables(env.env, txn, layout, h.docs, h.codec, create=True,
                               nbands=h.config.bands if sig else 0,
                               dirs=F.has_run_dirs(F.format_meta()))

@@ -232,14 +232,15 @@ class RunTables:
 
     # --- single writes -----------------------------------------------------------------
 
-    def index(self, txn: Any, iid: bytes, fp: int) -> None:
-        """Note a doc just written to the docs table at iid (>= next); merge if due."""
+    def index(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
+        """Note a doc just written to the docs table at iid (>= next); merge if due.
+        (Its band keys are read from its docs record when its level is written.)"""
         st = self._writable(txn)
         i = int.from_bytes(iid, "big")
         st = st._replace(next=max(st.next, i + 1), recent_xor=st.recent_xor ^ mix(i, fp))
         self._put_state(txn, self._advance(txn, st, 1))
 
-    def unindex(self, txn: Any, iid: bytes, fp: int) -> None:
+    def unindex(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
         """Note a doc about to leave the docs table: a stale entry (with its tombstone,
         which the next merge of its level honours), or out of the recent docs."""
         st = self._writable(txn)
@@ -597,8 +598,8 @@ class RunBands:
     """The band entries of a run-table (formats 3-4) similarity store, kept by its RunTables.
 
     The band keys are levels of the run tables too (database ``rbands``: keys
-    band << 32 | key32), derived from the docs records with them: the writes
-    here are no-ops, the reads look them up in the levels and recent docs.
+    band << 32 | key32), derived from the docs records with them: RunTables
+    writes them, this looks them up in the levels and recent docs.
     """
 
     stale_entries = True  # a removed doc's entries stay until the levels are rebuilt
@@ -606,18 +607,6 @@ class RunBands:
     def __init__(self, tables: RunTables) -> None:
         self.tables = tables
         self.nbands = tables.nbands
-
-    def index(self, txn: Any, iid: bytes, keys: list[bytes]) -> None:
-        """Nothing: a recent doc's band keys are read from its docs record."""
-
-    def unindex(self, txn: Any, iid: bytes, keys: list[bytes]) -> None:
-        """Nothing: RunTables.unindex counts the stale entries."""
-
-    def fill(self, txn: Any, keys32: np.ndarray, iids: np.ndarray) -> None:
-        """Nothing: RunTables.fill takes the band keys."""
-
-    def drop(self, txn: Any) -> None:
-        """Nothing: RunTables.drop drops the band runs."""
 
     def candidates(self, txn: Any, keys: list[bytes]) -> list[bytes]:
         """Internal ids (8-byte keys) sharing at least one band key (4-byte, band by band)."""

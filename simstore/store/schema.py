@@ -68,9 +68,9 @@ def bind(
         if sig:
             bands = RunBands(tables)
     else:
-        tables = Tables(env, txn, layout, docs, create=create)
-        if sig:
-            bands = Bands(env, txn, config.bands, create=create)
+        legacy_bands = Bands(env, txn, config.bands, create=create) if sig else None
+        tables = Tables(env, txn, layout, docs, create=create, bands=legacy_bands)
+        bands = legacy_bands
     return Handles(
         path=path,
         layout=layout,

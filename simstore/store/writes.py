@@ -35,9 +35,7 @@ def next_iid(txn: Any, h: Handles) -> int:
 
 def _unindex(txn: Any, h: Handles, iid: bytes, rec: bytes) -> None:
     fp, _ = h.codec.parse(rec)
-    h.tables.unindex(txn, iid, fp)
-    if h.bands is not None:
-        h.bands.unindex(txn, iid, h.codec.band_keys(rec))
+    h.tables.unindex(txn, iid, fp, h.codec.band_keys(rec) if h.bands is not None else [])
 
 
 def add(txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra) -> None:
@@ -61,9 +59,7 @@ def add(txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra) -
     iid = F.iid_bytes(next_iid(txn, h))
     txn.put(idkey, iid, db=h.ids)
     txn.put(iid, new, db=h.docs)
-    h.tables.index(txn, iid, fp)
-    if h.bands is not None:
-        h.bands.index(txn, iid, keys)
+    h.tables.index(txn, iid, fp, keys)
 
 
 def remove(txn: Any, h: Handles, idkey: bytes, enc: bytes) -> bool:
@@ -156,8 +152,6 @@ def add_many(
         for a in range(0, len(new_order), PUT_CHUNK):
             pos = new_order[a : a + PUT_CHUNK]
             append = put_sorted(cur, id_keys(pos), rows[pos].tolist(), append=append)
-        if h.bands is not None and keys32 is not None:
-            h.bands.fill(txn, keys32[new], iids[new])
 
     sub = fps[new] if len(new) != n else fps
     h.tables.fill(txn, sub, iids[new], before=write_docs_ids_and_bands,

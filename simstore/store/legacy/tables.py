@@ -21,6 +21,7 @@ from ...native.probe import probe_masks
 from ...search.layout import Layout
 from ..format import iid_rows
 from ..rows import PUT_CHUNK, put_sorted, read_rows, tables_beyond
+from .bands import Bands
 
 _PIPELINE_MIN = 100_000  # rows from which a fill sorts the next table in a thread
 _PAST_END = b"\xff" * 9  # sorts after every 8-byte key
@@ -36,7 +37,10 @@ class Tables:
 
     name = "dupsort"
 
-    def __init__(self, env: Any, txn: Any, layout: Layout, docs: Any, *, create: bool) -> None:
+    def __init__(self, env: Any, txn: Any, layout: Layout, docs: Any, *, create: bool,
+                 bands: Bands | None = None) -> None:
+        """bands: the band table of a similarity store (format 2), kept with the tables."""
+        self.bands = bands
         self.layout = layout
         self.docs = docs
         n = len(layout.tables)
@@ -94,15 +98,19 @@ class Tables:
         keys = _core.permute_tables(fp, len(self.dbs), *self._specs)
         return [key.to_bytes(8, "big") for key in keys]
 
-    def index(self, txn: Any, iid: bytes, fp: int) -> None:
-        """Put internal id iid under fp's key in every table."""
+    def index(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
+        """Put internal id iid under fp's key in every table (and its band keys)."""
         for db, key in zip(self.dbs, self._keys(fp), strict=True):
             txn.put(key, iid, db=db, dupdata=True)
+        if self.bands is not None:
+            self.bands.index(txn, iid, keys)
 
-    def unindex(self, txn: Any, iid: bytes, fp: int) -> None:
-        """Delete internal id iid from fp's key in every table."""
+    def unindex(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
+        """Delete internal id iid from fp's key in every table (and its band keys)."""
         for db, key in zip(self.dbs, self._keys(fp), strict=True):
             txn.delete(key, iid, db=db)
+        if self.bands is not None:
+            self.bands.unindex(txn, iid, keys)
 
     # --- search --------------------------------------------------------------------
 
@@ -187,14 +195,24 @@ class Tables:
 
     def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray, before: Any = None,
              bands: Any = None) -> None:
-        """Insert (permuted fp, internal id) of many docs into every table, in key order.
+        """Insert (permuted fp, internal id) of many docs into every table, in key order,
+        and their (n, nbands) 32-bit band keys into the band table.
 
         Empty tables are filled by appends (pages fill ~100%). ``before()``, if
-        given, runs first (band keys go to the separate band table: ``bands``
-        is ignored); for large fills the first table is sorted (in C,
+        given, runs first; for large fills the first table is sorted (in C,
         without the GIL) in a thread meanwhile, and each next table while the
         current one is written.
         """
+        if self.bands is not None and bands is not None:
+            inner, before = before, None
+
+            def before_and_bands() -> None:
+                if inner is not None:
+                    inner()
+                assert self.bands is not None
+                self.bands.fill(txn, bands, iids)
+
+            before = before_and_bands
         if len(fps) < _PIPELINE_MIN:
             if before is not None:
                 before()
@@ -213,9 +231,11 @@ class Tables:
                 del rows
 
     def drop(self, txn: Any) -> None:
-        """Delete every table of this layout (for a rebuild)."""
+        """Delete every table of this layout and the band table (for a rebuild)."""
         for db in self.dbs:
             txn.drop(db, delete=True)
+        if self.bands is not None:
+            self.bands.drop(txn)
 
     # --- checks ------------------------------------------------------------------------
 
