@@ -595,7 +595,7 @@ class RunTables:
 
 
 class RunBands:
-    """The band entries of a run-table (formats 3-4) similarity store, kept by its RunTables.
+    """The band entries of a run-table (formats 3-5) similarity store, kept by its RunTables.
 
     The band keys are levels of the run tables too (database ``rbands``: keys
     band << 32 | key32), derived from the docs records with them: RunTables
