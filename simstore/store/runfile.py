@@ -6,7 +6,8 @@ recent docs, then per level (oldest first) its one-byte id, random generation
 and end internal id (see :class:`State`; formats 3-4 wrote a fixed 7-field
 record of a base and an L1 level, still read). From format 5 it also holds
 the merge under way, if any (``merge``: :class:`Job`; ``mcursor``: its
-progress per run database) and one tombstone per stale doc (``g`` + the
+progress per run database; ``mclean``, once its level is swapped in: how many of
+the tombstones it honoured are deleted) and one tombstone per stale doc (``g`` + the
 8-byte big-endian iid, empty value). Each run database (``r00``, ``r01``, ...
 for the permutation tables, ``rbands`` for the band keys of a similarity
 store) holds a level as runs: records keyed by the level byte and the run's
@@ -41,6 +42,7 @@ STATE_KEY = b"state"
 BANDS_DB = b"rbands"
 MERGE_KEY = b"merge"  # the merge under way, if any (Job)
 CURSOR_KEY = b"mcursor"  # its progress per run database
+CLEAN_KEY = b"mclean"  # once swapped in: how many of its tombstones are deleted
 GONE = b"g"  # tombstones: GONE + iid (8 bytes big-endian), one per stale doc
 BASE, L1 = 0, 1  # the level ids of a format 3-4 state record
 MAX_LEVEL_ID = 250

@@ -68,6 +68,7 @@ from .rows import band_keys, tables_beyond
 from .runfile import (
     BANDS_DB,
     BASE,
+    CLEAN_KEY,
     CURSOR_KEY,
     EMPTY,
     MAX_LEVEL_ID,
@@ -392,7 +393,11 @@ class RunTables:
 
     def _merge(self, txn: Any, st: State, job: Job, budget: int) -> tuple[State, int | None]:
         """Merge up to ``budget`` entries per run database of the job's sources into its
-        target; the new state and the budget left once the job is done (else None)."""
+        target, then swap it in and delete up to ``budget`` of its tombstones a write; the
+        new state and the budget left once the job is done (else None)."""
+        cleaned = txn.get(CLEAN_KEY, db=self._meta)
+        if cleaned is not None:  # swapped in already: its tombstones go
+            return st, self._clean(txn, job, int.from_bytes(cleaned, "little"), budget)
         cursors = unpack_cursors(txn.get(CURSOR_KEY, db=self._meta), len(self.run_dbs))
         left = budget
         for i, db in enumerate(self.run_dbs):
@@ -412,8 +417,9 @@ class RunTables:
                 if len(parts) > 1:
                     order = np.argsort(keys, kind="stable")
                     keys, vals = keys[order], vals[order]
-                if len(job.gone):
-                    keep = ~np.isin(vals, job.gone, assume_unique=False)
+                if len(job.gone):  # sorted: a binary search a value
+                    at = np.minimum(np.searchsorted(job.gone, vals), len(job.gone) - 1)
+                    keep = job.gone[at] != vals
                     keys, vals = keys[keep], vals[keep]
                 self._put(txn, i, job.target, keys, vals)
                 c = hi
@@ -422,11 +428,26 @@ class RunTables:
         if any(c is not None for c in cursors):
             txn.put(CURSOR_KEY, pack_cursors(cursors), db=self._meta)
             return st, None
-        return self._finish(txn, st, job), max(left, 0)
+        st = self._swap(txn, st, job)
+        return st, self._clean(txn, job, 0, max(left, 0))
 
-    def _finish(self, txn: Any, st: State, job: Job) -> State:
-        """The merged level replaces its sources in the state; their runs, the tombstones
-        it honoured and the merge records go."""
+    def _clean(self, txn: Any, job: Job, done: int, budget: int) -> int | None:
+        """Delete up to ``budget`` more of the tombstones a swapped-in merge honoured (done
+        so far: ``done``); the budget left once all are gone and the job with them, else
+        None (the next write goes on: deleting a million keys takes a second)."""
+        end = min(done + budget, len(job.gone))
+        for iid in job.gone[done:end].tolist():
+            txn.delete(tombstone_key(iid), db=self._meta)
+        if end < len(job.gone):
+            txn.put(CLEAN_KEY, end.to_bytes(8, "little"), db=self._meta)
+            return None
+        for key in (MERGE_KEY, CURSOR_KEY, CLEAN_KEY):
+            txn.delete(key, db=self._meta)
+        return budget - (end - done)
+
+    def _swap(self, txn: Any, st: State, job: Job) -> State:
+        """The merged level replaces its sources in the state, their runs go; the stale
+        count drops by the tombstones the merge honoured (deleted by _clean)."""
         n = len(job.sources)
         at = next((j for j in range(len(st.levels)) if st.levels[j:j + n] == job.sources),
                   None)
@@ -435,10 +456,6 @@ class RunTables:
         for db in self.run_dbs:
             for lv in job.sources:
                 drop_level(txn, db, lv.id)
-        for iid in job.gone.tolist():
-            txn.delete(tombstone_key(iid), db=self._meta)
-        txn.delete(MERGE_KEY, db=self._meta)
-        txn.delete(CURSOR_KEY, db=self._meta)
         target = Level(job.target, job.gen, job.sources[-1].hi)
         return st._replace(levels=st.levels[:at] + (target,) + st.levels[at + n:],
                        stale=max(st.stale - len(job.gone), 0))

@@ -167,6 +167,13 @@ def check_levels(store: SimStore, st_: State, run_entries: int) -> None:
     live = dict(zip(cols.iids.tolist(), cols.fps.tolist(), strict=True))
     in_levels = {i: fp for i, fp in live.items() if i < st_.flushed}
     dead_all = tombstoned(store)
+    with store._env.reading() as txn:  # a merge swapped in, deleting its tombstones
+        cleaned = txn.get(b"mclean", db=h.tables.meta_db())
+    if cleaned is not None:
+        assert job is not None
+        left = set(job.gone[int.from_bytes(cleaned, "little"):].tolist())
+        assert left <= dead_all
+        dead_all -= left
     assert len(dead_all) == st_.stale
     bounds, lo = [], 0
     for lv in st_.levels:
@@ -233,6 +240,8 @@ class Watch:
             assert st_.stale >= prev.stale
         self.seen["flushes"] += st_.flushed > prev.flushed
         self.seen["spread"] += merging(store) is not None
+        with store._env.reading() as txn:
+            self.seen["cleans"] += txn.get(b"mclean", db=store._h.tables.meta_db()) is not None
         check_levels(store, st_, simstore.store.runs.RUN_ENTRIES)
         self.prev, self.prev_live = st_, live
 
@@ -242,7 +251,7 @@ class RunsMachine(RuleBasedStateMachine):
 
     fps = Bundle("fps")
     # across examples: what the levels went through (spread: steps with a merge under way)
-    seen = {"merges": 0, "purges": 0, "flushes": 0, "spread": 0}
+    seen = {"merges": 0, "purges": 0, "flushes": 0, "spread": 0, "cleans": 0}
 
     @initialize(k=st.integers(0, 8))
     def open_store(self, k: int) -> None:
@@ -372,7 +381,7 @@ def test_run_tables_model(monkeypatch: pytest.MonkeyPatch) -> None:
     answers, len and items equal the model after every step; the state and the run records
     hold their invariants; verify() passes at the end of every sequence."""
     small(monkeypatch, RECENT_MAX=4, RUN_ENTRIES=4)
-    RunsMachine.seen.update(merges=0, purges=0, flushes=0, spread=0)
+    RunsMachine.seen.update(merges=0, purges=0, flushes=0, spread=0, cleans=0)
     # derandomized: the check below, that merges of each kind happened, must not depend
     # on which examples a run happens to draw
     run_state_machine_as_test(RunsMachine, settings=settings(
@@ -461,7 +470,7 @@ def test_run_tables_seeded_ops(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, 
     small(monkeypatch)
     rng = random.Random(k)
     pool = [rng.getrandbits(64) for _ in range(5)]
-    seen = {"merges": 0, "purges": 0, "flushes": 0, "spread": 0, "aborts": 0}
+    seen = {"merges": 0, "purges": 0, "flushes": 0, "spread": 0, "cleans": 0, "aborts": 0}
     store = SimStore(tmp_path / "s", k=k, expected_size=1000, durable=False)
     watch = Watch(store, seen)
     model: dict[Any, int] = {}
@@ -970,10 +979,12 @@ def test_damaged_run_tables_are_named_by_verify(monkeypatch: pytest.MonkeyPatch,
 # --- 6. and 7. space and stale entries --------------------------------------------------
 
 
+# MERGE_PER_DOC as in the real engine: the share of merging a write does decides
+# whether merges keep up with a churn that removes as many docs as it adds
 @pytest.mark.parametrize("over", [
-    pytest.param({}, id="small-runs"),
+    pytest.param({"MERGE_PER_DOC": 16}, id="small-runs"),
     # one run a level: its values on overflow pages
-    pytest.param({"RUN_ENTRIES": 1 << 15}, id="big-runs"),
+    pytest.param({"MERGE_PER_DOC": 16, "RUN_ENTRIES": 1 << 15}, id="big-runs"),
 ])
 def test_churn_does_not_grow_the_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                       over: dict[str, int]) -> None:
@@ -998,8 +1009,8 @@ def test_churn_does_not_grow_the_file(monkeypatch: pytest.MonkeyPatch, tmp_path:
             sizes.append((s.stats()["used_bytes"], (path / "data.mdb").stat().st_size))
         assert len(s) == 500 and s.verify() == []
         assert [fp for _, fp in s.items()] == s.fingerprints().tolist()
-        assert state_of(s).stale <= 2000  # the merges keep up with the removes
-    assert min(seen.values()) >= 10, seen
+        assert state_of(s).stale <= 5000  # bounded: merges keep up (15,000 were removed)
+    assert min(seen.values()) >= 5, seen  # merges swapped in, stale entries dropped
     (used10, file10), (used30, file30) = sizes[9], sizes[29]
     assert used30 <= 1.5 * used10 and file30 <= 1.5 * file10, sizes
 
