@@ -291,9 +291,8 @@ class RunTables:
         rebuilt from the docs table once (the last full walk such a store sees).
         """
         st = self.state(txn)
-        if self._upgrade is not None:
-            self._upgrade(txn)  # idempotent; once per process is enough
-            self._upgrade = None
+        if self._upgrade is not None:  # every write: one that aborts records nothing
+            self._upgrade(txn)
             self._dirs = True
         if not st.legacy:
             return st

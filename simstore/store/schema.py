@@ -7,6 +7,7 @@ the permutation and band tables they imply.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +65,7 @@ def bind(
                            nbands=config.bands if sig else 0, map_epoch=map_epoch,
                            dirs=F.has_run_dirs(fmt),
                            upgrade=None if int(fmt["version"]) >= F.FORMAT_VERSION else
-                           lambda t: t.put(b"format", F.to_json(F.format_meta()), db=meta))
+                           functools.partial(_upgrade_format, meta=meta))
         if sig:
             bands = RunBands(tables)
     else:
@@ -83,6 +84,13 @@ def bind(
         bands=bands,
         format_version=int(fmt["version"]),
     )
+
+
+def _upgrade_format(txn: Any, meta: Any) -> None:
+    """Record the current format in a store of an older one (formats 3-4: run tables),
+    unless this transaction's view already has it."""
+    if F.from_json(txn.get(b"format", db=meta), "format").get("version") != F.FORMAT_VERSION:
+        txn.put(b"format", F.to_json(F.format_meta()), db=meta)
 
 
 def write_meta(txn: Any, meta: Any, layout: Layout, config: FingerprintConfig | None = None,

@@ -1114,14 +1114,24 @@ def test_a_format_4_state_record_is_read_and_upgraded(tmp_path: Path) -> None:
         txn.put(b"state", struct.pack("<7Q", 300, 300, 300, gen, gen ^ 2, 3, 0), db=meta)
 
     _runs_env_edit(path, legacy)
+    env = lmdb.open(str(path), max_dbs=64, subdir=True)
+    with env.begin(write=True) as txn:  # and the format metadata of format 4
+        txn.put(b"format", b'{"format":"simstore","version":4}',
+                db=env.open_db(b"meta", txn=txn, create=False))
+    env.close()
     with SimStore(path) as s:
-        assert state_of(s).legacy and state_of(s).stale == 3
+        assert state_of(s).legacy and state_of(s).stale == 3 and format_version(s) == 4
         check_answers(s, model, list(model.values())[:20])
         assert s.verify() == []
+        with pytest.raises(_Abort), s.batch():  # a write that aborts records nothing
+            s.add("gone", 999)
+            raise _Abort
+        assert format_version(s) == 4 and state_of(s).legacy
         s.add("new", 12345)
         model["new"] = 12345
         st2 = state_of(s)
         assert not st2.legacy and st2.stale == 0 and st2.levels[0].gen != gen
+        assert format_version(s) == 5
         check_answers(s, model, list(model.values())[:20] + [12345])
         assert s.verify() == []
     with SimStore(path) as s:
