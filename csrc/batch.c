@@ -17,15 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "simstore.h"
+#include "_internal.h"
 
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
-#define SS_CLONES __attribute__((target_clones("popcnt", "default")))
-#else
-#define SS_CLONES
-#endif
-
-#define SS_MAX_K 16
 #define SS_MAX_DEPTH 64
 /* Groups up to SS_TINY are compared all-pairs at once; up to SS_SMALL after
  * splitting on the header bits they must share (tuned on 1M..10M random). */
@@ -98,7 +91,7 @@ static inline int accepted(const ss_ctx *c, uint64_t x) {
 }
 
 /* All pairs of a small group (extern only so it can carry target_clones). */
-SS_CLONES
+SS__CLONES
 int ss_batch_brute_(ss_ctx *c, const uint64_t *fp, const uint32_t *ix,
                     size_t g) {
     const int k = c->k;
@@ -256,7 +249,7 @@ static int node(ss_ctx *c, uint64_t *fp, uint32_t *ix, size_t g) {
 }
 
 /* Compare all pairs; part p of nparts takes rows a = p, p + nparts, ... */
-SS_CLONES
+SS__CLONES
 int ss_batch_brute_rows_(ss_ctx *c, const uint64_t *fps, size_t n, int part,
                          int nparts) {
     const int k = c->k;

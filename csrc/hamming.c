@@ -1,27 +1,20 @@
 /* Hamming distances over arrays of 64-bit fingerprints. */
-#include "simstore.h"
+#include "_internal.h"
 
-/* Use the POPCNT instruction where the CPU has it, chosen at load time. */
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
-#define SS_CLONES __attribute__((target_clones("popcnt", "default")))
-#else
-#define SS_CLONES
-#endif
-
-SS_CLONES
+SS__CLONES
 void ss_hamming_one(uint64_t q, const uint64_t *fps, size_t n, uint8_t *out) {
     for (size_t i = 0; i < n; i++)
         out[i] = (uint8_t)__builtin_popcountll(q ^ fps[i]);
 }
 
-SS_CLONES
+SS__CLONES
 void ss_hamming_pairwise(const uint64_t *a, const uint64_t *b, size_t n,
                          uint8_t *out) {
     for (size_t i = 0; i < n; i++)
         out[i] = (uint8_t)__builtin_popcountll(a[i] ^ b[i]);
 }
 
-SS_CLONES
+SS__CLONES
 size_t ss_hamming_within(uint64_t q, const uint64_t *fps, size_t n, int k,
                          int64_t *out_idx, uint8_t *out_dist) {
     size_t m = 0;

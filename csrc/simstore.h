@@ -82,7 +82,11 @@ typedef struct {
     size_t n;
     size_t cap;
 } ss_pairs;
-/* Passes of the all-pairs search within k (0..16) over n fingerprints
+/* The largest k the all-pairs search (ss_batch_pass) and a store's table
+ * layout answer by index; a larger radius (up to 64) is a scan. Python reads
+ * it as simstore.native.core.MAX_K. */
+enum { SS_MAX_K = 16 };
+/* Passes of the all-pairs search within k (0..SS_MAX_K) over n fingerprints
  * (n < 2**32). The 64 bits are split into nblocks (> k) near-equal
  * contiguous blocks; each combo has one bit per header block (nblocks - k of
  * them). Appends every pair within k whose lowest nblocks - k agreeing
