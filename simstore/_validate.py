@@ -21,9 +21,6 @@ from .exceptions import (
 )
 
 MAX_FP = (1 << 64) - 1
-# The largest distance a store layout or the batch search answers by index (a larger
-# query radius, up to 64, is answered by a scan).
-MAX_K = 16
 
 
 def _type_name(value: Any) -> str:

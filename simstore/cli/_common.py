@@ -13,6 +13,7 @@ from typing import IO, Any
 from .._files import TempFile
 from ..corpus.progress import Progress
 from ..exceptions import SimstoreError
+from ..native.core import MAX_K
 from ..search.similar import check_threshold
 from ..store import SimStore
 from ..text.fingerprinting import SIGNATURE_CONFIG, FingerprintConfig
@@ -141,14 +142,21 @@ def signature_config(args: argparse.Namespace) -> FingerprintConfig:
 # --------------------------------------------------------------------------- argument types
 
 
-def k_arg(text: str) -> int:
+def k_arg(text: str, maximum: int = 64) -> int:
+    """A Hamming radius, 0..maximum (a query's k: 0..64, scanned above the store's k)."""
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"k must be an integer in 0..64 (got {text!r})") from None
-    if not 0 <= v <= 64:
-        raise argparse.ArgumentTypeError(f"k must be an integer in 0..64 (got {v})")
+        raise argparse.ArgumentTypeError(
+            f"k must be an integer in 0..{maximum} (got {text!r})") from None
+    if not 0 <= v <= maximum:
+        raise argparse.ArgumentTypeError(f"k must be an integer in 0..{maximum} (got {v})")
     return v
+
+
+def index_k_arg(text: str) -> int:
+    """A k that only an index answers (the batch search): 0..MAX_K."""
+    return k_arg(text, MAX_K)
 
 
 def size_arg(text: str) -> int:

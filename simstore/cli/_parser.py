@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import __version__
 from ..corpus.sources import CHUNK_DOCS
+from ..native.core import MAX_K
 from ..text.fingerprinting import SIGNATURE_CONFIG
 from ._admin import cmd_compact, cmd_init, cmd_plan, cmd_rebuild, cmd_stats, cmd_verify
 from ._common import PROG, k_arg, seconds_arg, size_arg, sketch_bits_arg, threshold_arg
@@ -176,7 +177,7 @@ def build_parser() -> CliParser:
             K_PARAGRAPH)
     p.add_argument("path")
     p.add_argument("--k", type=k_arg, default=None,
-                   help="largest k the tables serve, at most 16 (default 5)")
+                   help=f"largest k the tables serve, at most {MAX_K} (default 5)")
     p.add_argument("--expected-size", type=size_arg, default=None, metavar="N",
                    help="documents expected; tunes the tables (default 1,000,000)")
     _similarity(p)
@@ -252,7 +253,7 @@ def build_parser() -> CliParser:
             "far apart they are.")
     p.add_argument("path")
     p.add_argument("--k", type=k_arg, default=None,
-                   help="Hamming radius, 0..16 (default: the store's k)")
+                   help=f"Hamming radius, 0..{MAX_K} (default: the store's k)")
     p.add_argument("--threshold", type=threshold_arg, default=None, metavar="T",
                    help="pairs at estimated Jaccard >= T instead of within k (a similarity "
                    "store)")

@@ -14,19 +14,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ._common import size_arg, threshold_arg
+from ..native.core import MAX_K
+from ._common import index_k_arg, size_arg, threshold_arg
 
 PROG = "simstore-cli spark-dedup"
-
-
-def _k(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a valid k, must be 0..16") from None
-    if not 0 <= v <= 16:
-        raise argparse.ArgumentTypeError(f"{v} is not a valid k, must be 0..16")
-    return v
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input", metavar="IN.parquet", help="input Parquet file or directory")
     p.add_argument("output", metavar="OUT.parquet", help="kept rows (a Parquet directory)")
     how = p.add_mutually_exclusive_group()
-    how.add_argument("--k", type=_k, default=None, help="Hamming radius 0..16 (default 3)")
+    how.add_argument("--k", type=index_k_arg, default=None,
+                     help=f"Hamming radius 0..{MAX_K} (default 3)")
     how.add_argument("--threshold", type=threshold_arg, default=None,
                      help="estimated Jaccard threshold in (0, 1]")
     p.add_argument("--removed", metavar="R.parquet", default=None,

@@ -27,6 +27,9 @@ ffi = _native.ffi
 lib = _native.lib
 
 U64 = np.dtype(np.uint64)
+# The largest k a store layout or the batch search answers by index (csrc/simstore.h
+# SS_MAX_K); a larger query radius, up to 64, is answered by a scan.
+MAX_K: int = int(lib.SS_MAX_K)
 
 
 def _u64_ptr(arr: np.ndarray):  # noqa: ANN202 - cffi pointer

@@ -25,11 +25,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._validate import MAX_K, as_fingerprint_array, check_int, check_k
+from .._validate import as_fingerprint_array, check_int, check_k
 from ..exceptions import SimstoreValueError
 from ..native import core as _core
-
-"""The largest Hamming radius the batch search accepts."""
+from ..native.core import MAX_K
 
 IDENTICAL_MODES = ("pairs", "groups")
 _MAX_N = (1 << 32) - 1

@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import MAX_K, as_fingerprint_array, check_expected_size, check_int, check_k
+from .._validate import as_fingerprint_array, check_expected_size, check_int, check_k
 from ..exceptions import InvalidConfigError
 from ..native import core as _core
+from ..native.core import MAX_K
 
 LAYOUT_VERSION = 1
 MAX_TABLES = 20

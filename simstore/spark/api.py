@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .._validate import MAX_K, check_int, check_k
+from .._validate import check_int, check_k
 from ..exceptions import (
     InvalidConfigError,
     InvalidFingerprintError,
     InvalidSignatureError,
     SimstoreValueError,
 )
+from ..native.core import MAX_K
 from ..search.similar import check_threshold
 from .columns import (
     check_config,

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..exceptions import CorruptStoreError
 from ..native import core as _core
+from ..native.core import MAX_K
 from ..search.hamming import find_all
 from ..text.minhash import band_keys32, jaccard_table
 from . import format as F
@@ -44,8 +45,6 @@ from .reads import Match, SimilarMatch
 from .rows import band_keys
 from .schema import Handles
 from .writes import add, add_many, extra_of, next_iid
-
-_PAIR_SEARCH_MAX_K = 16  # find_all's largest radius; above it the pass popcounts per doc
 
 
 class Rule(NamedTuple):
@@ -319,7 +318,7 @@ class _CallPairs:
     def __init__(self, fps: np.ndarray, k: int) -> None:
         self.fps, self.k = np.ascontiguousarray(fps, dtype=np.uint64), k
         self.by_j: dict[int, list[tuple[int, int]]] | None = None
-        if k <= _PAIR_SEARCH_MAX_K:
+        if k <= MAX_K:  # find_all's largest radius; above it each doc is popcounted
             found = find_all(self.fps, k, workers=1)
             self.by_j = {}
             for i, j, d in zip(found.i.tolist(), found.j.tolist(), found.distance.tolist(),

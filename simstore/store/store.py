@@ -21,7 +21,6 @@ import numpy as np
 
 from .._validate import (
     MAX_FP,
-    MAX_K,
     as_fingerprint_array,
     check_expected_size,
     check_fingerprint,
@@ -30,6 +29,7 @@ from .._validate import (
     check_path,
 )
 from ..exceptions import InvalidConfigError, SimstoreTypeError, StoreError
+from ..native.core import MAX_K
 from ..search.layout import Layout, Plan, plan
 from ..search.similar import DEFAULT_THRESHOLD, check_threshold
 from ..text.fingerprinting import DEFAULT_CONFIG, FingerprintConfig, fingerprints
