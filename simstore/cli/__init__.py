@@ -8,7 +8,7 @@ One module per concern: ``_parser`` (options, help, examples), ``_common``
 (output, errors, argument types), ``_tsv`` (the TSV id codec), ``_admin``
 (init, plan, stats, verify, rebuild, compact), ``_search`` (query, dedup,
 export, fingerprint), ``_load`` (add, index, dedup-corpus, over
-:mod:`simstore.corpus`).
+:mod:`simstore.corpus`), ``_spark`` (spark-dedup; pyspark imported when it runs).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from ..corpus.parquet import MissingDependencyError
+from ..corpus import MissingDependencyError
 from ..exceptions import SimstoreError
 from ._common import PROG, CliError, Out, UsageError, warn_low_threshold
 from ._parser import build_parser
@@ -26,9 +26,6 @@ __all__ = ["main", "build_parser"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run simstore-cli; returns the exit code."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["spark-dedup"]:
-        return _spark_dedup(args_list[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "sketch_bits", None):
@@ -57,13 +54,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         out.close(ok)
-
-
-def _spark_dedup(argv: list[str]) -> int:
-    """simstore-cli spark-dedup: handed whole to simstore.spark (imported only here)."""
-    try:
-        from ._spark import main_spark_dedup
-    except ImportError as exc:
-        print(f"{PROG} spark-dedup: error: {exc}", file=sys.stderr)
-        return 1
-    return main_spark_dedup(argv)

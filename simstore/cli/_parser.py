@@ -11,6 +11,7 @@ from .. import __version__
 from ..corpus.sources import CHUNK_DOCS
 from ..native.core import MAX_K
 from ..text.fingerprinting import SIGNATURE_CONFIG
+from . import _spark
 from ._admin import cmd_compact, cmd_init, cmd_plan, cmd_rebuild, cmd_stats, cmd_verify
 from ._common import PROG, k_arg, seconds_arg, size_arg, sketch_bits_arg, threshold_arg
 from ._load import cmd_add, cmd_dedup_corpus, cmd_index
@@ -305,13 +306,11 @@ def build_parser() -> CliParser:
                    "distinct shingle; no --store)")
     _inputs(p)
 
-    sub.add_parser(
-        "spark-dedup", add_help=False, formatter_class=Formatter,
-        help="deduplicate a Parquet dataset on Apache Spark (simstore[spark]; "
-        "'spark-dedup --help' for its options)",
-        epilog=_examples("spark-dedup docs.parquet kept.parquet --threshold 0.9",
-                         "spark-dedup docs.parquet kept.parquet --k 3 --removed removed.parquet"),
-    )
+    p = add("spark-dedup", _spark.cmd_spark_dedup, _spark.HELP,
+            _examples("spark-dedup docs.parquet kept.parquet --threshold 0.9",
+                      "spark-dedup docs.parquet kept.parquet --k 3 --removed removed.parquet"),
+            _spark.MORE)
+    _spark.add_arguments(p)
 
     p = add("fingerprint", cmd_fingerprint, "print the fingerprint of texts (no store needed)",
             _examples("fingerprint /usr/share/common-licenses/GPL-3",

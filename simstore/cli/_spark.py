@@ -1,36 +1,33 @@
 """``simstore-cli spark-dedup IN.parquet OUT.parquet``: near-duplicate removal on Spark.
 
 Runs a local session (``--master local[2]`` by default) or, under ``spark-submit``, the
-session spark-submit configured (any cluster). Exit codes: 0 done, 1 failure (bad input
-data, Spark error, output exists), 2 usage error.
+session spark-submit configured (any cluster). pyspark is imported only when the command
+runs. Exit codes as every command's: 0 done, 1 failure (bad input data, Spark error,
+output exists, no pyspark), 2 usage error.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from collections.abc import Sequence
 from typing import Any
 
+from ..exceptions import SimstoreError
 from ..native.core import MAX_K
-from ._common import index_k_arg, size_arg, threshold_arg
+from ._common import PROG as CLI, CliError, Out, index_k_arg, size_arg, threshold_arg
 
-PROG = "simstore-cli spark-dedup"
+PROG = f"{CLI} spark-dedup"
+HELP = ("deduplicate a Parquet dataset on Apache Spark (simstore[spark]): keep the rows, "
+        "report the removed ones")
+MORE = ("Hamming distance on fingerprints (--k, the default k=3) or estimated Jaccard on "
+        "signatures (--threshold); computed from --text-col when the input lacks those columns.")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The spark-dedup argument parser."""
-    p = argparse.ArgumentParser(
-        prog=PROG,
-        description="Remove near-duplicate rows of a Parquet dataset on Spark: keep the "
-                    "rows, report the removed ones. Hamming distance on fingerprints "
-                    "(--k, the default k=3) or estimated Jaccard on signatures (--threshold); "
-                    "computed from --text-col when the input lacks those columns.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The spark-dedup options, on its subparser."""
     p.add_argument("input", metavar="IN.parquet", help="input Parquet file or directory")
-    p.add_argument("output", metavar="OUT.parquet", help="kept rows (a Parquet directory)")
+    p.add_argument("kept", metavar="OUT.parquet", help="kept rows (a Parquet directory)")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--k", type=index_k_arg, default=None,
                      help=f"Hamming radius 0..{MAX_K} (default 3)")
@@ -41,19 +38,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default=None,
                    help="Spark master (default local[2]; under spark-submit, its own)")
     p.add_argument("--mode", choices=("representative", "clusters"), default="representative",
-                   help="representative: no chaining, id order (default); clusters: one "
-                        "row per connected component")
-    p.add_argument("--id-col", default="id", help="id column (default %(default)s)")
-    p.add_argument("--text-col", default="text", help="text column (default %(default)s)")
+                   help="representative: no chaining, id order; clusters: one row per "
+                        "connected component")
+    p.add_argument("--id-col", default="id", help="id column")
+    p.add_argument("--text-col", default="text", help="text column")
     p.add_argument("--fp-col", default="fp",
-                   help="fingerprint column, LongType (default %(default)s)")
-    p.add_argument("--sketch-col", default="sketch", help="sketch column (default %(default)s)")
-    p.add_argument("--bands-col", default="bands", help="band keys column (default %(default)s)")
+                   help="fingerprint column (LongType)")
+    p.add_argument("--sketch-col", default="sketch", help="sketch column")
+    p.add_argument("--bands-col", default="bands", help="band keys column")
     p.add_argument("--partitions", type=size_arg, default=None,
                    help="shuffle partitions of the search (default: from the data size)")
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
-    p.add_argument("--json", action="store_true", help="print the summary as one JSON line")
-    return p
 
 
 def _session(master: str | None) -> tuple[Any, bool]:
@@ -82,7 +77,7 @@ def _run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     from .. import spark as ss
 
     if not args.overwrite:
-        for path in (args.output, args.removed):
+        for path in (args.kept, args.removed):
             if path and _exists(spark, path):
                 raise FileExistsError(f"{path} exists (--overwrite replaces it)")
     df = spark.read.parquet(args.input)
@@ -97,12 +92,12 @@ def _run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
         **({"partitions": args.partitions} if args.partitions and k is not None else {}),
     )
     mode = "overwrite" if args.overwrite else "errorifexists"
-    result.kept.write.mode(mode).parquet(args.output)
+    result.kept.write.mode(mode).parquet(args.kept)
     if args.removed:
         result.removed.write.mode(mode).parquet(args.removed)
-    kept = spark.read.parquet(args.output).count()
+    kept = spark.read.parquet(args.kept).count()
     return {"input": args.input, "rows": df.count(), "kept": kept,
-            "output": args.output, "removed_report": args.removed,
+            "output": args.kept, "removed_report": args.removed,
             "rule": f"k={k}" if k is not None else f"threshold={args.threshold}",
             "mode": args.mode}
 
@@ -119,33 +114,21 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def main_spark_dedup(argv: Sequence[str] | None = None) -> int:
-    """Run spark-dedup with argv (without the program name); returns the exit code."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    except SystemExit as exc:  # argparse: 2 on usage errors, 0 for --help
-        return int(exc.code or 0)
-    from ..exceptions import SimstoreError
-
+def cmd_spark_dedup(args: argparse.Namespace, out: Out) -> int:
+    """Run spark-dedup; every failure is one line (a CliError)."""
     spark = None
     created = False
     try:
         spark, created = _session(args.master)
         summary = _run(args, spark)
     except (SimstoreError, ImportError, FileExistsError) as exc:
-        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
-        return 1
+        raise CliError(_one_line(exc)) from None
     except Exception as exc:  # Spark's own errors (AnalysisException, Py4J...)  # noqa: BLE001
-        print(f"{PROG}: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
-        return 1
+        raise CliError(f"{type(exc).__name__}: {_one_line(exc)}") from None
     finally:
         if created and spark is not None:
             spark.stop()
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        print(f"kept {summary['kept']} of {summary['rows']} rows ({summary['rule']}, "
-              f"{summary['mode']}) -> {summary['output']}"
-              + (f"; removed report -> {summary['removed_report']}" if args.removed else ""))
+    out.record(summary, f"kept {summary['kept']} of {summary['rows']} rows ({summary['rule']}, "
+               f"{summary['mode']}) -> {summary['output']}"
+               + (f"; removed report -> {summary['removed_report']}" if args.removed else ""))
     return 0

@@ -662,9 +662,22 @@ def test_threshold_on_a_hamming_store_and_bad_thresholds_are_refused(store_path,
     capsys.readouterr()
 
 
-def test_spark_dedup_is_handed_to_simstore_spark(capsys):
-    """simstore-cli spark-dedup reaches simstore.spark's own parser (its --help, its usage errors)."""
-    assert main(["spark-dedup", "--help"]) == 0
-    assert "--threshold" in capsys.readouterr().out
-    assert main(["spark-dedup"]) == 2
-    assert "spark-dedup" in capsys.readouterr().err
+def test_spark_dedup_is_a_command_of_the_parser(capsys):
+    """spark-dedup is parsed like every command (its --help, its usage errors, exit 2)."""
+    for argv, code in ((["spark-dedup", "--help"], 0), (["spark-dedup"], 2),
+                       (["spark-dedup", "a", "b", "--k", "17"], 2)):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == code
+    cap = capsys.readouterr()
+    assert "--threshold" in cap.out and "simstore-cli spark-dedup: error: " in cap.err
+    assert "0..16" in cap.err
+
+
+def test_parsing_imports_no_pyspark():
+    """The CLI imports pyspark only when spark-dedup runs, never to parse a command."""
+    code = ("import sys; from simstore.cli import build_parser; "
+            "build_parser().parse_args(['spark-dedup', 'a', 'b']); "
+            "assert 'pyspark' not in sys.modules, 'pyspark imported'")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    subprocess.run([sys.executable, "-c", code], cwd=root, check=True, capture_output=True)

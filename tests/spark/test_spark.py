@@ -15,7 +15,7 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 import simstore  # noqa: E402
 from simstore import spark as ss  # noqa: E402
-from simstore.cli._spark import main_spark_dedup  # noqa: E402
+from simstore.cli import main  # noqa: E402
 from simstore.exceptions import (  # noqa: E402
     InvalidDistanceError,
     InvalidDocIdError,
@@ -372,20 +372,25 @@ def test_similarity_store_from_spark(sig_df, texts, tmp_path):
     assert got == list(zip(want.i.tolist(), want.j.tolist(), want.jaccard.tolist(), strict=True))
 
 
-def test_cli_spark_dedup(spark, tmp_path, texts):
-    """main_spark_dedup: 0 with the kept rows of dedup, 2 on usage errors, 1 on a missing
-    input or an existing output, one line on stderr each."""
+def test_cli_spark_dedup(spark, tmp_path, texts, capsys):
+    """simstore-cli spark-dedup: 0 with the kept rows of dedup, 2 on usage errors, 1 on a
+    missing input or an existing output, one line on stderr each."""
     src = tmp_path / "in.parquet"
     texts = texts[:300] + texts[1500:1650] + texts[-50:]  # near copies and copies of 0..149
     spark.createDataFrame(list(enumerate(texts)), "id long, text string").write.parquet(str(src))
     out, rem = tmp_path / "out.parquet", tmp_path / "rem.parquet"
-    argv = [str(src), str(out), "--threshold", "0.9", "--removed", str(rem)]
-    assert main_spark_dedup(argv) == 0
+    argv = ["spark-dedup", str(src), str(out), "--threshold", "0.9", "--removed", str(rem)]
+    assert main(argv) == 0
     kept = {r.id for r in spark.read.parquet(str(out)).collect()}
     removed = {r.id for r in spark.read.parquet(str(rem)).collect()}
     want = _greedy(len(texts), *simstore.find_similar(simstore.signatures(texts), 0.9), nearer=-1)
     assert removed == set(want) and kept == set(range(len(texts))) - set(want)
-    assert main_spark_dedup(argv) == 1  # outputs exist
-    assert main_spark_dedup([str(tmp_path / "nope"), str(tmp_path / "o2")]) == 1
-    assert main_spark_dedup([str(src), str(out), "--k", "99"]) == 2
-    assert main_spark_dedup([str(src), str(out), "--k", "3", "--threshold", "0.9"]) == 2
+    capsys.readouterr()
+    for failing in (argv, ["spark-dedup", str(tmp_path / "nope"), str(tmp_path / "o2")]):
+        assert main(failing) == 1  # outputs exist; no input
+        err = capsys.readouterr().err
+        assert err.startswith("simstore-cli spark-dedup: error: ") and err.count("\n") == 1
+    for bad in (["--k", "99"], ["--k", "3", "--threshold", "0.9"]):
+        with pytest.raises(SystemExit) as exc:
+            main(["spark-dedup", str(src), str(out), *bad])
+        assert exc.value.code == 2
