@@ -32,7 +32,6 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import OutputPathError, SimstoreError, SimstoreValueError
@@ -41,22 +40,12 @@ from ..search.similar import check_threshold
 from ..store import DEFAULT_K, SimStore
 from ..text.fingerprinting import SIGNATURE_CONFIG
 from .exact import exact_dedup
-from .ingest import (
-    NEAR,
-    NEW,
-    REPEATED,
-    STORED,
-    Decided,
-    Interrupted,
-    Mode,
-    Stream,
-    committing,
-    tally,
-)
+from .ingest import CorpusRun, Decided, Mode, Stream, committing, tally
 from .parquet import MissingDependencyError, store_table
 from .progress import SILENT, Progress
 from .readers import Chunk, bad_handler, check_all, iter_chunks
-from .sources import BadInputError, Inputs, ReadOptions, Skipped
+from .sources import BadInputError, Inputs, ReadOptions
+from .summary import NEAR, NEW, REPEATED, STORED, CorpusSummary, IndexSummary, Interrupted
 from .twopass import check_keep_inputs, two_pass
 from .writers import Outputs, output_kind
 
@@ -75,60 +64,12 @@ KEEP_POLICIES = ("first", "longest")
 SCRATCH_CHUNK_DOCS = 250
 
 
-@dataclass
-class IndexSummary:
-    """What :func:`index_corpus` did: documents new, already stored, near-duplicates skipped."""
-
-    new: int = 0
-    already_stored: int = 0
-    near_duplicates: int = 0
-    bad: int = 0
-    skipped: Skipped = field(default_factory=Skipped)
-    documents: int = 0
-    bytes: int = 0
-    seconds: float = 0.0
-    last: str | None = None  # where the last committed document was read
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"new": self.new, "already_stored": self.already_stored,
-                "near_duplicates_skipped": self.near_duplicates, "bad_records": self.bad,
-                "skipped_files": self.skipped.total(), "documents": self.documents,
-                "bytes": self.bytes, "seconds": round(self.seconds, 3), "last": self.last}
-
-
-@dataclass
-class CorpusSummary:
-    """What :func:`dedup_corpus` did."""
-
-    kept: int = 0  # written to the output: new ones and already_stored ones
-    removed: int = 0  # near-duplicates and repeated ids
-    already_stored: int = 0  # kept: first occurrences of ids the store already held
-    repeated: int = 0  # removed: their id came earlier in this run
-    keep_missing: int = 0  # keep=FIELD: documents without a value for it (ranked last)
-    bad: int = 0
-    skipped: Skipped = field(default_factory=Skipped)
-    documents: int = 0
-    bytes: int = 0
-    seconds: float = 0.0
-    output: str = ""
-    removed_report: str | None = None
-    last: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"kept": self.kept, "removed": self.removed, "new": self.kept - self.already_stored,
-                "already_stored": self.already_stored, "repeated_ids": self.repeated,
-                "keep_field_missing": self.keep_missing,
-                "bad_records": self.bad, "skipped_files": self.skipped.total(),
-                "documents": self.documents, "bytes": self.bytes,
-                "seconds": round(self.seconds, 3), "output": self.output,
-                "removed_report": self.removed_report}
-
-
-def _read_options(kw: dict[str, Any]) -> ReadOptions:
-    """The ReadOptions of the ``read`` keywords; a None value means its default."""
+def _read_options(kw: dict[str, Any], **given: Any) -> ReadOptions:
+    """The ReadOptions of the ``read`` keywords over ``given`` ones; a None value in ``read``
+    means the given or default one."""
     names = ("id_field", "text_field", "force_jsonl", "follow_symlinks", "exclude",
              "encoding_errors", "chunk_docs")
-    return ReadOptions(**{k: kw[k] for k in names if kw.get(k) is not None})
+    return ReadOptions(**{**given, **{k: kw[k] for k in names if kw.get(k) is not None}})
 
 
 def index_corpus(
@@ -160,7 +101,7 @@ def index_corpus(
         try:
             with progress.bar("indexing", inp.total_bytes) as bar:
                 for dec in stream.run(iter_chunks(inp.sources, opts, handler)):
-                    _count_index(summary, dec, on_near)
+                    summary.count(dec.chunk, dec.status, dec.near, on_near)
                     bar.update(dec.chunk.nbytes, docs=summary.documents, new=summary.new,
                                near=summary.near_duplicates)
         except KeyboardInterrupt:
@@ -168,24 +109,6 @@ def index_corpus(
             raise Interrupted(summary) from None
     summary.seconds = time.monotonic() - start
     return summary
-
-
-def _count_index(summary: IndexSummary, dec: Decided,
-                 on_near: Callable[[Any, str, Any], None] | None) -> None:
-    c = dec.chunk
-    summary.documents += len(c)
-    summary.bytes += c.nbytes
-    for i, s in enumerate(dec.status):
-        if s == NEW:
-            summary.new += 1
-        elif s == NEAR:
-            summary.near_duplicates += 1
-            if on_near is not None:
-                on_near(c.ids[i], c.location(i), dec.near[i])
-        else:
-            summary.already_stored += 1
-    if len(c):
-        summary.last = c.location(len(c) - 1)
 
 
 def _nearness(match: Any) -> dict[str, Any]:
@@ -280,8 +203,8 @@ def dedup_corpus(
     _check_outputs(inputs, output, removed)
     out = Outputs(output, removed)  # every output path checked before any input is read
     try:
-        return _dedup(inputs, out, threshold, k, store, keep, skip_bad, on_bad, progress, read,
-                      exact)
+        return _dedup(inputs, out, threshold=threshold, k=k, store=store, keep=keep,
+                      skip_bad=skip_bad, on_bad=on_bad, progress=progress, read=read, exact=exact)
     finally:
         out.close(False)  # a failure anywhere: no temporary stays
 
@@ -293,26 +216,36 @@ def _input_list(inputs: Sequence[str] | str | os.PathLike[str]) -> list[str]:
     return [os.fspath(p) for p in inputs]
 
 
-def _dedup(inputs: list[str], out: Outputs, threshold: float | None, k: int | None,
+def _dedup(inputs: list[str], out: Outputs, *, threshold: float | None, k: int | None,
            store: SimStore | str | os.PathLike[str] | None, keep: str, skip_bad: bool,
            on_bad: Callable[[str, str], None] | None, progress: Progress,
-           read: dict[str, Any], exact: bool = False) -> CorpusSummary:
-    output, removed = out.kept_path, out.removed_path
-    opts = _read_options(read)
-    if read.get("chunk_docs") is None and keep == "first" and store is None and not exact:
-        opts.chunk_docs = SCRATCH_CHUNK_DOCS
-    opts.keep_field = None if keep in KEEP_POLICIES else keep
-    summary = CorpusSummary(output=output, removed_report=removed)
+           read: dict[str, Any], exact: bool) -> CorpusSummary:
+    """dedup_corpus once its arguments are checked and its outputs made: the run, from
+    opening the store to the published outputs."""
+    scratch_chunks = keep == "first" and store is None and not exact
+    opts = _read_options(read, keep_field=None if keep in KEEP_POLICIES else keep,
+                         **({"chunk_docs": SCRATCH_CHUNK_DOCS} if scratch_chunks else {}))
+    summary = CorpusSummary(output=out.kept_path, removed_report=out.removed_path)
     start = time.monotonic()
-    if exact:
-        assert threshold is not None
+
+    def run(handle: SimStore | None, persistent: bool) -> None:
         with Inputs(inputs, opts, read.get("stdin")) as inp:
             summary.skipped = inp.skipped
-            kind = output_kind(output, inp.sources)
+            kind = output_kind(out.kept_path, inp.sources)
             if keep not in KEEP_POLICIES:
                 check_keep_inputs(inp, keep)
-            exact_dedup(inp, opts, out.start(kind, opts), summary, threshold, keep, skip_bad,
-                        on_bad, progress)
+            r = CorpusRun(inp, opts, out.start(kind, opts), summary, keep, skip_bad,
+                          bad_handler(skip_bad, on_bad, summary), progress,
+                          Mode(k, threshold, check_stored=persistent), handle, persistent)
+            if exact:
+                exact_dedup(r)
+            elif keep == "first":
+                _first(r)
+            else:
+                two_pass(r)
+
+    if exact:
+        run(None, False)
         summary.seconds = time.monotonic() - start
         return summary
     new = (store is not None and not isinstance(store, SimStore)
@@ -320,14 +253,7 @@ def _dedup(inputs: list[str], out: Outputs, threshold: float | None, k: int | No
     handle, persistent, scratch = _open_store(store, k, threshold)
     ok = False
     try:
-        with Inputs(inputs, opts, read.get("stdin")) as inp:
-            summary.skipped = inp.skipped
-            kind = output_kind(output, inp.sources)
-            if keep not in KEEP_POLICIES:
-                check_keep_inputs(inp, keep)
-            run = _first if keep == "first" else two_pass
-            run(handle, persistent, inp, opts, out.start(kind, opts), summary,
-                Mode(k, threshold), keep, skip_bad, on_bad, progress)
+        run(handle, persistent)
         ok = True
     finally:
         if not isinstance(store, SimStore):
@@ -351,16 +277,14 @@ def _check_outputs(inputs: list[str], output: str, removed: str | None) -> None:
             raise OutputPathError(f"{flag} {path!r} is also an input; give a new file name")
 
 
-def _first(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, out: Outputs,
-           summary: CorpusSummary, mode: Mode, keep: str, skip_bad: bool,
-           on_bad: Callable[[str, str], None] | None, progress: Progress) -> None:
+def _first(run: CorpusRun) -> None:
     """keep="first": one streaming pass of add_if_new, writing as each chunk commits."""
-    if persistent and not skip_bad:
-        check_all(inp, opts, progress)
-    opts.with_rows = True
+    persistent, out, summary = run.persistent, run.out, run.summary
+    assert run.store is not None
+    if persistent and not run.skip_bad:
+        check_all(run.inp, run.opts, run.progress)
     keys = _ScratchKeys()
-    mode.check_stored = persistent
-    stream = Stream(store, mode, None if persistent else keys, track=True)
+    stream = Stream(run.store, run.mode, None if persistent else keys, track=True)
 
     def write(dec: Decided) -> None:
         c = dec.chunk
@@ -370,9 +294,9 @@ def _first(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, ou
                 if s in (NEAR, REPEATED):
                     out.removed.write(_removed_record(c, i, dec, None if persistent else keys))
 
-    handler = bad_handler(skip_bad, on_bad, summary)
-    with committing(out, summary), progress.bar("deduplicating", inp.total_bytes) as bar:
-        for dec in stream.run(iter_chunks(inp.sources, opts, handler), write):
+    with committing(out, summary), run.progress.bar("deduplicating",
+                                                    run.inp.total_bytes) as bar:
+        for dec in stream.run(run.chunks(with_rows=True), write):
             tally(summary, bar, dec.chunk, dec.status)
 
 

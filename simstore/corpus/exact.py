@@ -30,12 +30,10 @@ from ..search.exact import head_pairs_of_keys, keys_of_sets, set_digests
 from ..search.greedy import Representatives, representatives_from_pairs
 from ..text.fingerprinting import SIGNATURE_CONFIG, FingerprintConfig
 from ..text.jaccard import ShingleSets, shingle_sets
-from .ingest import NEW, Interrupted
+from .ingest import CorpusRun
 from .progress import Progress
-from .readers import OnBad, bad_handler, iter_chunks
-from .sources import Inputs, ReadOptions
-from .twopass import Pass1, check_keep_field, write_pass
-from .writers import Outputs
+from .summary import NEW, Interrupted
+from .twopass import Decisions, Pass1, check_keep_field, write_pass
 
 
 class SetSpill:
@@ -76,9 +74,10 @@ def _measure(texts: list[str], cfg: FingerprintConfig, t: float
     return sets, keys_of_sets(sets, cfg, t), set_digests(sets)
 
 
-def _read_pass(inp: Inputs, opts: ReadOptions, keep: str, t: float, spill: SetSpill,
-               handler: OnBad, progress: Progress) -> tuple[Pass1, np.ndarray, np.ndarray]:
+def _read_pass(run: CorpusRun, t: float,
+               spill: SetSpill) -> tuple[Pass1, np.ndarray, np.ndarray]:
     """Pass 1: ids and places, and each document's keys and digest; sets to the spill."""
+    inp = run.inp
     p = Pass1(inp)
     keys: list[np.ndarray] = []
     digests: list[np.ndarray] = []
@@ -92,9 +91,9 @@ def _read_pass(inp: Inputs, opts: ReadOptions, keep: str, t: float, spill: SetSp
 
     pending: Future[Any] | None = None
     try:
-        with progress.bar("reading (pass 1 of 2)", inp.total_bytes) as bar:
-            for c in iter_chunks(inp.sources, opts, handler):
-                base = p.add_chunk(c, keep)
+        with run.progress.bar("reading (pass 1 of 2)", inp.total_bytes) as bar:
+            for c in run.chunks(with_rows=False):
+                base = p.add_chunk(c, run.keep)
                 for pos in range(base, base + len(c)):
                     p.status[pos] = NEW
                 fut = pool.submit(_measure, c.texts, SIGNATURE_CONFIG, t)
@@ -113,21 +112,21 @@ def _read_pass(inp: Inputs, opts: ReadOptions, keep: str, t: float, spill: SetSp
     return p, all_keys, all_digests
 
 
-def exact_dedup(inp: Inputs, opts: ReadOptions, out: Outputs, summary: Any, threshold: float,
-                keep: str, skip_bad: bool, on_bad: OnBad | None, progress: Progress) -> None:
-    """Both passes (see the module docstring); outputs complete or absent."""
-    handler = bad_handler(skip_bad, on_bad, summary)
-    opts.with_rows = False
+def exact_dedup(run: CorpusRun) -> None:
+    """Both passes at Jaccard >= run.mode.threshold (see the module docstring); outputs
+    complete or absent."""
+    threshold, keep = run.mode.threshold, run.keep
+    assert threshold is not None
     spill = SetSpill()
     try:
         try:
-            p, keys, digests = _read_pass(inp, opts, keep, threshold, spill, handler, progress)
-            reps = _decide(p, keys, digests, spill.sets(), threshold, keep, progress)
+            p, keys, digests = _read_pass(run, threshold, spill)
+            reps = _decide(p, keys, digests, spill.sets(), threshold, keep, run.progress)
         except KeyboardInterrupt:
-            raise Interrupted(summary) from None
+            raise Interrupted(run.summary) from None
         if keep not in ("first", "longest"):
-            summary.keep_missing = check_keep_field(p, inp, keep)
-        write_pass(None, False, inp, opts, out, summary, p, reps, None, True, progress)
+            run.summary.keep_missing = check_keep_field(p, run.inp, keep)
+        write_pass(run, Decisions.of(p, reps, None))
     finally:
         spill.close()
 

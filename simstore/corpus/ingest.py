@@ -18,19 +18,22 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..store import SimStore
 from ..text.fingerprinting import fingerprints
 from ..text.minhash import signatures
-from .readers import Chunk
+from .progress import Bar, Progress
+from .readers import Chunk, iter_chunks
+from .records import OnBad
 from .seen import SeenIds
-
-NEW, STORED, NEAR, REPEATED = 0, 1, 2, 3
+from .sources import Inputs, ReadOptions
+from .summary import NEAR, NEW, REPEATED, STORED, CorpusSummary, Interrupted
+from .writers import Outputs
 
 
 @dataclass
@@ -47,7 +50,7 @@ class Decided:
     near: dict[int, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Mode:
     """How documents go in: add everything (k and threshold None) or only the new ones
     (``add_if_new_many``: add_if_new's rule, in input order)."""
@@ -59,6 +62,30 @@ class Mode:
     @property
     def dedup(self) -> bool:
         return self.k is not None or self.threshold is not None
+
+
+@dataclass(frozen=True)
+class CorpusRun:
+    """One :func:`simstore.corpus.dedup_corpus` run as its passes see it (each pass takes
+    this one value; nothing in it is replaced once made, the summary only counts up)."""
+
+    inp: Inputs
+    opts: ReadOptions  # every pass reads with these; :meth:`chunks` says whether rows stay
+    out: Outputs  # started: the kept documents' writer and the removed report
+    summary: CorpusSummary
+    keep: str  # "first", "longest" or a FIELD
+    skip_bad: bool
+    on_bad: OnBad  # bad records: raise, or count and report (readers.bad_handler)
+    progress: Progress
+    mode: Mode
+    store: SimStore | None = None  # None: the exact rule, which keeps no store
+    persistent: bool = False  # the caller's store (else a private scratch one, or none)
+
+    def chunks(self, with_rows: bool, on_bad: OnBad | None = None) -> Iterator[Chunk]:
+        """The input's chunks, each record kept as read too (``with_rows``) for a pass that
+        writes them out; bad records go to ``on_bad`` (default: the run's)."""
+        opts = replace(self.opts, with_rows=with_rows)
+        return iter_chunks(self.inp.sources, opts, self.on_bad if on_bad is None else on_bad)
 
 
 def _items(store: SimStore, texts: list[str]) -> Any:
@@ -201,43 +228,14 @@ class _SigintHold:
             signal.raise_signal(signal.SIGINT)
 
 
-def count_corpus(summary: Any, c: Chunk, status: list[int] | Any) -> None:
-    """Add a chunk's outcome to a CorpusSummary: kept = NEW + STORED (already_stored counts
-    the STORED), removed = NEAR + REPEATED (repeated counts those)."""
-    summary.documents += len(c)
-    summary.bytes += c.nbytes
-    for s in status:
-        if s == NEW:
-            summary.kept += 1
-        elif s == STORED:
-            summary.kept += 1
-            summary.already_stored += 1
-        elif s == NEAR:
-            summary.removed += 1
-        else:
-            summary.removed += 1
-            summary.repeated += 1
-    if len(c):
-        summary.last = c.location(len(c) - 1)
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during a corpus run; ``summary`` (an IndexSummary or CorpusSummary of
-    :mod:`simstore.corpus`) counts the committed chunks only."""
-
-    def __init__(self, summary: Any) -> None:
-        super().__init__("interrupted")
-        self.summary = summary
-
-
-def tally(summary: Any, bar: Any, c: Chunk, status: list[int] | Any) -> None:
-    """count_corpus, then the progress bar's step for the chunk."""
-    count_corpus(summary, c, status)
+def tally(summary: CorpusSummary, bar: Bar, c: Chunk, status: Sequence[int]) -> None:
+    """Count a written chunk, then the progress bar's step for it."""
+    summary.count(c, status)
     bar.update(c.nbytes, docs=summary.documents, kept=summary.kept, removed=summary.removed)
 
 
 @contextmanager
-def committing(out: Any, summary: Any) -> Iterator[None]:
+def committing(out: Outputs, summary: CorpusSummary) -> Iterator[None]:
     """Write a run's outputs in the block: ``out.close(True)`` publishes them when it ends
     normally, anything else drops them; Ctrl-C becomes :class:`Interrupted` (a rerun
     writes every stored document again)."""

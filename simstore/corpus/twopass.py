@@ -20,31 +20,21 @@ import json
 import math
 from array import array
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..exceptions import SimstoreValueError
-from ..search.greedy import representative_clusters
+from ..search.greedy import Representatives, representative_clusters
 from ..store import SimStore
 from ..text.minhash import Signatures
-from .ingest import (
-    NEAR,
-    NEW,
-    REPEATED,
-    STORED,
-    Interrupted,
-    Mode,
-    _items,
-    committing,
-    tally,
-)
+from .ingest import CorpusRun, Mode, _items, committing, tally
 from .parquet import pyarrow
-from .progress import Progress
-from .readers import Chunk, OnBad, bad_handler, ignore_bad, iter_chunks
+from .readers import Chunk, ignore_bad
 from .seen import SeenIds
-from .sources import Inputs, ReadOptions, Source, open_binary
-from .writers import Outputs
+from .sources import Inputs, Source, open_binary
+from .summary import NEAR, NEW, REPEATED, STORED, Interrupted
 
 
 class Pass1:
@@ -91,8 +81,8 @@ def _match_stored(store: SimStore, mode: Mode, item: Any) -> Any:
     return found[0] if found else None
 
 
-def _first_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions,
-                mode: Mode, keep: str, handler: OnBad, progress: Progress) -> Pass1:
+def _first_pass(run: CorpusRun, store: SimStore) -> Pass1:
+    inp, mode, persistent = run.inp, run.mode, run.persistent
     p = Pass1(inp)
     sim = store.config.has_signature
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simstore-fingerprint")
@@ -117,10 +107,10 @@ def _first_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOption
     pending = None
     seen = SeenIds()  # a persistent run decides the first occurrence of each id
     try:
-        with progress.bar("reading (pass 1 of 2)", inp.total_bytes) as bar:
+        with run.progress.bar("reading (pass 1 of 2)", inp.total_bytes) as bar:
             docs = 0
-            for c in iter_chunks(inp.sources, opts, handler):
-                base = p.add_chunk(c, keep)
+            for c in run.chunks(with_rows=False):
+                base = p.add_chunk(c, run.keep)
                 fresh = []
                 for i, d in enumerate(c.ids):
                     if persistent:
@@ -148,19 +138,16 @@ def _concat(parts: list[Any], sim: bool) -> Any:
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
 
 
-def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, out: Outputs,
-             summary: Any, mode: Mode, keep: str, skip_bad: bool, on_bad: OnBad | None,
-             progress: Progress) -> None:
+def two_pass(run: CorpusRun) -> None:
     """keep="longest" / FIELD (see the module docstring)."""
-
-    handler = bad_handler(skip_bad, on_bad, summary)
-    opts.with_rows = False
+    store, mode = run.store, run.mode
+    assert store is not None
     try:
-        p = _first_pass(store, persistent, inp, opts, mode, keep, handler, progress)
+        p = _first_pass(run, store)
     except KeyboardInterrupt:
-        raise Interrupted(summary) from None
-    if keep != "longest":
-        summary.keep_missing = check_keep_field(p, inp, keep)
+        raise Interrupted(run.summary) from None
+    if run.keep != "longest":
+        run.summary.keep_missing = check_keep_field(p, run.inp, run.keep)
     sim = store.config.has_signature
     items = _concat(p.parts, sim)
     p.parts.clear()
@@ -169,37 +156,50 @@ def two_pass(store: SimStore, persistent: bool, inp: Inputs, opts: ReadOptions, 
     if len(cand):
         vals = np.frombuffer(p.value, dtype=np.float64)[cand]
         order = np.lexsort((np.arange(len(cand)), -vals))
-        with progress.step(f"choosing representatives among {len(cand):,} documents"):
+        with run.progress.step(f"choosing representatives among {len(cand):,} documents"):
             if mode.threshold is not None:
                 reps = representative_clusters(items, threshold=mode.threshold, order=order)
             else:
                 fps = items.fingerprints if sim else items
                 reps = representative_clusters(fps, k=mode.k, order=order)
-    write_pass(store, persistent, inp, opts, out, summary, p, reps, items, sim, progress)
+    write_pass(run, Decisions.of(p, reps, items))
 
 
-def write_pass(store: SimStore | None, persistent: bool, inp: Inputs, opts: ReadOptions,
-               out: Outputs, summary: Any, p: Pass1, reps: Any, items: Any, sim: bool,
-               progress: Progress) -> None:
+@dataclass(frozen=True)
+class Decisions:
+    """What pass 2 writes from: pass 1's arrays, the representatives chosen among its
+    candidates, and the candidates' fingerprints or signatures (``items``, in candidate
+    order: what a persistent store is given; None when no store is kept)."""
+
+    p: Pass1
+    reps: Representatives | None  # None: no candidates
+    items: Any
+    cand: np.ndarray  # candidate -> position in the input
+    local: np.ndarray  # position in the input -> candidate, or -1
+
+    @classmethod
+    def of(cls, p: Pass1, reps: Representatives | None, items: Any) -> Decisions:
+        cand = np.array(p.cand, dtype=np.int64)
+        local = np.full(len(p.ids), -1, dtype=np.int64)
+        local[cand] = np.arange(len(cand))
+        return cls(p, reps, items, cand, local)
+
+
+def write_pass(run: CorpusRun, d: Decisions) -> None:
     """Pass 2: read the input again and write the kept documents and the removed report
     (a persistent store gets the kept ones, chunk by chunk, in step with the outputs)."""
-    n = len(p.ids)
-    cand = np.array(p.cand, dtype=np.int64)
-    local = np.full(n, -1, dtype=np.int64)
-    local[cand] = np.arange(len(cand))
-    opts.with_rows = True
     pos = 0
-    with committing(out, summary), progress.bar("writing (pass 2 of 2)", inp.total_bytes) as bar:
-        for c in iter_chunks(inp.sources, opts, ignore_bad):
-            status = _second_chunk(store, persistent, p, c, pos, local, cand, reps, items,
-                                   sim, out)
+    with committing(run.out, run.summary), run.progress.bar(
+            "writing (pass 2 of 2)", run.inp.total_bytes) as bar:
+        for c in run.chunks(with_rows=True, on_bad=ignore_bad):
+            status = _second_chunk(run, d, c, pos)
             pos += len(c)
-            tally(summary, bar, c, status)
+            tally(run.summary, bar, c, status)
 
 
-def _second_chunk(store: SimStore | None, persistent: bool, p: Pass1, c: Chunk, base: int,
-                  local: np.ndarray, cand: np.ndarray, reps: Any, items: Any, sim: bool,
-                  out: Outputs) -> list[int]:
+def _second_chunk(run: CorpusRun, d: Decisions, c: Chunk, base: int) -> list[int]:
+    """Decide and write one chunk of pass 2; each document's outcome."""
+    p, local, cand, reps, out = d.p, d.local, d.cand, d.reps, run.out
     status = []
     kept: list[int] = []
     records = []
@@ -208,6 +208,7 @@ def _second_chunk(store: SimStore | None, persistent: bool, p: Pass1, c: Chunk, 
         s = p.status[pos]
         rec: dict[str, Any] = {"id": c.ids[i], "source": c.location(i)}
         if s == NEW:
+            assert reps is not None
             li = int(local[pos])
             r = int(reps.rep[li])
             if r == li:
@@ -237,18 +238,19 @@ def _second_chunk(store: SimStore | None, persistent: bool, p: Pass1, c: Chunk, 
             rec.update(reason="repeated id", kept=c.ids[i])
             status.append(REPEATED)
         records.append(rec)
-    if not persistent:
+    if not run.persistent:
         out.kept.write(c, kept)
         if out.removed is not None:
             for rec in records:
                 out.removed.write(rec)
         return status
+    store = run.store
     assert store is not None
     with store.batch():
         new = [i for i in kept if p.status[base + i] == NEW]
         if new:
             rows = local[np.array([base + i for i in new], dtype=np.int64)]
-            store.add_many([c.ids[i] for i in new], items[rows])
+            store.add_many([c.ids[i] for i in new], d.items[rows])
         out.kept.write(c, kept)
         if out.removed is not None:
             for rec in records:
