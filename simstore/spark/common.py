@@ -22,6 +22,8 @@ from ..exceptions import (
     SimstoreTypeError,
     SimstoreValueError,
 )
+from ..text.fingerprinting import FingerprintConfig
+from ..text.minhash import Signatures
 
 try:
     import pyarrow as pa
@@ -227,6 +229,47 @@ def fixed_rows(arr: Any, nbytes: int) -> np.ndarray:
         raise InvalidSignatureError(f"every sketch must be {nbytes} bytes long")
     data = np.frombuffer(bufs[2], dtype=np.uint8)[int(off[0]) : int(off[0]) + n * nbytes]
     return data.view(np.uint64).reshape(n, nbytes // 8)
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def id_array(ids: list[Any]) -> Any:
+    """Doc ids as one Arrow column: string or int64 (a Parquet column holds one type)."""
+    if all(isinstance(i, str) for i in ids):
+        return pa.array(ids, pa.string())
+    if all(isinstance(i, int) for i in ids):
+        if ids and (min(ids) < _INT64[0] or max(ids) > _INT64[1]):
+            raise InvalidDocIdError("int doc ids beyond the int64 range cannot go to Parquet")
+        return pa.array(np.asarray(ids, dtype=np.int64))
+    raise InvalidDocIdError(
+        "the store mixes str and int doc ids; a Parquet column holds one type"
+    )
+
+
+def store_items(batch: Any, cfg: FingerprintConfig | None) -> tuple[Any, Any]:
+    """(ids, items) for ``add_many`` from an Arrow batch of columns id, fp (LongType bits)
+    and, for a similarity store of config ``cfg``, sketch and bands: items are then
+    Signatures, else fingerprints. Nulls and wrong types are refused."""
+    for i, name in enumerate(batch.schema.names):
+        if batch.column(i).null_count:
+            err = InvalidDocIdError if i == 0 else InvalidFingerprintError
+            raise err(f"column {name!r} holds nulls; every row needs a value")
+    id_arr, fp_arr = batch.column(0), batch.column(1)
+    if not pa.types.is_int64(fp_arr.type):
+        raise InvalidFingerprintError(
+            f"column {batch.schema.names[1]!r} must be int64 (LongType bits), got {fp_arr.type}"
+        )
+    ids = id_arr.to_numpy() if pa.types.is_integer(id_arr.type) else id_arr.to_pylist()
+    fps = u64(fp_arr)
+    if cfg is None:
+        return ids, fps
+    sketches = fixed_rows(batch.column(2), cfg.sketch_bits // 8)
+    flat = batch.column(3).flatten().to_numpy(zero_copy_only=False)
+    if len(flat) != len(fps) * cfg.bands:
+        raise InvalidSignatureError(f"every row needs {cfg.bands} band keys")
+    bands = flat.astype(np.int64).view(np.uint64).reshape(len(fps), cfg.bands)
+    return ids, Signatures(cfg, fps, sketches, bands)
 
 
 def binary_array(rows: np.ndarray) -> Any:

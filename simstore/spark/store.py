@@ -16,20 +16,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
-
 from .._validate import check_int
-from ..exceptions import (
-    InvalidDocIdError,
-    InvalidFingerprintError,
-    InvalidSignatureError,
-    SimstoreTypeError,
-    SimstoreValueError,
-)
-from ..text.minhash import Signatures
-from .columns import from_long, to_long
-
-_INT64 = (-(1 << 63), (1 << 63) - 1)
+from ..exceptions import SimstoreTypeError, SimstoreValueError
+from .columns import to_long
+from .common import id_array, store_items
 
 
 def _store(store: Any, create: bool, options: dict[str, Any]) -> tuple[Any, bool]:
@@ -47,20 +37,6 @@ def _store(store: Any, create: bool, options: dict[str, Any]) -> tuple[Any, bool
     if create:
         return SimStore(store, **options), True
     return SimStore(store, readonly=True, **options), True
-
-
-def _id_array(ids: list[Any]) -> Any:
-    import pyarrow as pa
-
-    if all(isinstance(i, str) for i in ids):
-        return pa.array(ids, pa.string())
-    if all(isinstance(i, int) for i in ids):
-        if ids and (min(ids) < _INT64[0] or max(ids) > _INT64[1]):
-            raise InvalidDocIdError("int doc ids beyond the int64 range cannot go to Parquet")
-        return pa.array(np.asarray(ids, dtype=np.int64))
-    raise InvalidDocIdError(
-        "the store mixes str and int doc ids; a Parquet column holds one type"
-    )
 
 
 def export_store(
@@ -81,7 +57,7 @@ def export_store(
     finally:
         if opened:
             s.close()
-    table = pa.table({id_col: _id_array(ids), fp_col: pa.array(to_long(fps))})
+    table = pa.table({id_col: id_array(ids), fp_col: pa.array(to_long(fps))})
     pq.write_table(table, os.fspath(path), row_group_size=row_group)
     return len(ids)
 
@@ -124,29 +100,4 @@ def import_store(
 
 
 def _add(store: Any, batch: Any, similar: bool) -> None:
-    import pyarrow as pa
-
-    from .common import fixed_rows
-
-    for i, name in enumerate(batch.schema.names):
-        if batch.column(i).null_count:
-            err = InvalidDocIdError if i == 0 else InvalidFingerprintError
-            raise err(f"column {name!r} holds nulls; every row needs a value")
-    id_arr, fp_arr = batch.column(0), batch.column(1)
-    if not pa.types.is_int64(fp_arr.type):
-        raise InvalidFingerprintError(
-            f"column {batch.schema.names[1]!r} must be int64 (LongType bits), got {fp_arr.type}"
-        )
-    ids = id_arr.to_numpy() if pa.types.is_integer(id_arr.type) else id_arr.to_pylist()
-    fps = from_long(fp_arr.to_numpy())
-    if not similar:
-        store.add_many(ids, fps)
-        return
-    cfg = store.config
-    sketches = fixed_rows(batch.column(2), cfg.sketch_bits // 8)
-    bands_list = batch.column(3)
-    flat = bands_list.flatten().to_numpy(zero_copy_only=False)
-    if len(flat) != len(fps) * cfg.bands:
-        raise InvalidSignatureError(f"every row needs {cfg.bands} band keys")
-    bands = flat.astype(np.int64).view(np.uint64).reshape(len(fps), cfg.bands)
-    store.add_many(ids, Signatures(cfg, fps, sketches, bands))
+    store.add_many(*store_items(batch, store.config if similar else None))
