@@ -3,8 +3,8 @@
 ``api`` holds :func:`index_corpus`, :func:`dedup_corpus`, :func:`to_arrow` and
 :func:`representative_clusters`; below it ``sources`` (finding files), ``records`` and
 ``readers`` (bounded-memory input), ``writers`` (kept documents, removed report),
-``ingest`` (the streaming writer), ``twopass`` (keep=longest/FIELD), ``parquet`` and
-``progress``.
+``ingest`` (the streaming writer), ``twopass`` (keep=longest/FIELD), ``exact``,
+``summary`` (what a run did), ``parquet`` and ``progress``.
 """
 
 from __future__ import annotations
