@@ -45,9 +45,7 @@ typedef struct {
 } ss_ctx;
 
 int ss_batch_brute_(ss_ctx *c, const uint64_t *fp, const uint32_t *ix,
-                    size_t g);
-int ss_batch_brute_rows_(ss_ctx *c, const uint64_t *fps, size_t n, int part,
-                         int nparts);
+                    size_t g, size_t first, size_t step);
 
 void ss_pairs_free(ss_pairs *p) {
     free(p->i);
@@ -90,19 +88,26 @@ static inline int accepted(const ss_ctx *c, uint64_t x) {
     return 1;
 }
 
-/* All pairs of a small group (extern only so it can carry target_clones). */
+/* Every row a = first, first + step, ... of fp[0..g) against each later row:
+ * pairs within k that meet every level's condition (none at depth 0) are
+ * emitted as (ix[a], ix[b]), or as row numbers when ix is NULL. Both the
+ * small groups of the search and ss_batch_brute's whole array come here; the
+ * inner loop does only the popcount and the compare, the rest is per hit.
+ * (extern only so it can carry target_clones) */
 SS__CLONES
 int ss_batch_brute_(ss_ctx *c, const uint64_t *fp, const uint32_t *ix,
-                    size_t g) {
+                    size_t g, size_t first, size_t step) {
     const int k = c->k;
-    for (size_t a = 0; a + 1 < g; a++) {
+    for (size_t a = first; a + 1 < g; a += step) {
         const uint64_t fa = fp[a];
         for (size_t b = a + 1; b < g; b++) {
             uint64_t x = fa ^ fp[b];
             int d = __builtin_popcountll(x);
             if (d > k) continue;
             if (!x) return SS_DUPLICATES;
-            if (accepted(c, x) && emit(c->out, ix[a], ix[b], d)) return -1;
+            if (!accepted(c, x)) continue;
+            uint32_t ia = ix ? ix[a] : (uint32_t)a, ib = ix ? ix[b] : (uint32_t)b;
+            if (emit(c->out, ia, ib, d)) return -1;
         }
     }
     return 0;
@@ -215,7 +220,7 @@ static int runs(ss_ctx *c, uint64_t *fp, uint32_t *ix, size_t g, uint64_t m) {
 static int node(ss_ctx *c, uint64_t *fp, uint32_t *ix, size_t g) {
     if (g < 2) return 0;
     if (g <= SS_TINY || c->depth >= SS_MAX_DEPTH)
-        return ss_batch_brute_(c, fp, ix, g);
+        return ss_batch_brute_(c, fp, ix, g, 0, 1);
     uint64_t v = 0, heads = 0;
     for (size_t i = 1; i < g; i++) v |= fp[i] ^ fp[0];
     if (!v) return SS_DUPLICATES;
@@ -227,10 +232,10 @@ static int node(ss_ctx *c, uint64_t *fp, uint32_t *ix, size_t g) {
     }
     /* pairs reported here agree on every head: split on its varying bits */
     if (heads & v) return runs(c, fp, ix, g, heads & v);
-    if (g <= SS_SMALL) return ss_batch_brute_(c, fp, ix, g);
+    if (g <= SS_SMALL) return ss_batch_brute_(c, fp, ix, g, 0, 1);
     int w = __builtin_popcountll(v);
     if (w <= c->k || !worth_splitting(w, c->k))
-        return ss_batch_brute_(c, fp, ix, g);
+        return ss_batch_brute_(c, fp, ix, g, 0, 1);
     uint64_t blk[SS_MAX_K + 1];
     split_bits(v, c->k + 1, blk);
     ss_level *l = &c->lv[c->depth++];
@@ -248,24 +253,6 @@ static int node(ss_ctx *c, uint64_t *fp, uint32_t *ix, size_t g) {
     return 0;
 }
 
-/* Compare all pairs; part p of nparts takes rows a = p, p + nparts, ... */
-SS__CLONES
-int ss_batch_brute_rows_(ss_ctx *c, const uint64_t *fps, size_t n, int part,
-                         int nparts) {
-    const int k = c->k;
-    for (size_t a = (size_t)part; a + 1 < n; a += (size_t)nparts) {
-        const uint64_t fa = fps[a];
-        for (size_t b = a + 1; b < n; b++) {
-            uint64_t x = fa ^ fps[b];
-            int d = __builtin_popcountll(x);
-            if (d > k) continue;
-            if (!x) return SS_DUPLICATES;
-            if (emit(c->out, (uint32_t)a, (uint32_t)b, d)) return -1;
-        }
-    }
-    return 0;
-}
-
 int ss_batch_brute(const uint64_t *fps, size_t n, int k, int part, int nparts,
                    ss_pairs *out) {
     if (k < 0 || k > 64 || nparts < 1 || part < 0 || part >= nparts ||
@@ -275,7 +262,7 @@ int ss_batch_brute(const uint64_t *fps, size_t n, int k, int part, int nparts,
     memset(&c, 0, sizeof c);
     c.k = k;
     c.out = out;
-    return ss_batch_brute_rows_(&c, fps, n, part, nparts);
+    return ss_batch_brute_(&c, fps, NULL, n, (size_t)part, (size_t)nparts);
 }
 
 /* One pass over header combo `combo` with caller-owned buffers of n. */
