@@ -108,8 +108,8 @@ class Cluster:
             "spark.cores.max": str(len(self.procs) - 1), "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "4",
         }
-        if source:
-            conf["spark.executorEnv.PYTHONPATH"] = SOURCE
+        # set either way: pyspark's builder keeps the options of earlier sessions
+        conf["spark.executorEnv.PYTHONPATH"] = SOURCE if source else ""
         return conf
 
     def executors(self) -> list[int]:

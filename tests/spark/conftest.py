@@ -20,3 +20,15 @@ def cluster(tmp_path_factory):
     c = Cluster(tmp_path_factory.mktemp("spark-cluster"))
     yield c
     c.stop()
+
+
+@pytest.fixture(scope="module")
+def cspark(cluster):
+    """A session on the cluster for one test module (its executors import the driver's
+    simstore files), stopped at the module's end."""
+    from simstore import spark as ss
+
+    s = ss.cluster_session(cluster.url, app_name="simstore-cluster-tests", conf=cluster.conf())
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()
