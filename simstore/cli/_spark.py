@@ -1,9 +1,11 @@
-"""``simstore-cli spark-dedup IN.parquet OUT.parquet``: near-duplicate removal on Spark.
+"""``simstore-cli spark-dedup IN OUT.parquet``: near-duplicate removal on Spark.
 
-Runs a local session (``--master local[2]`` by default) or, under ``spark-submit``, the
-session spark-submit configured (any cluster). pyspark is imported only when the command
-runs. Exit codes as every command's: 0 done, 1 failure (bad input data, Spark error,
-output exists, no pyspark), 2 usage error.
+IN is Parquet or JSON lines. Runs a local session (``--master local[2]`` by default), a
+session on ``--master spark://...`` (executors run ``--env-archive``, the packed
+environment, or this interpreter's path), or, under ``spark-submit``, the session
+spark-submit configured. pyspark is imported only when the command runs. Exit codes as
+every command's: 0 done, 1 failure (bad input data, Spark error, output exists, no
+pyspark), 2 usage error.
 """
 
 from __future__ import annotations
@@ -18,15 +20,22 @@ from ..native.core import MAX_K
 from ._common import PROG as CLI, CliError, Out, index_k_arg, size_arg, threshold_arg
 
 PROG = f"{CLI} spark-dedup"
-HELP = ("deduplicate a Parquet dataset on Apache Spark (simstore[spark]): keep the rows, "
-        "report the removed ones")
+HELP = ("deduplicate a Parquet or JSON lines dataset on Apache Spark (simstore[spark]): keep "
+        "the rows, report the removed ones")
 MORE = ("Hamming distance on fingerprints (--k, the default k=3) or estimated Jaccard on "
-        "signatures (--threshold); computed from --text-col when the input lacks those columns.")
+        "signatures (--threshold); computed from --text-col when the input lacks those columns. "
+        "Rows are decided in id order (dedup-corpus's --keep first when ids follow the input). "
+        "A malformed JSON line, a row without an id or a text, or a missing column stops the "
+        "run before any search, naming it.")
+JSONL = (".jsonl", ".ndjson", ".json")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The spark-dedup options, on its subparser."""
-    p.add_argument("input", metavar="IN.parquet", help="input Parquet file or directory")
+    p.add_argument("input", metavar="IN",
+                   help="input: Parquet file or directory, or JSON lines (.jsonl, .ndjson, "
+                   ".json, also compressed; --jsonl for any name)")
+    p.add_argument("--jsonl", action="store_true", help="read IN as JSON lines")
     p.add_argument("kept", metavar="OUT.parquet", help="kept rows (a Parquet directory)")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--k", type=index_k_arg, default=None,
@@ -37,6 +46,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write the removed rows' report (id, kept id, score) here")
     p.add_argument("--master", default=None,
                    help="Spark master (default local[2]; under spark-submit, its own)")
+    p.add_argument("--env-archive", metavar="ENV.tar.gz", default=None,
+                   help="with a cluster --master: the executors' environment, packed by "
+                   "'python -m simstore.spark ENV.tar.gz' (default: executors run this "
+                   "interpreter's path)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   type=_conf_arg, help="a Spark setting of the session (repeatable)")
     p.add_argument("--mode", choices=("representative", "clusters"), default="representative",
                    help="representative: no chaining, id order; clusters: one row per "
                         "connected component")
@@ -51,26 +66,87 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
 
 
-def _session(master: str | None) -> tuple[Any, bool]:
+def _conf_arg(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value
+
+
+def _session(args: argparse.Namespace) -> tuple[Any, bool]:
     """(session, whether this call created it)."""
     from pyspark.sql import SparkSession
 
-    from ..spark.common import local_session
+    from ..spark.common import cluster_session
 
+    master = args.master
     active = SparkSession.getActiveSession()
     if master is None and active is not None:
         return active, False
     if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit
         return SparkSession.builder.getOrCreate(), active is None
     m = master or "local[2]"
-    if m.startswith("local"):
-        progress = str(sys.stderr.isatty()).lower()  # Spark's progress bar on a terminal only
-        s = local_session(m, app_name=PROG, conf={"spark.ui.showConsoleProgress": progress})
-    else:
-        s = SparkSession.builder.master(m).appName(PROG).getOrCreate()
+    if args.env_archive and m.startswith("local"):
+        raise CliError("--env-archive ships the environment to a cluster's executors: give "
+                       "--master spark://... (a local session runs this interpreter)")
+    progress = str(sys.stderr.isatty()).lower()  # Spark's progress bar on a terminal only
+    conf = {"spark.ui.showConsoleProgress": progress, **dict(args.conf)}
+    s = cluster_session(m, args.env_archive, app_name=PROG, conf=conf)
     if active is None:
         s.sparkContext.setLogLevel("ERROR")
     return s, active is None
+
+
+def _read(args: argparse.Namespace, spark: Any) -> Any:
+    """The input as a DataFrame; a malformed JSON line, a missing column, a row without an
+    id or a text are refused (CliError naming them) before any search."""
+    from pyspark.sql import functions as F
+
+    name = args.input.lower().removesuffix(".gz").removesuffix(".bz2").removesuffix(".xz")
+    corrupt = "_simstore_corrupt"
+    if args.jsonl or name.endswith(JSONL):
+        df = spark.read.option("columnNameOfCorruptRecord", corrupt).json(args.input)
+    else:
+        df = spark.read.parquet(args.input)
+    cols = df.columns
+    if corrupt in cols:  # only there when some line did not parse
+        others = [c for c in cols if c != corrupt]
+        if not others:  # Spark refuses a query of the corrupt-record column alone
+            df = df.cache()
+        bad = (df.select(F.input_file_name().alias("f"), F.col(corrupt), *others[:1])
+               .where(F.col(corrupt).isNotNull()).limit(1).collect())
+        if bad:
+            rec = bad[0][corrupt].strip()
+            raise CliError(f"{bad[0]['f']}: a line is not a JSON object: "
+                           f"{rec[:80]!r}{'...' if len(rec) > 80 else ''}")
+        cols = [c for c in cols if c != corrupt]
+        df = df.select(cols)
+    need = [args.id_col]
+    if not _has_search_columns(args, cols):
+        need.append(args.text_col)
+    for col, opt in zip(need, ("--id-col", "--text-col"), strict=False):
+        if col not in cols:
+            raise CliError(f"{args.input} has no column {col!r} (columns: "
+                           f"{', '.join(cols) or 'none'}); {opt} names another")
+    for col in need[1:]:
+        rows = (df.where(F.col(col).isNull()).select(args.id_col).orderBy(args.id_col)
+                .limit(3).collect())
+        if rows:
+            ids = ", ".join(repr(r[0]) for r in rows)
+            raise CliError(f"{args.input}: rows without a {col!r} value (null or missing): "
+                           f"{args.id_col} {ids}")
+    return df
+
+
+def _k(args: argparse.Namespace) -> int | None:
+    return args.k if args.k is not None else (3 if args.threshold is None else None)
+
+
+def _has_search_columns(args: argparse.Namespace, cols: list[str]) -> bool:
+    """Whether the input has the fingerprint (k) or signature (threshold) columns."""
+    if _k(args) is not None:
+        return args.fp_col in cols
+    return args.sketch_col in cols and args.bands_col in cols
 
 
 def _run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
@@ -80,11 +156,9 @@ def _run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
         for path in (args.kept, args.removed):
             if path and _exists(spark, path):
                 raise FileExistsError(f"{path} exists (--overwrite replaces it)")
-    df = spark.read.parquet(args.input)
-    cols = set(df.columns)
-    k = args.k if args.k is not None else (3 if args.threshold is None else None)
-    use_text = (args.fp_col not in cols) if k is not None else not (
-        {args.sketch_col, args.bands_col} <= cols)
+    df = _read(args, spark)
+    k = _k(args)
+    use_text = not _has_search_columns(args, df.columns)
     result = ss.dedup(
         df, k=k, threshold=args.threshold, mode=args.mode,
         text_col=args.text_col if use_text else None, id_col=args.id_col,
@@ -119,8 +193,10 @@ def cmd_spark_dedup(args: argparse.Namespace, out: Out) -> int:
     spark = None
     created = False
     try:
-        spark, created = _session(args.master)
+        spark, created = _session(args)
         summary = _run(args, spark)
+    except CliError:
+        raise
     except (SimstoreError, ImportError, FileExistsError) as exc:
         raise CliError(_one_line(exc)) from None
     except Exception as exc:  # Spark's own errors (AnalysisException, Py4J...)  # noqa: BLE001

@@ -1,6 +1,7 @@
 """The searches of simstore over Spark DataFrames (optional ``spark`` extra).
 
-``api`` is the face's source; ``columns`` (fingerprints and signatures as columns),
+``api`` is the face's source; ``environment`` (pack the executors' environment, check
+they import this simstore), ``columns`` (fingerprints and signatures as columns),
 ``hamming`` and ``similar`` (the distributed searches), ``graph`` (connected components),
 ``store`` (import and export of a store) and ``common`` (sessions, checks) do the work.
 """

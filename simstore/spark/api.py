@@ -50,9 +50,11 @@ from .common import (
     check_partitions,
     check_rows,
     check_signature_columns,
+    cluster_session,
     cut_lineage,
     local_session,
 )
+from .environment import ExecutorEnvironmentError, check_executors, pack_environment
 from .graph import DRIVER_EDGES, ID, Graph, components, expand, representatives, star_edges
 from .hamming import crowded, header_masks, plan, search
 from .similar import similar_graph
@@ -60,6 +62,9 @@ from .store import export_store, import_store
 
 __all__ = [
     "Dedup",
+    "ExecutorEnvironmentError",
+    "check_executors",
+    "cluster_session",
     "clusters",
     "dedup",
     "duplicate_groups",
@@ -73,6 +78,7 @@ __all__ = [
     "from_long",
     "import_store",
     "local_session",
+    "pack_environment",
     "to_long",
     "with_fingerprints",
     "with_signatures",

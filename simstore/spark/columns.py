@@ -18,7 +18,17 @@ import numpy as np
 from ..exceptions import InvalidConfigError, SimstoreTypeError
 from ..text.fingerprinting import DEFAULT_CONFIG, SIGNATURE_CONFIG, FingerprintConfig, fingerprints
 from ..text.minhash import signatures
-from .common import Column, DataFrame, F, T, binary_array, column_type, long_lists, pa
+from .common import (
+    Column,
+    DataFrame,
+    F,
+    T,
+    binary_array,
+    check_df,
+    column_type,
+    long_lists,
+    pa,
+)
 
 _TWO64 = Decimal(1 << 64)
 _TWO63 = Decimal(1 << 63)
@@ -93,6 +103,7 @@ def _apply(
     df: DataFrame, text_col: str, fn: Any, out: dict[str, T.DataType], struct: bool
 ) -> DataFrame:
     """df with the columns out (name -> type) computed by fn from the text column."""
+    check_df(df)
     _text_column(df, text_col)
     names = list(out)
     if ARROW_UDF:

@@ -24,6 +24,13 @@ from ..exceptions import (
 )
 from ..text.fingerprinting import FingerprintConfig
 from ..text.minhash import Signatures
+from .environment import (
+    ENV_DIR,
+    EXECUTOR_PYTHON,
+    RECIPE,
+    ExecutorEnvironmentError,
+    check_executors,
+)
 
 try:
     import pyarrow as pa
@@ -69,15 +76,45 @@ def local_session(
     return b.getOrCreate()
 
 
+def cluster_session(
+    master: str, env_archive: str | os.PathLike[str] | None = None, *,
+    app_name: str = "simstore", conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """A session on master whose executors run the packed environment env_archive
+    (``python -m simstore.spark ENV.tar.gz``): shipped as ``spark.archives``,
+    unpacked by each executor as ``./simstore_env``, its Python the executors'. Without
+    an archive, as :func:`local_session`: executors run this interpreter's path (a
+    cluster on this host). An active session is returned as it is (Spark's rule)."""
+    if env_archive is None:
+        return local_session(master, app_name=app_name, conf=conf)
+    archive = os.path.abspath(env_archive)
+    if not os.path.isfile(archive):
+        raise ExecutorEnvironmentError(f"environment archive {archive} does not exist; "
+                                       + RECIPE)
+    conf = {**(conf or {}), "spark.archives": f"{archive}#{ENV_DIR}",
+            "spark.pyspark.python": EXECUTOR_PYTHON}
+    before = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = EXECUTOR_PYTHON  # pyspark reads it as the context starts
+    try:
+        return local_session(master, app_name=app_name, conf=conf)
+    finally:
+        if before is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+        else:
+            os.environ["PYSPARK_PYTHON"] = before
+
+
 def session_of(df: DataFrame) -> SparkSession:
     """The session a DataFrame belongs to."""
     return df.sparkSession
 
 
 def check_df(df: Any, name: str = "df") -> DataFrame:
-    """A pyspark DataFrame, or SimstoreTypeError naming the argument."""
+    """A pyspark DataFrame (else SimstoreTypeError naming the argument) of a session whose
+    executors import this simstore (else ExecutorEnvironmentError: ``check_executors``)."""
     if not isinstance(df, DataFrame):
         raise SimstoreTypeError(f"{name!r} must be a pyspark DataFrame (got {type(df).__name__})")
+    check_executors(df.sparkSession)
     return df
 
 

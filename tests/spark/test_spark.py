@@ -26,8 +26,8 @@ from simstore.exceptions import (  # noqa: E402
 )
 
 from ..oracles import brute_pairs  # noqa: E402
+from .data import U64, assert_pairs, flip, greedy, pairs, report, synthetic_texts  # noqa: E402
 
-U64 = np.uint64
 K = 3
 
 
@@ -43,25 +43,17 @@ def spark():
     s.stop()
 
 
-def _flip(rng: np.random.Generator, fps: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    out = fps.copy()
-    for i, d in enumerate(rng.integers(lo, hi + 1, size=len(fps)).tolist()):
-        for b in rng.choice(64, size=d, replace=False).tolist():
-            out[i] ^= U64(1 << b)
-    return out
-
-
 @pytest.fixture(scope="module")
 def fps() -> np.ndarray:
     """243k fingerprints: random, planted neighbours, a crowded header, 1,000 copies."""
     rng = np.random.default_rng(15)
     random = rng.integers(0, 2**64 - 1, size=200_000, dtype=U64, endpoint=True)
-    planted = _flip(rng, random[:2000], 1, K)
+    planted = flip(rng, random[:2000], 1, K)
     top = U64(int(rng.integers(0, 2**40)) << 24)
     crowded = top | rng.choice(2**24, size=40_000, replace=False).astype(U64)
     page = random[7]
     copies = np.full(1000, page, dtype=U64)
-    near_page = _flip(rng, np.full(20, page, dtype=U64), 1, 2)
+    near_page = flip(rng, np.full(20, page, dtype=U64), 1, 2)
     out = np.concatenate([random, planted, crowded, copies, near_page])
     return out[rng.permutation(len(out))]
 
@@ -88,8 +80,8 @@ def small() -> np.ndarray:
     top = U64(int(rng.integers(0, 2**48)) << 16)
     crowded = top | rng.choice(2**16, size=4_000, replace=False).astype(U64)
     copies = np.full(1000, random[3], dtype=U64)
-    out = np.concatenate([random, _flip(rng, random[:500], 1, K), crowded, copies,
-                          _flip(rng, copies[:20], 1, 2)])
+    out = np.concatenate([random, flip(rng, random[:500], 1, K), crowded, copies,
+                          flip(rng, copies[:20], 1, 2)])
     return out[rng.permutation(len(out))]
 
 
@@ -99,30 +91,19 @@ def small_df(spark, small):
     return _fp_frame(spark, small)
 
 
-def _pairs(df, a="id_a", b="id_b", v="distance"):
-    t = df.toArrow()
-    i, j, d = (t.column(c).to_numpy() for c in (a, b, v))
-    o = np.lexsort((j, i))
-    return i[o], j[o], d[o]
-
-
 def test_find_all_equals_in_memory(fp_df, fps):
     """Spark find_all gives exactly in-memory find_all's pairs on 243k fingerprints with
     planted neighbours, a 40k crowded header (salted: max_group 20,000) and 1,000 copies."""
     want = simstore.find_all(fps, K)
-    i, j, d = _pairs(ss.find_all(fp_df, K, max_group=20_000))
     assert len(want.i) > 500_000  # the copies alone give 499,500
-    assert np.array_equal(i, want.i) and np.array_equal(j, want.j)
-    assert np.array_equal(d, want.distance)
+    assert_pairs(ss.find_all(fp_df, K, max_group=20_000), want)
 
 
 def test_find_all_groups_mode(fp_df, fps):
     """identical="groups" gives in-memory find_all(identical="groups")'s pairs, and
     duplicate_groups gives simstore.duplicate_groups."""
     want = simstore.find_all(fps, K, identical="groups")
-    i, j, d = _pairs(ss.find_all(fp_df, K, identical="groups", check=False))
-    assert np.array_equal(i, want.i) and np.array_equal(j, want.j)
-    assert np.array_equal(d, want.distance)
+    assert_pairs(ss.find_all(fp_df, K, identical="groups", check=False), want)
     t = ss.duplicate_groups(fp_df).toArrow()
     ids, group = t.column("id").to_numpy(), t.column("group").to_numpy()
     assert np.array_equal(group[np.argsort(ids)], simstore.duplicate_groups(fps))
@@ -136,40 +117,13 @@ def test_clusters_equal_in_memory(small_df, small):
     assert np.array_equal(lab[np.argsort(ids)], simstore.clusters(small, K))
 
 
-def _greedy(n: int, i: np.ndarray, j: np.ndarray, s: np.ndarray, nearer: int = 1
-            ) -> dict[int, tuple[int, float]]:
-    """Oracle of the representative mode over ALL pairs (copies included): ids in order,
-    each kept unless it pairs with an earlier kept id; a removed id -> (the nearest such
-    kept id, ties the earliest; the pair's score). nearer=1: small scores are near."""
-    nbrs: dict[int, list[tuple[float, int, float]]] = {}
-    for a, b, v in zip(i.tolist(), j.tolist(), s.tolist(), strict=True):
-        nbrs.setdefault(a, []).append((nearer * v, b, v))
-        nbrs.setdefault(b, []).append((nearer * v, a, v))
-    kept: set[int] = set()
-    removed = {}
-    for x in range(n):
-        hits = sorted(p for p in nbrs.get(x, []) if p[1] < x and p[1] in kept)
-        if hits:
-            removed[x] = (hits[0][1], hits[0][2])
-        else:
-            kept.add(x)
-    return removed
-
-
-def _report(removed_df, score):
-    t = removed_df.toArrow()
-    ids = t.column("id").to_numpy()
-    kept, sc = t.column("kept_id").to_numpy(), t.column(score).to_numpy()
-    return {int(a): (int(b), float(c)) for a, b, c in zip(ids, kept, sc, strict=True)}
-
-
 def test_dedup_representative_equals_greedy(small_df, small):
     """dedup's representative mode removes exactly the sequential greedy's rows, each
     naming its nearest earlier kept neighbour (distributed rounds to the end)."""
     want = simstore.find_all(small, K)
-    oracle = _greedy(len(small), want.i, want.j, want.distance)
+    oracle = greedy(len(small), want.i, want.j, want.distance)
     res = ss.dedup(small_df, k=K, check=False, driver_edges=0)
-    got = _report(res.removed, "distance")
+    got = report(res.removed, "distance")
     assert got == {x: (r, float(d)) for x, (r, d) in oracle.items()}
     assert res.kept.count() == len(small) - len(oracle)
 
@@ -182,8 +136,8 @@ def test_representative_driver_finish(spark):
     chain = np.array(steps, dtype=U64)
     df = spark.createDataFrame([(i, int(v)) for i, v in enumerate(ss.to_long(chain))], "id long, fp long")
     want = simstore.find_all(chain, 1)
-    oracle = _greedy(len(chain), want.i, want.j, want.distance)
-    got = _report(ss.dedup(df, k=1, max_rounds=2, check=False, driver_edges=0).removed,
+    oracle = greedy(len(chain), want.i, want.j, want.distance)
+    got = report(ss.dedup(df, k=1, max_rounds=2, check=False, driver_edges=0).removed,
                   "distance")
     assert got == {x: (r, float(d)) for x, (r, d) in oracle.items()}
 
@@ -201,7 +155,7 @@ def test_small_sets_equal_brute_force(spark):
         arr = np.array(values, dtype=U64)
         df = spark.createDataFrame([(i, int(v)) for i, v in enumerate(ss.to_long(arr))],
                                    "id long, fp long")
-        i, j, d = _pairs(ss.find_all(df, k, max_group=max_group, check=False))
+        i, j, d = pairs(ss.find_all(df, k, max_group=max_group, check=False))
         assert (i.tolist(), j.tolist(), d.tolist()) == brute_pairs(values, k), (values, k)
 
 
@@ -211,18 +165,7 @@ def test_small_sets_equal_brute_force(spark):
 @pytest.fixture(scope="module")
 def texts() -> list[str]:
     """2,000 synthetic documents: near copies with edits, and 50 copies of one."""
-    rng = np.random.default_rng(7)
-    vocab = [f"w{i}" for i in range(5000)]
-    base = [" ".join(rng.choice(vocab, size=int(rng.integers(60, 200))).tolist())
-            for _ in range(1500)]
-    out = list(base)
-    for t in base[:450]:
-        words = t.split()
-        for _ in range(int(rng.integers(1, 6))):
-            words[int(rng.integers(len(words)))] = str(rng.choice(vocab))
-        out.append(" ".join(words))
-    out += [base[3]] * 50
-    return out
+    return synthetic_texts()
 
 
 @pytest.fixture(scope="module")
@@ -246,10 +189,8 @@ def test_signature_columns_equal_in_memory(sig_df, texts):
 def test_find_similar_equals_in_memory(sig_df, texts):
     """find_similar gives in-memory find_similar's pairs and estimates (copies included)."""
     want = simstore.find_similar(simstore.signatures(texts), 0.8)
-    i, j, s = _pairs(ss.find_similar(sig_df, 0.8), v="jaccard")
     assert len(want.i) > 1225  # the 50 copies alone give 1,225
-    assert np.array_equal(i, want.i) and np.array_equal(j, want.j)
-    assert np.array_equal(s, want.jaccard)
+    assert_pairs(ss.find_similar(sig_df, 0.8), want, "jaccard")
 
 
 def test_similar_dedup_and_clusters(sig_df, texts):
@@ -257,8 +198,8 @@ def test_similar_dedup_and_clusters(sig_df, texts):
     simstore.similar_clusters (both finished on the driver: few edges)."""
     sigs = simstore.signatures(texts)
     want = simstore.find_similar(sigs, 0.9)
-    got = _report(ss.dedup(sig_df, threshold=0.9, check=False).removed, "jaccard")
-    assert got == _greedy(len(texts), want.i, want.j, want.jaccard, nearer=-1)
+    got = report(ss.dedup(sig_df, threshold=0.9, check=False).removed, "jaccard")
+    assert got == greedy(len(texts), want.i, want.j, want.jaccard, nearer=-1)
     t = ss.clusters(sig_df, threshold=0.9, check=False).toArrow()
     ids, lab = t.column("id").to_numpy(), t.column("cluster").to_numpy()
     labels = simstore.similar_clusters(sigs, 0.9)
@@ -383,7 +324,7 @@ def test_cli_spark_dedup(spark, tmp_path, texts, capsys):
     assert main(argv) == 0
     kept = {r.id for r in spark.read.parquet(str(out)).collect()}
     removed = {r.id for r in spark.read.parquet(str(rem)).collect()}
-    want = _greedy(len(texts), *simstore.find_similar(simstore.signatures(texts), 0.9), nearer=-1)
+    want = greedy(len(texts), *simstore.find_similar(simstore.signatures(texts), 0.9), nearer=-1)
     assert removed == set(want) and kept == set(range(len(texts))) - set(want)
     capsys.readouterr()
     for failing in (argv, ["spark-dedup", str(tmp_path / "nope"), str(tmp_path / "o2")]):
