@@ -382,13 +382,21 @@ static void probe_table(pipeline *pp, const probe_ctx *c, int t,
     }
 }
 
-/* Sort and dedupe the hits, copy at most cap out; the distinct count. */
+/* Dedupe the hits and copy them out by distance, then value (a stable
+ * counting sort of the value-sorted hits: the order a query answers in, so
+ * the caller sorts nothing); the distinct count. Nothing is written when
+ * they do not all fit in cap (the caller calls again with room). */
 static size_t take_hits(hits *h, uint64_t *out_vals, uint8_t *out_dist,
                         size_t cap) {
     size_t m = dedupe_hits(h->a, h->n);
-    for (size_t i = 0; i < m && i < cap; i++) {
-        out_vals[i] = h->a[i].v;
-        out_dist[i] = (uint8_t)h->a[i].d;
+    size_t at[66] = {0};
+    if (m > cap) return m;
+    for (size_t i = 0; i < m; i++) at[h->a[i].d + 1]++;
+    for (int d = 1; d < 66; d++) at[d] += at[d - 1];
+    for (size_t i = 0; i < m; i++) {
+        size_t j = at[h->a[i].d]++;
+        out_vals[j] = h->a[i].v;
+        out_dist[j] = (uint8_t)h->a[i].d;
     }
     return m;
 }

@@ -218,9 +218,10 @@ typedef struct {
  * of table t is probed at each of t's masks m: the keys in [lo, lo |
  * tailmask], lo = (q permuted for t, tail cleared) ^ m, that are within k of
  * the permuted q (kw 8 runs only). A scan set checks every key against q. The
- * distinct values (least distance of each) ascending go to out_vals and
- * out_dist, at most cap of them. Returns how many there are (more than cap:
- * call again with room for that many), -1 out of memory, -2 bad arguments. */
+ * distinct values (least distance of each), by distance then value, go to
+ * out_vals and out_dist when all fit in cap. Returns how many there are (more
+ * than cap: nothing written, call again with room for that many), -1 out of
+ * memory, -2 bad arguments. */
 int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
                  const ss_runset *sets, size_t nsets, uint64_t *out_vals,
                  uint8_t *out_dist, size_t cap);

@@ -50,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with a cluster --master: the executors' environment, packed by "
                    "'python -m simstore.spark ENV.tar.gz' (default: executors run this "
                    "interpreter's path)")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--conf", action="append", default=None, metavar="KEY=VALUE",
                    type=_conf_arg, help="a Spark setting of the session (repeatable)")
     p.add_argument("--mode", choices=("representative", "clusters"), default="representative",
                    help="representative: no chaining, id order; clusters: one row per "
@@ -90,7 +90,7 @@ def _session(args: argparse.Namespace) -> tuple[Any, bool]:
         raise CliError("--env-archive ships the environment to a cluster's executors: give "
                        "--master spark://... (a local session runs this interpreter)")
     progress = str(sys.stderr.isatty()).lower()  # Spark's progress bar on a terminal only
-    conf = {"spark.ui.showConsoleProgress": progress, **dict(args.conf)}
+    conf = {"spark.ui.showConsoleProgress": progress, **dict(args.conf or ())}
     s = cluster_session(m, args.env_archive, app_name=PROG, conf=conf)
     if active is None:
         s.sparkContext.setLogLevel("ERROR")

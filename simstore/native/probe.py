@@ -295,7 +295,7 @@ class Prober:
             self._grow(max(m, 2 * self._cap))
 
     def hits(self, q: int, k: int, radius: int) -> list[tuple[int, int]]:
-        """(value, distance) of every value within k of q, values ascending and distinct.
+        """(value, distance) of every value within k of q, distinct, by distance then value.
 
         radius is the header radius that answers k on this layout
         (Layout.radius_for(k)).

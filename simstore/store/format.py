@@ -42,6 +42,8 @@ RUN_DIRS_FROM = 4  # the first whose runs carry directories
 MAX_DOC_ID_BYTES = 1 << 16
 MAX_KEY_BYTES = 511  # LMDB's key limit: longer ids are keyed by a digest
 _FP_END = 9  # a record is [version byte][fingerprint: bytes 1..8][encoded id]
+TEXT_ID = ord("s")  # the first byte of an encoded str doc id
+INT_ID = ord("i")  # the first byte of an encoded int doc id
 _INT64_MIN = -(1 << 63)
 
 
@@ -272,7 +274,7 @@ class RecordCodec:
 
     def match(self, rec: bytes) -> tuple[DocId, int]:
         """(doc id, fingerprint) of a record: the hot path of a query's answer."""
-        if rec[:1] != self.tag:
+        if rec[:1] != self.tag or len(rec) <= self.id_start:
             self._check(rec)  # raises with the reason
         return decode_id(rec[self.id_start :]), int.from_bytes(rec[1:_FP_END], "big")
 

@@ -14,7 +14,7 @@ from ..exceptions import CorruptStoreError
 from ..native import core as _core
 from ..text.minhash import jaccard_table
 from .env import Env
-from .format import DocId, iid_bytes
+from .format import INT_ID, TEXT_ID, DocId, iid_bytes
 from .schema import Handles
 
 
@@ -40,11 +40,21 @@ class SimilarMatch(NamedTuple):
 
 
 def matches(h: Handles, txn: Any, rows: list[Any]) -> list[Match]:
-    """Matches of (distance, internal id[, docs record]) rows, by distance then insertion order."""
+    """Matches of (distance, internal id[, docs record]) rows, by distance then insertion order.
+
+    The hot loop of every query's answer: the id of a well-formed record is
+    decoded inline (one slice, one decode) and the Match built as a plain
+    tuple; anything else goes through the codec, which checks and explains
+    (tests/store/test_format.py holds both to decode_id).
+    Hits of the run tables already come in order, so the sort only confirms it.
+    """
     rows.sort()
     get = txn.get
     docs = h.docs
-    match = h.codec.match
+    codec = h.codec
+    version, start = codec.version, codec.id_start
+    text_at = start + 1
+    make = tuple.__new__
     out = []
     for row in rows:
         rec = row[2] if len(row) > 2 else get(row[1], db=docs)
@@ -52,8 +62,19 @@ def matches(h: Handles, txn: Any, rows: list[Any]) -> list[Match]:
             raise CorruptStoreError(
                 f"store {h.path!r}: a table names a doc the docs database lacks"
             )
-        doc_id, fp = match(rec)
-        out.append(Match(doc_id, fp, row[0]))
+        tag = rec[start] if rec[0] == version and len(rec) > start else None
+        if tag == TEXT_ID:
+            try:
+                doc_id: DocId = str(rec[text_at:], "utf-8", "surrogatepass")
+            except UnicodeDecodeError:
+                doc_id, _ = codec.match(rec)  # raises, saying why
+            out.append(make(Match, (doc_id, int.from_bytes(rec[1:9], "big"), row[0])))
+        elif tag == INT_ID:
+            doc_id = int.from_bytes(rec[text_at:], "big", signed=True)
+            out.append(make(Match, (doc_id, int.from_bytes(rec[1:9], "big"), row[0])))
+        else:
+            doc_id, fp = codec.match(rec)
+            out.append(make(Match, (doc_id, fp, row[0])))
     return out
 
 

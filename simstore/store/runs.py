@@ -577,8 +577,8 @@ class RunTables:
             return []
         get, docs = txn.get, self._docs
         rows = []
-        for v, d in hits:
-            iid = iid_bytes(v)
+        for v, d in hits:  # by distance, then iid: the order of the answer
+            iid = v.to_bytes(8, "big")  # iid_bytes, inline: once per hit
             rec = get(iid, db=docs)
             if rec is not None:  # else a removed doc's stale entry
                 rows.append((d, iid, rec))

@@ -83,7 +83,7 @@ def check_all_k(layout: Layout, pr: _probe.Prober, entries, queries) -> None:
         for k in range(layout.max_k + 1):
             got = pr.hits(int(q), k, layout.radius_for(k))
             want = expected(entries, int(q), k)
-            assert got == list(want.items()), (q, k)
+            assert got == sorted(want.items(), key=lambda vd: (vd[1], vd[0])), (q, k)
 
 
 def planted(rng: np.random.Generator, n: int, queries: np.ndarray, max_flip: int) -> np.ndarray:
@@ -261,9 +261,9 @@ def test_capacity_grows_for_many_hits():
     pr = prober_for(lay)
     pr.set_sets([sorted_run(lay, t, fps, vals, 700) for t in range(len(lay.tables))])
     for _ in range(2):  # the second call runs in the grown buffers
-        got = pr.hits(q, 3, lay.radius_for(3))
-        assert [v for v, _ in got] == list(range(5_000))
-        assert [d for _, d in got] == [1 - (4_999 - v) % 2 for v in range(5_000)]
+        got = pr.hits(q, 3, lay.radius_for(3))  # by distance, then value
+        want = sorted(((v, 1 - (4_999 - v) % 2) for v in range(5_000)), key=lambda vd: vd[::-1])
+        assert got == want
     small = pr.hits(q, 0, lay.radius_for(0))
     assert [v for v, _ in small] == list(range(0, 5_000, 2))
 
@@ -456,7 +456,8 @@ def test_c_runset_check_refuses_a_bad_top_index():
 
 
 def test_c_probe_reports_the_count_past_capacity():
-    """With too small a buffer the C call returns the full count and writes only cap entries."""
+    """With too small a buffer the C call returns the full count and writes nothing; with
+    room it writes them all by distance, then value."""
     ffi, lib = _core.ffi, _core.lib
     lay = plan(3, 1000).layout
     c_plan, keep = _c_plan(lay)
@@ -468,9 +469,13 @@ def test_c_probe_reports_the_count_past_capacity():
     seg[0].runs, seg[0].nruns, seg[0].table, seg[0].firsts = run, 1, -1, ffi.NULL
     assert lib.ss_runset_check(seg) == 0
     out_v, out_d = ffi.new("uint64_t[]", 5), ffi.new("uint8_t[]", 5)
-    out_v[4] = 12345
+    out_v[0] = out_v[4] = 12345
     assert lib.ss_probe(0, 64, c_plan, seg, 1, out_v, out_d, 3) == 10
-    assert list(out_v[0:3]) == [0, 1, 2] and out_v[4] == 12345
+    assert out_v[0] == 12345 and out_v[4] == 12345
+    big_v, big_d = ffi.new("uint64_t[]", 10), ffi.new("uint8_t[]", 10)
+    assert lib.ss_probe(0, 64, c_plan, seg, 1, big_v, big_d, 10) == 10
+    want = sorted(range(10), key=lambda v: (v.bit_count(), v))
+    assert list(big_v) == want and list(big_d) == [v.bit_count() for v in want]
     assert lib.ss_probe(0, 64, c_plan, seg, 1, ffi.NULL, ffi.NULL, 0) == 10
     del keep
 

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from simstore.exceptions import (
     ConfigMismatchError,
+    CorruptStoreError,
     FormatVersionError,
     InvalidDocIdError,
     LayoutMismatchError,
@@ -146,6 +147,35 @@ def test_doc_ids_round_trip_with_their_type(tmp_path, doc_id) -> None:
         assert s[doc_id] == 42 and list(s)[0] == doc_id
     with SimStore(tmp_path / "s") as s:
         assert s.remove(doc_id) and doc_id not in s and len(s) == 1
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        (lambda rec: rec[:-2] + b"\xff\xfe", "not UTF-8"),  # a text id's bytes broken
+        (lambda rec: rec[:9] + b"z" + rec[10:], "unknown type tag"),  # the id's tag
+        (lambda rec: b"\x07" + rec[1:], "has format"),  # the record's version
+        (lambda rec: rec[:9], "has format"),  # no id at all
+    ],
+)
+def test_a_damaged_hit_record_is_corrupt_store_error(tmp_path, damage, says) -> None:
+    """A query whose hit's docs record is damaged raises CorruptStoreError saying what is
+    wrong, whichever way the answer's records are decoded."""
+    with SimStore(tmp_path / "s", k=3) as s:  # past the recent docs: in a level's runs
+        s.add("éa", 42)
+        s.add(7, 2**40)
+        s.add_many(range(8, 5008), np.arange(5000, dtype=np.uint64) << np.uint64(44))
+    env = lmdb.open(str(tmp_path / "s"), max_dbs=64)
+    with env.begin(write=True) as txn:
+        docs = env.open_db(b"docs", txn=txn, create=False)
+        rec = txn.get((0).to_bytes(8, "big"), db=docs)
+        assert rec is not None and rec[9:10] == b"s"
+        txn.put((0).to_bytes(8, "big"), damage(rec), db=docs)
+    env.close()
+    with SimStore(tmp_path / "s") as s:
+        assert s.query(2**40, 0) == [(7, 2**40, 0)]
+        with pytest.raises(CorruptStoreError, match=says):
+            s.query(42, 1)
 
 
 def test_bad_doc_ids_are_refused(tmp_path) -> None:
