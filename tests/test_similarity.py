@@ -221,3 +221,28 @@ def test_store_similar_pairs_equal_batch_find_similar(sim_store):
     found = find_similar(sigs, 0.85)
     want = sorted((f"d{i}", f"d{j}") for i, j in zip(found.i.tolist(), found.j.tolist(), strict=True))
     assert got == want and want
+
+
+@pytest.mark.parametrize("cut", [12, 30])  # inside the sketch; inside the band keys
+def test_similar_on_a_damaged_candidate_record_is_corrupt_store_error(tmp_path, cut) -> None:
+    """similar() whose candidate's docs record is cut short raises CorruptStoreError naming
+    the record's size, never a numpy reshape error (the doc sits in a level, so opening the
+    store does not read its record)."""
+    import lmdb
+
+    text = "the quick brown fox jumps over the lazy dog " * 20
+    others = [f"other document number {i} of {i % 7} words" for i in range(5000)]
+    with simstore.SimStore(tmp_path / "s", config=simstore.SIGNATURE_CONFIG) as s:
+        s.add("a", s.signature(text))
+        s.add_many(range(5000), s.signatures(others))  # past the recent docs: in a level
+        assert [m.doc_id for m in s.similar(text, 0.9)] == ["a"]
+    env = lmdb.open(str(tmp_path / "s"), max_dbs=64)
+    with env.begin(write=True) as txn:
+        docs = env.open_db(b"docs", txn=txn, create=False)
+        key = (0).to_bytes(8, "big")
+        txn.put(key, txn.get(key, db=docs)[:cut], db=docs)
+    env.close()
+    with simstore.SimStore(tmp_path / "s") as s, pytest.raises(
+        simstore.CorruptStoreError, match="bytes"
+    ):
+        s.similar(text, 0.9)

@@ -233,8 +233,9 @@ class RecordCodec:
         self.nbands = nbands
         self.version = 2 if sketch_words else 1
         self.tag = bytes((self.version,))
-        self._sketch_end = _FP_END + 8 * sketch_words
-        self.id_start = self._sketch_end + 4 * nbands
+        self.sketch_start = _FP_END  # a record's sketch is [sketch_start:sketch_end]
+        self.sketch_end = _FP_END + 8 * sketch_words
+        self.id_start = self.sketch_end + 4 * nbands
 
     def record(self, fp: int, enc: bytes, sketch: bytes = b"", bands: bytes = b"") -> bytes:
         """The record of one doc (sketch: LE uint64 words, bands: BE uint32 keys)."""
@@ -252,10 +253,10 @@ class RecordCodec:
         prefix[:, 1:_FP_END] = fps.astype(">u8").view(np.uint8).reshape(n, 8)
         if self.sketch_words:
             assert sketches is not None and bands is not None
-            prefix[:, _FP_END : self._sketch_end] = (
+            prefix[:, _FP_END : self.sketch_end] = (
                 sketches.astype("<u8").view(np.uint8).reshape(n, -1)
             )
-            prefix[:, self._sketch_end :] = (
+            prefix[:, self.sketch_end :] = (
                 bands.astype(">u4").view(np.uint8).reshape(n, -1)
             )
         return prefix
@@ -280,11 +281,11 @@ class RecordCodec:
 
     def sketch(self, rec: bytes) -> bytes:
         """The sketch bytes (LE uint64 words) of a version-2 record."""
-        return bytes(rec[_FP_END : self._sketch_end])
+        return bytes(rec[_FP_END : self.sketch_end])
 
     def band_keys(self, rec: bytes) -> list[bytes]:
         """The 4-byte band keys of a version-2 record, band by band."""
-        end = self._sketch_end
+        end = self.sketch_end
         return [bytes(rec[end + 4 * b : end + 4 * b + 4]) for b in range(self.nbands)]
 
     def walk(

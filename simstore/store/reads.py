@@ -6,6 +6,7 @@ transaction; the results are the public :class:`Match` and :class:`SimilarMatch`
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -104,18 +105,28 @@ def similar(
         live.append(iid)
     if not recs:
         return []
-    cands = live
     words = codec.sketch_words
-    raw = b"".join(codec.sketch(r) for r in recs)
-    stored = np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(len(recs), words)
-    est = jaccard_table(64 * words)[_core.sketch_distance_one(sketch, stored)]
+    raw = b"".join([rec[codec.sketch_start : codec.sketch_end] for rec in recs])
+    if len(raw) != 8 * words * len(recs):
+        for rec in recs:
+            codec.match(rec)  # the short record raises, saying why
+    stored = np.frombuffer(raw, dtype="<u8").reshape(len(recs), words)
+    dists = _core.sketch_distance_one(sketch, stored).tolist()
+    table = jaccard_list(64 * words)
     out = []
-    for i in np.flatnonzero(est >= threshold).tolist():
-        doc_id, got = codec.match(recs[i])
-        out.append((-float(est[i]), cands[i], SimilarMatch(doc_id, got, (got ^ fp).bit_count(),
-                                                          float(est[i]))))
+    for i, d in enumerate(dists):
+        est = table[d]
+        if est >= threshold:
+            doc_id, got = codec.match(recs[i])
+            out.append((-est, live[i], SimilarMatch(doc_id, got, (got ^ fp).bit_count(), est)))
     out.sort(key=lambda row: (row[0], row[1]))
     return [row[2] for row in out]
+
+
+@functools.lru_cache(maxsize=8)
+def jaccard_list(bits: int) -> list[float]:
+    """jaccard_table as a list of floats: indexed once per candidate, no numpy scalar."""
+    return jaccard_table(bits).tolist()
 
 
 class Scanner:

@@ -627,7 +627,7 @@ class RunBands:
     def candidates(self, txn: Any, keys: list[bytes]) -> list[bytes]:
         """Internal ids (8-byte keys) sharing at least one band key (4-byte, band by band)."""
         k32 = np.frombuffer(b"".join(keys), dtype=">u4")
-        return [iid_bytes(i) for i in self.tables.band_candidates(txn, band_keys(k32))]
+        return [i.to_bytes(8, "big") for i in self.tables.band_candidates(txn, band_keys(k32))]
 
     def candidate_pairs(self, txn: Any, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, internal id) of every doc sharing a band key with a row of the (n, nbands)
