@@ -352,9 +352,9 @@ def _parse(key: Any, val: Any, level: int) -> tuple[int, Run]:
         raise CorruptStoreError(f"a run record of table level {level} is malformed")
     first = int.from_bytes(key[1:9], "big")
     off = _RUN_HEAD.size
-    keys = _view(val, "<u4" if kw else "<u8", n, off)
-    vals = _view(val, "<u4" if width == 4 else "<u8", n, off + kbytes * n)
-    d = _view(val, "<u4", (1 << dbits) + 1, off + (kbytes + width) * n) if dbits else None
+    keys = _view(val, _LE4 if kw else _LE8, n, off)
+    vals = _view(val, _LE4 if width == 4 else _LE8, n, off + kbytes * n)
+    d = _view(val, _LE4, (1 << dbits) + 1, off + (kbytes + width) * n) if dbits else None
     if d is not None and int(d[-1]) != n:
         raise CorruptStoreError(f"a run directory of table level {level} is malformed")
     return first, Run(keys, vals, first & _HIGH if kw else 0, d, shift)
@@ -363,11 +363,18 @@ def _parse(key: Any, val: Any, level: int) -> tuple[int, Run]:
 _HIGH = 0xFFFFFFFF00000000
 
 
-def _view(buf: Any, dtype: str, n: int, offset: int) -> np.ndarray:
-    """n values of buf from offset as a native-order array: a view when aligned, else a copy."""
+_LE4, _LE8 = np.dtype("<u4"), np.dtype("<u8")
+
+
+def _view(buf: Any, dtype: np.dtype, n: int, offset: int) -> np.ndarray:
+    """n values of buf from offset as a native-order array: a view when aligned, else a copy.
+
+    Called three times per run when a level is opened (thousands of runs at
+    100M): the flags and dtype are read, no ctypes object is made.
+    """
     a = np.frombuffer(buf, dtype=dtype, count=n, offset=offset)
-    if a.ctypes.data % a.itemsize or not a.dtype.isnative:
-        a = a.astype(a.dtype.newbyteorder("="))
+    if not (a.flags.aligned and dtype.isnative):
+        a = a.astype(dtype.newbyteorder("="))
     return a
 
 
