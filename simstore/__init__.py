@@ -9,8 +9,7 @@ cffi binding of ``csrc/``). Lower layers never import higher ones.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
+from ._version import __version__
 from .exceptions import (
     ConfigMismatchError,
     CorruptStoreError,
@@ -71,11 +70,6 @@ from .text import (
     sketch_jaccard,
     tokens,
 )
-
-try:
-    __version__ = version("simstore")
-except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-    __version__ = "0+unknown"
 
 __all__ = [
     "ConfigMismatchError",

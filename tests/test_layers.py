@@ -16,7 +16,7 @@ import pytest
 PKG = Path(__file__).resolve().parent.parent / "simstore"
 
 # What each layer may import from the package (besides itself).
-BASE = {"simstore.exceptions", "simstore._validate", "simstore._files"}
+BASE = {"simstore.exceptions", "simstore._validate", "simstore._files", "simstore._version"}
 ALLOWED = {
     "base": set(),
     "native": {"base"},

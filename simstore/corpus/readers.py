@@ -12,8 +12,9 @@ validation pass: everything read and parsed, nothing kept.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
-from typing import IO, Any
+from typing import IO
 
 from ..store.format import DocId
 from .parquet import parquet_chunks
@@ -29,6 +30,7 @@ from .sources import (
     _suffixes,
     open_binary,
 )
+from .summary import CorpusSummary, IndexSummary
 
 __all__ = ["BadInputError", "Chunk", "Inputs", "OnBad", "ReadOptions", "Source", "check_all",
            "check_doc_id", "iter_chunks", "raise_bad"]
@@ -159,7 +161,9 @@ def ignore_bad(where: str, reason: str) -> None:
     """The on_bad of a second pass: the first pass reported every bad record already."""
 
 
-def bad_handler(skip_bad: bool, on_bad: OnBad | None, summary: Any) -> OnBad:
+def bad_handler(
+    skip_bad: bool, on_bad: OnBad | None, summary: IndexSummary | CorpusSummary
+) -> OnBad:
     """raise_bad, or (skip_bad) count the record in summary.bad and tell on_bad."""
     if not skip_bad:
         return raise_bad
@@ -174,13 +178,10 @@ def bad_handler(skip_bad: bool, on_bad: OnBad | None, summary: Any) -> OnBad:
 def check_all(inp: Inputs, opts: ReadOptions, progress: Progress) -> int:
     """The validation pass: read and parse everything, keep nothing; BadInputError at the
     first bad record. Returns the number of documents."""
-    was, opts.with_rows = opts.with_rows, False
+    bare = dataclasses.replace(opts, with_rows=False)  # a copy: opts is never changed
     n = 0
-    try:
-        with progress.bar("checking input", inp.total_bytes) as bar:
-            for chunk in iter_chunks(inp.sources, opts, raise_bad):
-                n += len(chunk)
-                bar.update(chunk.nbytes, docs=n)
-    finally:
-        opts.with_rows = was
+    with progress.bar("checking input", inp.total_bytes) as bar:
+        for chunk in iter_chunks(inp.sources, bare, raise_bad):
+            n += len(chunk)
+            bar.update(chunk.nbytes, docs=n)
     return n

@@ -29,6 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .._version import __version__
 from ..exceptions import NativeModuleError
 
 ENV_DIR = "simstore_env"  # where executors unpack the archive (its '#' alias)
@@ -54,16 +55,17 @@ def _make_probe() -> Any:
 
     def probe() -> tuple[str, ...]:
         import hashlib
+        import importlib
         import sys
 
-        try:
-            import simstore
-            from simstore.native import _native
+        try:  # the whole package, as a user's job would: any simstore version answers
+            installed = importlib.import_module("simstore")
+            native = importlib.import_module("simstore.native._native")
         except Exception as exc:  # noqa: BLE001 - any import failure is the answer
             return ("error", f"{type(exc).__name__}: {exc}", sys.executable)
-        with open(_native.__file__, "rb") as f:
+        with open(native.__file__, "rb") as f:
             digest = hashlib.sha256(f.read()).hexdigest()[:16]
-        return ("ok", simstore.__version__, digest, sys.executable)
+        return ("ok", installed.__version__, digest, sys.executable)
 
     return probe
 
@@ -145,14 +147,12 @@ def _pins() -> list[str]:
 def _copy_simstore(site: Path) -> None:
     """This process's simstore package, compiled module included, into site-packages,
     with the dist-info that gives its version."""
-    import simstore
-
-    src = Path(simstore.__file__).parent
+    src = Path(__file__).resolve().parent.parent  # the simstore package
     shutil.copytree(src, site / "simstore", ignore=shutil.ignore_patterns("__pycache__", ".*"))
-    info = site / f"simstore-{simstore.__version__}.dist-info"
+    info = site / f"simstore-{__version__}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: simstore\nVersion: {simstore.__version__}\n")
+        f"Metadata-Version: 2.1\nName: simstore\nVersion: {__version__}\n")
     (info / "INSTALLER").write_text("simstore.spark.environment\n")
     files = sorted(p.relative_to(site).as_posix() for p in (site / "simstore").rglob("*")
                    if p.is_file())
