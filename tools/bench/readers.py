@@ -9,7 +9,8 @@ neighbours, and reports from ``/proc/self/smaps_rollup`` its private memory
 (RssAnon) growth over an opened empty store. Pages of the store's map that only one
 process has touched count as Private_Clean: RssAnon is what a private copy costs.
 With ``--writer`` one more process adds durably, 1,000 documents per commit, while
-the readers run: adds/s and its worst commit.
+the readers run: adds/s and its worst commit. ``--cold`` drops the page cache before
+each round (root), so first answers are read from disk.
 
 ``--base REV`` runs every reader count a second time with REV's simstore (a git
 worktree under ``--workdir``, its C module built in place) on a store of the same
@@ -215,6 +216,14 @@ def _round(tree: Path, store: Path, empty: Path, qfile: Path, readers: int, writ
     }
 
 
+def drop_page_cache() -> None:
+    """Empty the kernel's page cache (root only), so each round starts with the store cold."""
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError as exc:
+        raise SystemExit(f"--cold needs root to drop the page cache: {exc}") from None
+
+
 def cmd_readers(args: argparse.Namespace) -> dict[str, Any]:
     """1, 4 and 16 reader processes (and a durable writer) on one store, head and base."""
     workdir = Path(args.workdir).resolve()
@@ -231,6 +240,8 @@ def cmd_readers(args: argparse.Namespace) -> dict[str, Any]:
     for r in args.counts:
         for side, tree in trees.items():
             subprocess.run(["sync"], check=False)
+            if args.cold:
+                drop_page_cache()
             res = _round(tree, stores[side], empties[side], qfile, r, args.writer, workdir)
             res["side"] = side
             rows.append(res)
@@ -244,7 +255,7 @@ def cmd_readers(args: argparse.Namespace) -> dict[str, Any]:
                      if w else ""), flush=True)
     out = {
         "benchmark": "readers", "n": args.n, "k": args.k, "queries": args.queries,
-        "writer_s": args.writer, "base": args.base,
+        "writer_s": args.writer, "base": args.base, "cold": args.cold,
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
                                  text=True).stdout.strip(),
         "stores": {side: str(p) for side, p in stores.items()},
@@ -269,6 +280,8 @@ def add_parser(sub: Any) -> None:
                    "not this checkout's")
     p.add_argument("--base", help="also run with this revision's simstore (its own store of "
                    "the same fingerprints)")
+    p.add_argument("--cold", action="store_true",
+                   help="drop the page cache before each round (root): first answers from disk")
     p.add_argument("--workdir", default=str(REPO / ".bench" / "readers"))
     p.add_argument("--seed", type=int, default=20261124)
     p.add_argument("--out", type=Path, help="write the JSON result here")
