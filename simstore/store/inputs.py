@@ -63,9 +63,11 @@ def _not_a_text(h: Handles, name: str, value: Any, many: bool) -> SimstoreTypeEr
     )
 
 
-def exact_item(h: Handles, value: Any, name: str = "fp") -> tuple[int, Extra, ShingleSets]:
+def exact_item(h: Handles, value: Any, name: str = "fp", *, encode: bool = True
+               ) -> tuple[int, Extra, ShingleSets]:
     """(fingerprint, similarity part with the set's code, the one set) of a text, or of a
-    (Signature, ShingleSets) pair, given to an exact store."""
+    (Signature, ShingleSets) pair, given to an exact store (a query, ``encode=False``,
+    gets an empty code: it writes no set)."""
     if isinstance(value, str):
         sigs, sets = signatures_and_sets([value], h.config)
         sig = sigs[0]
@@ -83,7 +85,8 @@ def exact_item(h: Handles, value: Any, name: str = "fp") -> tuple[int, Extra, Sh
     if not len(sets.hashes):
         raise SimstoreValueError(f"{name!r}: a shingle set must hold at least one hash")
     sketch, keys = extra_of(sig.sketch, sig.bands)
-    return sig.fingerprint, (sketch, keys, _shingles.encode(sets)[0]), sets
+    code = _shingles.encode(sets)[0] if encode else b""
+    return sig.fingerprint, (sketch, keys, code), sets
 
 
 def exact_columns(h: Handles, values: Any) -> tuple[Signatures, ShingleSets]:

@@ -66,7 +66,7 @@ class SimilarityMethods:
         self._similarity_config()
         t = check_threshold(threshold)
         if self._h.exact and (isinstance(item, str) or isinstance(item, tuple)):
-            fp, extra, query = _inputs.exact_item(self._h, item, "item")
+            fp, extra, query = _inputs.exact_item(self._h, item, "item", encode=False)
             assert extra is not None
             with self._env.reading() as txn:
                 return _shingles.similar(self._h, txn, fp, query, extra[1], t)

@@ -63,7 +63,7 @@ def add(txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra) -
             raise CorruptStoreError(F.collision_message(h.path))
         if rec == new:
             if code is not None:
-                _shingles.put(txn, h, oid, code)  # one sketch, maybe another set
+                _shingles.put(txn, h, oid, code, replace=True)  # maybe another set
             return
         _unindex(txn, h, oid, rec)
         txn.delete(oid, db=h.docs)

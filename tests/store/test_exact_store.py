@@ -182,9 +182,10 @@ def test_the_option_is_recorded_and_checked(tmp_path):
 
 
 def _shingle_count(s: SimStore) -> tuple[int, int]:
-    """(docs records, shingle sets) of an open exact store, read in one snapshot."""
+    """(docs records, docs with shingle pieces) of an open exact store, in one snapshot."""
     with s._env.reading() as txn:
-        return txn.stat(s._h.docs)["entries"], txn.stat(s._h.shingles)["entries"]
+        owners = {bytes(k[:8]) for k in txn.cursor(s._h.shingles).iternext(values=False)}
+        return txn.stat(s._h.docs)["entries"], len(owners)
 
 
 def test_update_and_delete_keep_one_set_per_doc(tmp_path):
@@ -205,6 +206,26 @@ def test_update_and_delete_keep_one_set_per_doc(tmp_path):
         assert 2 in {m.doc_id for m in s.similar(texts[5], 0.99)}
 
 
+def test_long_texts_are_kept_in_pieces_and_read_back_whole(tmp_path):
+    """A set whose code is many pieces (a long text) is read back whole: similar() gives the
+    brute-force exact value; replacing it by a short text leaves no piece behind."""
+    rng = random.Random(5)
+    long = " ".join(f"w{rng.randrange(10**6)}" for _ in range(5000))
+    near = long.replace("w", "x", 40)
+    with SimStore(tmp_path / "s", exact=True) as s:
+        s.add_many(["a", "b"], [long, "a short text of a few words"])
+        with s._env.reading() as txn:
+            assert len([k for k in txn.cursor(s._h.shingles).iternext(values=False)]) > 10
+        got = s.similar(near, 0.5)
+        assert [m.doc_id for m in got] == ["a"]
+        assert got[0].jaccard == pytest.approx(brute_jaccard(shingle_set(near),
+                                                             shingle_set(long)), abs=1e-12)
+        s.add("a", "now a short text")
+        assert _shingle_count(s) == (2, 2) and s.verify() == []
+        with s._env.reading() as txn:
+            assert txn.stat(s._h.shingles)["entries"] == 2
+
+
 def test_verify_reports_a_missing_an_orphan_and_a_damaged_set(tmp_path):
     """verify() checks the shingles database: a doc without its set, a set of no doc, a set
     that does not decode."""
@@ -215,16 +236,17 @@ def test_verify_reports_a_missing_an_orphan_and_a_damaged_set(tmp_path):
     db = env.open_db(b"shingles")
     with env.begin(write=True) as txn:
         keys = [bytes(k) for k, _ in txn.cursor(db)]
+        assert all(len(k) == 10 and k[8:] == b"\0\0" for k in keys)  # short codes: one piece
         code = bytes(txn.get(keys[0], db=db))
         txn.delete(keys[0], db=db)
         txn.put(keys[1], code[:-1], db=db)
-        txn.put(b"\xff" * 8, code, db=db)
+        txn.put(b"\xff" * 8 + b"\0\0", code, db=db)
     env.close()
     with SimStore(path) as s:
         problems = s.verify()
     assert "1 docs have no shingle set (an exact store keeps one per doc)" in problems
-    assert "the shingles database has 1 sets of no doc (orphans)" in problems
-    assert f"the shingle set of doc {keys[1].hex()} is malformed" in problems
+    assert "the shingles database has 1 pieces of no doc (orphans)" in problems
+    assert f"the shingle set of doc {keys[1][:8].hex()} is malformed" in problems
 
 
 # --------------------------------------------------------------------------- processes
