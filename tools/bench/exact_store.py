@@ -37,11 +37,10 @@ from ._harness import (
     Report,
     Stats,
     du_bytes,
-    load_average,
     scratch_dir,
 )
 from .query import latency_row
-from .similarity import CFG, db_bytes, near_copy, sign
+from .similarity import CFG, db_bytes, load_note, near_copy, sign
 
 THRESHOLD = 0.9
 
@@ -71,19 +70,14 @@ def cmd_exact_store(args: argparse.Namespace) -> dict[str, Any]:
             "reps", "seed")
     rep = Report("exact-store", {**{k: getattr(args, k) for k in keys}, "scheme": CFG.scheme,
                                  "threshold": THRESHOLD})
-    _load(rep, "start")
+    load_note(rep, "start")
     head: dict[str, Any] = {}
     sizes = real_text(rep, args, head)
     synthetic(rep, args, sizes, head)
-    _load(rep, "end")
+    load_note(rep, "end")
     out = rep.to_dict()
     out["headline"] = head
     return out
-
-
-def _load(rep: Report, when: str) -> None:
-    rep.note(f"load average (1, 5, 15 min) at {when}: "
-             + " ".join(f"{v:.2f}" for v in load_average()))
 
 
 def _stores(d: Path, n: int) -> tuple[simstore.SimStore, simstore.SimStore]:
