@@ -329,3 +329,20 @@ def test_sigkill_of_a_writer_never_leaves_a_doc_without_its_set(tmp_path, seed):
             if n % 3 == 0:  # odd ones stay; even ones go only once call n + 2 begun
                 kept = range(20) if n + 2 not in begun else range(1, 20, 2)
                 assert all(f"{n}-{i}" in s for i in kept)
+
+
+def test_rebuild_and_compact_keep_the_sets(tmp_path):
+    """rebuild (another k) keeps internal ids, so every set still belongs to its doc; a compact
+    copy is an exact store too; both answer as before and verify."""
+    texts = planted_texts(6, 3, 3)
+    with SimStore(tmp_path / "s", exact=True) as s:
+        s.add_many(range(len(texts)), texts)
+        s.remove_many([0, 1])
+        before = [s.similar(x, 0.8) for x in texts]
+        s.rebuild(k=3)
+        assert s.k == 3 and s.exact and s.verify() == []
+        assert [s.similar(x, 0.8) for x in texts] == before
+        s.compact(tmp_path / "c")
+    with SimStore(tmp_path / "c") as c:
+        assert c.exact and c.verify() == []
+        assert [c.similar(x, 0.8) for x in texts] == before
