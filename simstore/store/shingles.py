@@ -29,7 +29,7 @@ import numpy as np
 
 from ..exceptions import CorruptStoreError
 from ..native import core as _core
-from ..text.jaccard import ShingleSets, exact_jaccard
+from ..text.jaccard import ShingleSets
 from . import format as F
 from .reads import SimilarMatch
 from .rows import PUT_CHUNK, put_sorted
@@ -51,8 +51,10 @@ def encode(sets: ShingleSets) -> list[bytes]:
     return [bytes(view[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def decode(codes: list[bytes], path: str, iids: list[bytes] | None = None) -> ShingleSets:
-    """The sets of codes, in order (C); CorruptStoreError naming the first bad one."""
+def decode(codes: list[bytes], path: str, iids: list[bytes] | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """The sets of codes, in order (C): hashes and offsets, as :class:`ShingleSets` holds
+    them (sound by construction); CorruptStoreError naming the first bad code."""
     off = np.zeros(len(codes) + 1, dtype=np.int64)
     np.cumsum([len(c) for c in codes], out=off[1:])
     hashes, offsets, bad = _core.decode_sets(b"".join(codes), off)
@@ -61,7 +63,7 @@ def decode(codes: list[bytes], path: str, iids: list[bytes] | None = None) -> Sh
         raise CorruptStoreError(
             f"store {path!r}: the shingle set{which} is malformed; run verify()"
         )
-    return ShingleSets(hashes, offsets)
+    return hashes, offsets
 
 
 # --------------------------------------------------------------------------- writes
@@ -115,17 +117,21 @@ def _code(cur: Any, iid: bytes) -> bytes | None:
     if not cur.set_range(iid):
         return None
     parts: list[bytes] = []
-    while cur.key()[:8] == iid:
-        if len(cur.key()) != _KEY or int.from_bytes(cur.key()[8:], "big") != len(parts):
-            return b""
-        parts.append(bytes(cur.value()))
-        if not cur.next():
+    for key, piece in cur.iternext():
+        if key[:8] != iid:
             break
+        if len(key) != _KEY or int.from_bytes(key[8:], "big") != len(parts):
+            return b""
+        parts.append(piece)
     return b"".join(parts) if parts else None
 
 
 def read(txn: Any, h: Handles, iids: list[bytes]) -> ShingleSets:
     """The sets of stored docs (internal ids), in order; a missing one is CorruptStoreError."""
+    return ShingleSets(*_read(txn, h, iids))
+
+
+def _read(txn: Any, h: Handles, iids: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     cur = txn.cursor(h.shingles)
     codes = []
     for iid in iids:
@@ -165,9 +171,12 @@ def similar(
         live.append(bytes(iid))
     if not live:
         return []
-    stored = read(txn, h, live)
-    jac = exact_jaccard(query, np.zeros(len(live), dtype=np.int64),
-                        np.arange(len(live), dtype=np.int64), stored, threshold)
+    hashes, offsets = _read(txn, h, live)
+    # one C call; its inputs are sound by construction (the checks of exact_jaccard cost
+    # as much as the merges)
+    jac = _core.jaccard_pairs(query.hashes, query.offsets, hashes, offsets,
+                              np.zeros(len(live), dtype=np.int64),
+                              np.arange(len(live), dtype=np.int64), threshold)
     out = []
     match = h.codec.match
     for i in np.flatnonzero(jac >= threshold).tolist():

@@ -82,11 +82,11 @@ class SimStore(MappingMethods, SimilarityMethods):
     then ignored.
 
     ``exact=True`` (a signature config, SIGNATURE_CONFIG by default) creates an
-    *exact* store: it keeps
-    each doc's shingle set (about 7 bytes a distinct shingle, docs/exact-store.md),
-    takes texts (or ``signatures_and_sets`` pairs) instead of Signatures, and
-    ``similar()`` and ``add_if_new(..., threshold=t)`` decide by exact Jaccard.
-    Recorded in the store; ``exact=None`` (default) opens either kind.
+    *exact* store: it keeps each doc's shingle set (about 8 bytes a distinct
+    shingle on disk, docs/exact-store.md), takes texts (or ``signatures_and_sets``
+    pairs) instead of Signatures, and ``similar()`` and ``add_if_new(...,
+    threshold=t)`` decide by exact Jaccard. Recorded in the store; ``exact=None``
+    (default) opens either kind.
 
     ``durable=True`` (default): a returned write is on disk. ``durable=False``
     skips the fsyncs (LMDB ``sync=False, metasync=False``): an OS crash or power
