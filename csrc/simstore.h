@@ -332,6 +332,23 @@ int ss_jaccard_pairs(const uint64_t *ha, const int64_t *offa, size_t na,
                      const uint64_t *hb, const int64_t *offb, size_t nb,
                      const int64_t *pi, const int64_t *pj, size_t npairs,
                      double threshold, double *out);
+/* A store's compact form of sets (ascending, distinct): set d of (hashes,
+ * offsets) becomes bytes out[out_offsets[d] .. out_offsets[d+1]) (a version
+ * byte, the size, Golomb-Rice coded gaps: csrc/jaccard.c SETCODE), written
+ * only while they fit in cap. Returns the bytes of all codes (more than cap:
+ * call again with room), -2 if a set is not strictly ascending. */
+int64_t ss_shingles_encode(const uint64_t *hashes, const int64_t *offsets,
+                           size_t nsets, uint8_t *out, size_t cap,
+                           int64_t *out_offsets);
+/* The sets of ncodes codes (code d: codes[offsets[d] .. offsets[d+1])) into
+ * out, set d at out[out_offsets[d] .. out_offsets[d+1]) (out_offsets: ncodes +
+ * 1 entries, always filled). Returns how many hashes there are, written only
+ * when they fit in cap (call with cap 0 to size out); -3 when code *bad is
+ * malformed (unknown version, truncated, trailing bytes, not ascending), -2
+ * reversed offsets. */
+int64_t ss_shingles_decode(const uint8_t *codes, const int64_t *offsets,
+                           size_t ncodes, uint64_t *out, size_t cap,
+                           int64_t *out_offsets, int64_t *bad);
 /* JACCARD-END */
 
 /* CDEF-END */

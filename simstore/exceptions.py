@@ -90,6 +90,11 @@ class NotSimilarityStoreError(StoreError):
     signatures)."""
 
 
+class NotExactStoreError(StoreError):
+    """An exact-Jaccard call on a store that keeps no shingle sets (one created without
+    ``exact=True``): use a new store created with it, or the sketch estimate."""
+
+
 class OutputPathError(SimstoreValueError):
     """An output path cannot be written (a directory, a missing or unwritable folder, an
     input); raised before any input is read."""

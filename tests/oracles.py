@@ -8,7 +8,7 @@ numpy arrays (not ``np.bitwise_count``). Results are plain lists in a fixed orde
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -138,17 +138,20 @@ def brute_exact_pairs(
 
 
 def brute_representatives_exact(
-    texts: Sequence[str], threshold: float, order: Sequence[int], ngram: int = 3
+    texts: Sequence[str], threshold: float, order: Sequence[int], ngram: int = 3,
+    candidate: Callable[[int, int], bool] | None = None,
 ) -> tuple[list[int], list[float]]:
     """The crawler's greedy rule by exact Jaccard: in order, each text joins the most similar
-    earlier representative with J >= threshold (ties: the earliest), else it is one."""
+    earlier representative with J >= threshold (ties: the earliest), else it is one.
+    candidate(m, r): whether the pair is looked at at all (default: every pair)."""
     sets = [shingle_set(t, ngram) for t in texts]
     rank = {m: r for r, m in enumerate(order)}
     reps: list[int] = []
     rep, jac = list(range(len(texts))), [1.0] * len(texts)
     for m in order:
         near = [(-j, rank[r], r) for r in reps
-                if (j := brute_jaccard(sets[m], sets[r])) >= threshold]
+                if (candidate is None or candidate(m, r))
+                and (j := brute_jaccard(sets[m], sets[r])) >= threshold]
         if near:
             j, _, r = min(near)
             rep[m], jac[m] = r, -j

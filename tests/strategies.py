@@ -151,3 +151,26 @@ def planted_texts(seed: int, n_base: int, copies: int, words: int = 120) -> list
                 edited[int(p)] = vocab[int(rng.integers(0, len(vocab)))]
             out.append(" ".join(edited))
     return [out[i] for i in rng.permutation(len(out))]
+
+
+@st.composite
+def near_copy_texts(draw, max_docs: int = 12, max_words: int = 60) -> list[str]:
+    """A few base texts of random words and edited copies of them (words replaced,
+    inserted or dropped), shuffled: Jaccard from 1 down to unrelated, near any threshold."""
+    vocab = [f"w{i}" for i in range(300)]
+    bases = draw(st.lists(st.lists(st.sampled_from(vocab), min_size=0, max_size=max_words),
+                          min_size=1, max_size=3))
+    out = [" ".join(b) for b in bases]
+    for _ in range(draw(st.integers(0, max_docs - len(out)))):
+        doc = list(draw(st.sampled_from(bases)))
+        for _ in range(draw(st.integers(0, 6))):
+            at = draw(st.integers(0, len(doc)))
+            how = draw(st.sampled_from(["replace", "insert", "drop"]))
+            if how == "insert" or not doc:
+                doc.insert(at, draw(st.sampled_from(vocab)))
+            elif how == "replace":
+                doc[min(at, len(doc) - 1)] = draw(st.sampled_from(vocab))
+            else:
+                del doc[min(at, len(doc) - 1)]
+        out.append(" ".join(doc))
+    return draw(st.permutations(out))

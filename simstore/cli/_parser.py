@@ -302,8 +302,9 @@ def build_parser() -> CliParser:
                    "has is an error) (two passes, ~2 KB of memory per document at the peak)")
     p.add_argument("--exact", action="store_true",
                    help="decide by exact Jaccard >= T of the texts' shingle sets, not the "
-                   "estimate (two passes; the sets go to a temporary file, 8 bytes per "
-                   "distinct shingle; no --store)")
+                   "estimate (without --store: two passes, the sets go to a temporary file, "
+                   "8 bytes per distinct shingle; with --store, keep first only: the store "
+                   "must keep shingle sets, a new one is created so)")
     _inputs(p)
 
     p = add("spark-dedup", _spark.cmd_spark_dedup, _spark.HELP,

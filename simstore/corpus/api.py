@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..exceptions import OutputPathError, SimstoreError, SimstoreValueError
+from ..exceptions import NotExactStoreError, OutputPathError, SimstoreError, SimstoreValueError
 from ..search.greedy import Representatives, representative_clusters
 from ..search.similar import check_threshold
 from ..store import DEFAULT_K, SimStore
@@ -130,8 +130,10 @@ def drop_if_new_and_empty(path: str) -> None:
 
 
 def _open_store(store: SimStore | str | os.PathLike[str] | None, k: int | None,
-                threshold: float | None) -> tuple[SimStore, bool, str | None]:
-    """(the store, whether it is persistent, a scratch directory to remove)."""
+                threshold: float | None, exact: bool = False
+                ) -> tuple[SimStore, bool, str | None]:
+    """(the store, whether it is persistent, a scratch directory to remove); ``exact``:
+    the store must keep shingle sets (a new one is created so)."""
     if isinstance(store, SimStore):
         handle = store
     elif store is not None:
@@ -139,7 +141,8 @@ def _open_store(store: SimStore | str | os.PathLike[str] | None, k: int | None,
         new = not os.path.exists(path)
         cfg = SIGNATURE_CONFIG if threshold is not None else None
         handle = SimStore(path, config=cfg if new else None,
-                          k=max(k, DEFAULT_K) if (new and k is not None) else None)
+                          k=max(k, DEFAULT_K) if (new and k is not None) else None,
+                          exact=True if (new and exact) else None)
     else:
         scratch = tempfile.mkdtemp(prefix="simstore-dedup-")
         cfg = SIGNATURE_CONFIG if threshold is not None else None
@@ -150,6 +153,13 @@ def _open_store(store: SimStore | str | os.PathLike[str] | None, k: int | None,
         raise SimstoreValueError(
             f"store {handle.path!r} keeps fingerprints only: a threshold needs a similarity "
             "store (give k for Hamming, or a new store path)")
+    if exact and not handle.exact:
+        if not isinstance(store, SimStore):
+            handle.close()
+        raise NotExactStoreError(
+            f"store {handle.path!r} keeps no shingle sets, so it cannot decide by exact "
+            "Jaccard: give a new store path (created with exact=True), a store created with "
+            "SimStore(path, exact=True), or leave out --exact")
     if k is not None and k > handle.k:
         raise SimstoreValueError(
             f"store {handle.path!r} serves k <= {handle.k}; k = {k} would scan every stored "
@@ -181,8 +191,11 @@ def dedup_corpus(
     module docstring). keep="first" decides each chunk with one ``add_if_new_many`` call;
     without ``store`` it commits chunks of ``chunk_docs`` = 250 unless given
     (SCRATCH_CHUNK_DOCS: less memory, see docs/benchmarks.md "Corpus").
-    exact: decide by exact Jaccard of the shingle sets (both keep policies read
-    the input twice; no ``store``; see :mod:`simstore.corpus.exact`).
+    exact: decide by exact Jaccard of the shingle sets. Without ``store`` both
+    keep policies read the input twice (see :mod:`simstore.corpus.exact`); with
+    one (keep="first" only), the store must keep shingle sets (a new path is
+    created with ``exact=True``; another store is refused with
+    :class:`NotExactStoreError`) and decides each chunk as ``add_if_new_many`` does.
     """
     if k is not None and threshold is not None:
         raise SimstoreValueError("give 'threshold' (Jaccard) or 'k' (Hamming), not both")
@@ -192,10 +205,10 @@ def dedup_corpus(
         raise SimstoreValueError("'keep' must be 'first', 'longest' or a field name")
     if exact and k is not None:
         raise SimstoreValueError("'exact' (--exact) needs a Jaccard 'threshold', not 'k'")
-    if exact and store is not None:
+    if exact and store is not None and keep != "first":
         raise SimstoreValueError(
-            "'exact' (--exact) runs without a store: stored documents keep no shingle sets "
-            "to measure")
+            "'exact' (--exact) with a store keeps the first document of a group only "
+            "(keep='first'); without a store every keep policy works")
     progress = progress or SILENT
     inputs = _input_list(inputs)
     output = os.fspath(output)
@@ -237,20 +250,20 @@ def _dedup(inputs: list[str], out: Outputs, *, threshold: float | None, k: int |
             r = CorpusRun(inp, opts, out.start(kind, opts), summary, keep, skip_bad,
                           bad_handler(skip_bad, on_bad, summary), progress,
                           Mode(k, threshold, check_stored=persistent), handle, persistent)
-            if exact:
+            if exact and handle is None:
                 exact_dedup(r)
             elif keep == "first":
                 _first(r)
             else:
                 two_pass(r)
 
-    if exact:
+    if exact and store is None:
         run(None, False)
         summary.seconds = time.monotonic() - start
         return summary
     new = (store is not None and not isinstance(store, SimStore)
            and not os.path.exists(os.fspath(store)))
-    handle, persistent, scratch = _open_store(store, k, threshold)
+    handle, persistent, scratch = _open_store(store, k, threshold, exact)
     ok = False
     try:
         run(handle, persistent)

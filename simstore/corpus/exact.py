@@ -12,8 +12,9 @@ or a FIELD. Pass 2 (:func:`simstore.corpus.twopass.write_pass`) writes the
 kept documents and the removed report, with each removed document's exact
 Jaccard to its representative.
 
-Documents stored by earlier runs have no shingle sets (stores keep signatures
-only), so this mode runs without a persistent store.
+This is the mode without a persistent store. With one (keep="first"), the
+store itself keeps the sets (``SimStore(path, exact=True)``) and each chunk is
+decided by its ``add_if_new_many`` (:mod:`simstore.corpus.ingest`).
 """
 
 from __future__ import annotations

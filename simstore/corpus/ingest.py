@@ -26,6 +26,7 @@ from typing import Any
 
 from ..store import SimStore
 from ..text.fingerprinting import fingerprints
+from ..text.jaccard import signatures_and_sets
 from ..text.minhash import signatures
 from .progress import Bar, Progress
 from .readers import Chunk, iter_chunks
@@ -89,8 +90,11 @@ class CorpusRun:
 
 
 def _items(store: SimStore, texts: list[str]) -> Any:
-    """Signatures (a similarity store) or fingerprints under the store's recorded config."""
+    """Signatures (a similarity store) or fingerprints under the store's recorded config;
+    an exact store's (Signatures, ShingleSets) pair, made in one pass over the texts."""
     cfg = store.config
+    if store.exact:
+        return signatures_and_sets(texts, cfg)
     return signatures(texts, cfg) if cfg.has_signature else fingerprints(texts, cfg)
 
 

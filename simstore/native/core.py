@@ -463,3 +463,43 @@ def jaccard_pairs(
     if rc != 0:
         raise_for(rc, "measuring exact Jaccard of shingle sets")
     return out
+
+
+def encode_sets(hashes: np.ndarray, offsets: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """The compact codes of sets (ascending uint64, int64 offsets): one bytes and the
+    codes' offsets (int64, one more than the sets)."""
+    nsets = len(offsets) - 1
+    out_off = np.empty(nsets + 1, dtype=np.int64)
+    cap = 8 * len(hashes) + 12 * nsets  # enough unless a set is crafted
+    while True:
+        buf = bytearray(cap)
+        n = lib.ss_shingles_encode(
+            _u64_ptr(hashes), ffi.from_buffer("int64_t[]", offsets), nsets,
+            ffi.from_buffer("uint8_t[]", buf), cap, ffi.from_buffer("int64_t[]", out_off),
+        )
+        if n < 0:
+            raise_for(int(n), "encoding shingle sets (each must be strictly ascending)")
+        if n <= cap:
+            return bytes(memoryview(buf)[:n]), out_off
+        cap = int(n)
+
+
+def decode_sets(codes: bytes, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """The sets of codes made by :func:`encode_sets`: (hashes, offsets, bad), bad the
+    index of the first malformed code (-1 when all are sound; the sets are then empty)."""
+    ncodes = len(offsets) - 1
+    out_off = np.empty(ncodes + 1, dtype=np.int64)
+    bad = ffi.new("int64_t *")
+    off = ffi.from_buffer("int64_t[]", offsets)
+    hashes = np.empty(0, dtype=np.uint64)
+    n = lib.ss_shingles_decode(codes, off, ncodes, _u64_ptr(hashes), 0,
+                               ffi.from_buffer("int64_t[]", out_off), bad)
+    if n > 0:
+        hashes = np.empty(int(n), dtype=np.uint64)
+        n = lib.ss_shingles_decode(codes, off, ncodes, _u64_ptr(hashes), len(hashes),
+                                   ffi.from_buffer("int64_t[]", out_off), bad)
+    if n == -3:
+        return np.empty(0, dtype=np.uint64), np.zeros(1, dtype=np.int64), int(bad[0])
+    if n < 0:
+        raise_for(int(n), "decoding shingle sets")
+    return hashes, out_off, -1

@@ -39,8 +39,9 @@ from ..exceptions import CorruptStoreError
 from ..native import core as _core
 from ..native.core import MAX_K
 from ..search.hamming import find_all
+from ..text.jaccard import ShingleSets, exact_jaccard
 from ..text.minhash import band_keys32, jaccard_table
-from . import format as F
+from . import format as F, shingles as _shingles
 from .reads import Match, SimilarMatch
 from .rows import band_keys
 from .schema import Handles
@@ -56,12 +57,14 @@ class Rule(NamedTuple):
 
 class Docs(NamedTuple):
     """A call's documents by position: encoded ids and their columns (sketches, bands
-    None unless the store keeps similarity signatures)."""
+    None unless the store keeps similarity signatures; sets, their shingle sets, None
+    unless it is an exact store: then Jaccard is the exact one, never the estimate)."""
 
     encs: list[bytes]
     fps: np.ndarray
     sketches: np.ndarray | None
     bands: np.ndarray | None
+    sets: ShingleSets | None = None
 
 
 # Stored docs near one document: (score, internal id, docs record) -- score is the
@@ -77,7 +80,10 @@ def add_if_new_many(txn: Any, h: Handles, docs: Docs, rule: Rule) -> list[list[A
     if rule.k is None:
         assert rule.threshold is not None and docs.bands is not None
         keys = _CallKeys(docs.bands)
-        stored = _stored_similar(txn, h, docs, keys, rule.threshold)
+        if docs.sets is not None:
+            stored = _stored_exact(txn, h, docs, keys, rule.threshold)
+        else:
+            stored = _stored_similar(txn, h, docs, keys, rule.threshold)
     else:
         stored = _stored_hamming(txn, h, docs.fps, rule.k)
     return _Greedy(txn, h, docs, rule, keys).run(stored)
@@ -127,13 +133,24 @@ def _band_pairs(txn: Any, h: Handles, keys: _CallKeys) -> tuple[np.ndarray, np.n
     return h.bands.candidate_pairs(txn, keys.keys32)
 
 
-def _stored_similar(txn: Any, h: Handles, docs: Docs, keys: _CallKeys,
-                    t: float) -> dict[int, Found]:
-    """Stored docs sharing a band key with a document and an estimate >= t, by document."""
-    assert h.bands is not None and docs.sketches is not None
+class _Cands(NamedTuple):
+    """The stored candidates of a call: distinct internal ids (uint64) with their docs
+    records (None: a removed doc's stale entry), and the (document, candidate index)
+    pairs that share a band key, stale ones dropped."""
+
+    iids: np.ndarray
+    recs: list[bytes | None]
+    pdoc: np.ndarray
+    pcand: np.ndarray
+
+
+def _candidates(txn: Any, h: Handles, keys: _CallKeys) -> _Cands | None:
+    """Every stored doc sharing a band key with a document, each record read once; None
+    when there is none."""
+    assert h.bands is not None
     doc, iids = _band_pairs(txn, h, keys)
     if not len(doc):
-        return {}
+        return None
     cand, cidx = np.unique(iids, return_inverse=True)
     code = np.unique(doc.astype(np.uint64) * np.uint64(len(cand)) + cidx.ravel())
     pdoc = (code // np.uint64(len(cand))).astype(np.int64)
@@ -145,22 +162,52 @@ def _stored_similar(txn: Any, h: Handles, docs: Docs, keys: _CallKeys,
         keep = live[pcand]
         pdoc, pcand = pdoc[keep], pcand[keep]
         if not len(pdoc):
-            return {}
-    recs = [r if r is not None else b"" for r in got]
+            return None
+    return _Cands(cand, got, pdoc, pcand)
+
+
+def _found(c: _Cands, score: np.ndarray, t: float) -> dict[int, Found]:
+    """The candidate pairs scoring >= t (score: one per pair), by document."""
+    ok = np.flatnonzero(score >= t)
+    out: dict[int, Found] = {}
+    cand_ints = c.iids.tolist()
+    for d, i, e in zip(c.pdoc[ok].tolist(), c.pcand[ok].tolist(), score[ok].tolist(),
+                       strict=True):
+        out.setdefault(d, []).append((e, cand_ints[i], c.recs[i]))
+    return out
+
+
+def _stored_similar(txn: Any, h: Handles, docs: Docs, keys: _CallKeys,
+                    t: float) -> dict[int, Found]:
+    """Stored docs sharing a band key with a document and an estimate >= t, by document."""
+    assert docs.sketches is not None
+    c = _candidates(txn, h, keys)
+    if c is None:
+        return {}
     codec = h.codec
     words = codec.sketch_words
     blank = bytes(8 * words)
-    stored = np.frombuffer(b"".join(codec.sketch(r) if r else blank for r in recs), dtype="<u8")
-    stored = stored.astype(np.uint64).reshape(len(recs), words)
-    dist = _core.sketch_distance_pairwise(np.ascontiguousarray(docs.sketches[pdoc]),
-                                          np.ascontiguousarray(stored[pcand]))
-    est = jaccard_table(64 * words)[dist]
-    ok = np.flatnonzero(est >= t)
-    out: dict[int, Found] = {}
-    cand_ints = cand.tolist()
-    for d, c, e in zip(pdoc[ok].tolist(), pcand[ok].tolist(), est[ok].tolist(), strict=True):
-        out.setdefault(d, []).append((e, cand_ints[c], recs[c]))
-    return out
+    stored = np.frombuffer(b"".join(codec.sketch(r) if r else blank for r in c.recs),
+                           dtype="<u8")
+    stored = stored.astype(np.uint64).reshape(len(c.recs), words)
+    dist = _core.sketch_distance_pairwise(np.ascontiguousarray(docs.sketches[c.pdoc]),
+                                          np.ascontiguousarray(stored[c.pcand]))
+    return _found(c, jaccard_table(64 * words)[dist], t)
+
+
+def _stored_exact(txn: Any, h: Handles, docs: Docs, keys: _CallKeys,
+                  t: float) -> dict[int, Found]:
+    """Stored docs sharing a band key with a document and an exact Jaccard >= t, by
+    document (an exact store: each candidate's set read once, every pair merged in C)."""
+    assert docs.sets is not None
+    c = _candidates(txn, h, keys)
+    if c is None:
+        return {}
+    live = np.array([r is not None for r in c.recs], dtype=bool)
+    at = np.cumsum(live) - 1  # a live candidate's row among the live ones
+    rows = F.iid_rows(c.iids[live]).tolist()
+    stored = _shingles.read(txn, h, rows)
+    return _found(c, exact_jaccard(docs.sets, c.pdoc, at[c.pcand], stored, t), t)
 
 
 def _stored_hamming(txn: Any, h: Handles, fps: np.ndarray, k: int) -> dict[int, Found]:
@@ -218,7 +265,7 @@ class _Greedy:
         self.holder: dict[bytes, int] = {}  # id key -> position of its live kept document
         self.pairs = None if rule.k is None else _CallPairs(docs.fps, rule.k)
         self.by_key: dict[int, list[int]] = {}  # shared band key -> kept positions
-        if rule.k is None:
+        if rule.k is None and docs.sets is None:
             assert docs.sketches is not None
             self.table = jaccard_table(docs.sketches.shape[1] * 64)
 
@@ -267,12 +314,18 @@ class _Greedy:
         cands = list(dict.fromkeys(i for key in shared for i in by_key.get(key, ()) if alive[i]))
         if not cands:
             return []
+        t = self.rule.threshold
+        assert t is not None
+        sets = self.docs.sets
+        if sets is not None:
+            jac = exact_jaccard(sets, np.full(len(cands), j, dtype=np.int64),
+                                np.asarray(cands, dtype=np.int64), threshold=t).tolist()
+            return [(i, e) for i, e in zip(cands, jac, strict=True) if e >= t]
         sk = self.docs.sketches
-        assert sk is not None and self.rule.threshold is not None
+        assert sk is not None
         dist = _core.sketch_distance_one(np.ascontiguousarray(sk[j]),
                                          np.ascontiguousarray(sk[cands]))
         est = self.table[dist].tolist()
-        t = self.rule.threshold
         return [(i, e) for i, e in zip(cands, est, strict=True) if e >= t]
 
     def _keep(self, j: int) -> None:
@@ -287,6 +340,8 @@ class _Greedy:
             extra = None
             if docs.sketches is not None and docs.bands is not None:
                 extra = extra_of(docs.sketches[j], docs.bands[j])
+                if docs.sets is not None:
+                    extra = (*extra, _shingles.encode(docs.sets.take([j]))[0])
             add(self.txn, self.h, key, docs.encs[j], int(docs.fps[j]), extra)
             if prev is not None:
                 self.alive[prev] = False
@@ -307,7 +362,8 @@ class _Greedy:
         p, docs = self.pending, self.docs
         sk, bands = docs.sketches, docs.bands
         add_many(self.txn, self.h, [docs.encs[i] for i in p], docs.fps[p],
-                 None if sk is None else sk[p], None if bands is None else bands[p])
+                 None if sk is None else sk[p], None if bands is None else bands[p],
+                 None if docs.sets is None else docs.sets.take(p))
         self.pending = []
         self.next_new = next_iid(self.txn, self.h)
 

@@ -8,15 +8,22 @@ bulk input into distinct encoded ids with their arrays, the last of repeats kept
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from .._validate import as_fingerprint_array, check_fingerprint
-from ..exceptions import InvalidConfigError, InvalidSignatureError, SimstoreTypeError
+from ..exceptions import (
+    InvalidConfigError,
+    InvalidSignatureError,
+    SimstoreTypeError,
+    SimstoreValueError,
+)
 from ..text.fingerprinting import FingerprintConfig
+from ..text.jaccard import ShingleSets, signatures_and_sets
 from ..text.minhash import Signature, Signatures
-from . import format as F
+from . import format as F, shingles as _shingles
 from .schema import Handles
 from .writes import Extra, extra_of
 
@@ -46,8 +53,71 @@ def _not_a_signature(h: Handles, name: str, many: bool) -> SimstoreTypeError:
     )
 
 
-def item(h: Handles, value: Any, name: str = "fp") -> tuple[int, Extra]:
-    """(fingerprint, similarity part) of one fingerprint or Signature given to a write."""
+def _not_a_text(h: Handles, name: str, value: Any, many: bool) -> SimstoreTypeError:
+    what = "texts (an iterable of str)" if many else "a text (str)"
+    pair = "(Signatures, ShingleSets)" if many else "(Signature, ShingleSets of one set)"
+    return SimstoreTypeError(
+        f"store {h.path!r} keeps each doc's shingle set (exact=True): give {what} or the "
+        f"pair {pair} of simstore.signatures_and_sets as {name!r}, not "
+        f"{type(value).__name__}; a signature alone lacks the set"
+    )
+
+
+def exact_item(h: Handles, value: Any, name: str = "fp", *, encode: bool = True
+               ) -> tuple[int, Extra, ShingleSets]:
+    """(fingerprint, similarity part with the set's code, the one set) of a text, or of a
+    (Signature, ShingleSets) pair, given to an exact store (a query, ``encode=False``,
+    gets an empty code: it writes no set)."""
+    if isinstance(value, str):
+        sigs, sets = signatures_and_sets([value], h.config)
+        sig = sigs[0]
+    elif (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], Signature)
+          and isinstance(value[1], ShingleSets)):
+        sig, sets = value
+        check_signature_config(h, sig.config)
+        if len(sets) != 1:
+            raise SimstoreValueError(
+                f"{name!r}: the ShingleSets of a (Signature, ShingleSets) pair must hold one "
+                f"set (got {len(sets)})"
+            )
+    else:
+        raise _not_a_text(h, name, value, False)
+    if not len(sets.hashes):
+        raise SimstoreValueError(f"{name!r}: a shingle set must hold at least one hash")
+    sketch, keys = extra_of(sig.sketch, sig.bands)
+    code = _shingles.encode(sets)[0] if encode else b""
+    return sig.fingerprint, (sketch, keys, code), sets
+
+
+def exact_columns(h: Handles, values: Any) -> tuple[Signatures, ShingleSets]:
+    """The signatures and sets of many texts, or a (Signatures, ShingleSets) pair, given to
+    an exact store."""
+    if isinstance(values, tuple) and len(values) == 2 and isinstance(values[0], Signatures) \
+            and isinstance(values[1], ShingleSets):
+        sigs, sets = values
+        check_signature_config(h, sigs.config)
+        if len(sets) != len(sigs):
+            raise SimstoreValueError(
+                f"'fps': {len(sigs)} signatures but {len(sets)} shingle sets"
+            )
+    elif isinstance(values, (str, bytes, Signatures, Signature)) or \
+            not isinstance(values, Iterable):
+        raise _not_a_text(h, "fps", values, True)
+    else:
+        sigs, sets = signatures_and_sets(values, h.config)
+    if len(sets) and (sets.sizes == 0).any():
+        raise SimstoreValueError("'fps': every shingle set must hold at least one hash")
+    return sigs, sets
+
+
+def item(h: Handles, value: Any, name: str = "fp", *, query: bool = False
+         ) -> tuple[int, Extra]:
+    """(fingerprint, similarity part) of one fingerprint or Signature given to a write
+    (a text, or a (Signature, ShingleSets) pair, in an exact store; a ``query`` may give
+    an exact store a bare Signature: it has no set to write)."""
+    if h.exact and not (query and isinstance(value, Signature)):
+        fp, extra, _ = exact_item(h, value, name)
+        return fp, extra
     if isinstance(value, Signature):
         if h.bands is None:
             raise _not_a_signature(h, name, False)
@@ -68,12 +138,19 @@ class Many(NamedTuple):
     fps: np.ndarray
     sketches: np.ndarray | None
     bands: np.ndarray | None
+    sets: ShingleSets | None = None  # the docs' shingle sets, in an exact store
 
 
 def many(h: Handles, doc_ids: Any, values: Any) -> Many:
-    """The canonical form of add_many's arguments; a doc id given twice keeps its last."""
+    """The canonical form of add_many's arguments; a doc id given twice keeps its last.
+
+    An exact store takes texts or a (Signatures, ShingleSets) pair as values."""
     sketches = bands = None
-    if isinstance(values, Signatures):
+    sets: ShingleSets | None = None
+    if h.exact:
+        sigs, sets = exact_columns(h, values)
+        sketches, bands, arr = sigs.sketches, sigs.bands, sigs.fingerprints
+    elif isinstance(values, Signatures):
         if h.bands is None:
             raise _not_a_signature(h, "fps", True)
         check_signature_config(h, values.config)
@@ -105,7 +182,8 @@ def many(h: Handles, doc_ids: Any, values: Any) -> Many:
         arr = arr[keep]
         sketches = None if sketches is None else sketches[keep]
         bands = None if bands is None else bands[keep]
-    return Many(ids, arr, sketches, bands)
+        sets = None if sets is None else sets.take(keep)
+    return Many(ids, arr, sketches, bands, sets)
 
 
 def bytes_needed(h: Handles, batch: Many) -> int:
@@ -113,4 +191,5 @@ def bytes_needed(h: Handles, batch: Many) -> int:
     per_doc = len(h.layout.tables) * 40 + 64 + h.codec.id_start * 2
     if batch.bands is not None:
         per_doc += 40 * batch.bands.shape[1]
-    return len(batch.ids) * per_doc
+    extra = 0 if batch.sets is None else 8 * len(batch.sets.hashes) + 48 * len(batch.sets)
+    return len(batch.ids) * per_doc + extra

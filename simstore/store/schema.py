@@ -2,7 +2,8 @@
 
 Every (re)open of the environment binds a fresh :class:`Handles`: the named
 databases, the layout and config recorded in ``meta``, the record codec and
-the permutation and band tables they imply.
+the permutation and band tables they imply, and in an exact store (``meta``
+``exact``) the ``shingles`` database of :mod:`simstore.store.shingles`.
 """
 
 from __future__ import annotations
@@ -42,17 +43,49 @@ class Handles:
     tables: TableEngine
     bands: BandIndex | None
     format_version: int
+    # an exact store's shingles database (simstore.store.shingles); None in other stores
+    shingles: Any = None
+
+    @property
+    def exact(self) -> bool:
+        """Whether the store keeps each doc's shingle set (decides by exact Jaccard)."""
+        return self.shingles is not None
+
+
+SHINGLES_DB = b"shingles"
+EXACT_KEY = b"exact"
+SHINGLE_CODEC = 1  # the version byte of every set code (csrc/jaccard.c SET_CODEC_VERSION)
+
+
+def _exact_meta() -> bytes:
+    """What ``meta`` holds under ``exact`` in a store that keeps shingle sets."""
+    return F.to_json({"shingles": "rice-gaps-u64", "codec": SHINGLE_CODEC})
+
+
+def _exact_recorded(txn: Any, meta: Any, path: str) -> bool:
+    """Whether meta says the store keeps shingle sets (in a codec this simstore reads)."""
+    raw = txn.get(EXACT_KEY, db=meta)
+    if raw is None:
+        return False
+    got = F.from_json(raw, "exact")
+    if got.get("codec") != SHINGLE_CODEC:
+        raise FormatVersionError(
+            f"store {path!r} keeps shingle sets in codec {got.get('codec')!r}; this simstore "
+            f"reads codec {SHINGLE_CODEC} (upgrade simstore)"
+        )
+    return True
 
 
 def bind(
     env: Any, txn: Any, path: str, layout: Layout, config: FingerprintConfig, *, create: bool,
-    fmt: dict[str, Any], map_epoch: Callable[[], int] | None = None,
+    fmt: dict[str, Any], map_epoch: Callable[[], int] | None = None, exact: bool = False,
 ) -> Handles:
     """Open (or create, inside txn) the named databases of a layout, config and format.
 
     The format picks the table engine: run tables from format 3 (with run
     directories from 4), else the dupsort tables of formats 1 and 2.
     map_epoch: the environment's remap counter; run tables read in place only with it.
+    exact: the store keeps shingle sets (its ``shingles`` database is bound too).
     """
     sig = config.has_signature
     codec = F.RecordCodec(config.sketch_bits // 64, config.bands) if sig else F.RecordCodec()
@@ -83,6 +116,7 @@ def bind(
         tables=tables,
         bands=bands,
         format_version=int(fmt["version"]),
+        shingles=env.open_db(SHINGLES_DB, txn=txn, create=create) if exact else None,
     )
 
 
@@ -103,8 +137,10 @@ def write_meta(txn: Any, meta: Any, layout: Layout, config: FingerprintConfig | 
 
 
 def create(env: Any, path: str, layout: Layout, config: FingerprintConfig,
-           map_epoch: Callable[[], int] | None = None) -> Handles | None:
-    """Write a new store's metadata and databases; None if another process won the race."""
+           map_epoch: Callable[[], int] | None = None, exact: bool = False) -> Handles | None:
+    """Write a new store's metadata and databases; None if another process won the race.
+
+    exact: keep each doc's shingle set (a similarity config only: the caller checks)."""
     txn = env.begin(write=True)
     try:
         if txn.get(b"meta") is not None:
@@ -112,8 +148,10 @@ def create(env: Any, path: str, layout: Layout, config: FingerprintConfig,
         meta = env.open_db(b"meta", txn=txn)
         fmt = F.format_meta()
         write_meta(txn, meta, layout, config)
+        if exact:
+            txn.put(EXACT_KEY, _exact_meta(), db=meta)
         handles = bind(env, txn, path, layout, config, create=True, fmt=fmt,
-                       map_epoch=map_epoch)
+                       map_epoch=map_epoch, exact=exact)
         handles.tables.init(txn)
         txn.commit()
         txn = None
@@ -125,9 +163,10 @@ def create(env: Any, path: str, layout: Layout, config: FingerprintConfig,
 
 def load(
     env: Any, path: str, want_k: int | None, want_config: FingerprintConfig | None,
-    map_epoch: Callable[[], int] | None = None,
+    map_epoch: Callable[[], int] | None = None, want_exact: bool | None = None,
 ) -> Handles:
-    """Read the recorded layout and config, check them against the caller's, bind."""
+    """Read the recorded layout, config and exact option, check them against the caller's,
+    bind."""
     txn = env.begin(write=False)
     try:
         if txn.get(b"meta") is None:
@@ -146,6 +185,7 @@ def load(
         config = FingerprintConfig.from_dict(
             F.from_json(txn.get(b"fingerprint", db=meta), "fingerprint")
         )
+        exact = _exact_recorded(txn, meta, path)
     finally:
         txn.abort()
     if not F.has_runs(fmt) and (fmt["version"] == 2) != config.has_signature:
@@ -163,5 +203,12 @@ def load(
             f"store {path!r} holds fingerprints of {config.scheme}, not "
             f"{want_config.scheme}; open it without config or with the same one"
         )
+    if want_exact is not None and want_exact != exact:
+        raise ConfigMismatchError(
+            f"store {path!r} " + ("keeps" if exact else "keeps no") + " shingle sets (it was "
+            f"created with exact={exact}), not exact={want_exact}; open it without 'exact', "
+            "or build a new store for the other choice"
+        )
     # Handles opened inside a read transaction die with it: open them on their own.
-    return bind(env, None, path, layout, config, create=False, fmt=fmt, map_epoch=map_epoch)
+    return bind(env, None, path, layout, config, create=False, fmt=fmt, map_epoch=map_epoch,
+                exact=exact)

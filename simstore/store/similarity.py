@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from ..exceptions import NotSimilarityStoreError, SimstoreTypeError
 from ..search.similar import DEFAULT_THRESHOLD, check_threshold, similar_pairs_arrays
 from ..text.fingerprinting import FingerprintConfig
+from ..text.jaccard import ShingleSets
 from ..text.minhash import Signature, Signatures, signature, signatures
-from . import inputs as _inputs, reads as _reads
+from . import inputs as _inputs, reads as _reads, shingles as _shingles
 from .format import DocId, decode_id
 from .reads import SimilarMatch
 
@@ -49,21 +50,32 @@ class SimilarityMethods:
         return self._config
 
     def similar(
-        self, item: str | Signature, threshold: float = DEFAULT_THRESHOLD
+        self, item: str | Signature | tuple[Signature, ShingleSets],
+        threshold: float = DEFAULT_THRESHOLD,
     ) -> list[SimilarMatch]:
         """Stored docs whose estimated Jaccard with a text (or Signature) is >= threshold.
 
         Candidates share a MinHash band key with it; each is checked by its
         stored sketch. Best first: Jaccard descending, then insertion order.
+
+        In an exact store (``exact=True``) a text, or a ``(Signature, ShingleSets)``
+        pair of :func:`simstore.signatures_and_sets`, is checked by the exact Jaccard
+        of the shingle sets instead, and each match's ``jaccard`` is that exact
+        value; a bare Signature (no set) falls back to the sketch estimate.
         """
         self._similarity_config()
         t = check_threshold(threshold)
+        if self._h.exact and (isinstance(item, str) or isinstance(item, tuple)):
+            fp, extra, query = _inputs.exact_item(self._h, item, "item", encode=False)
+            assert extra is not None
+            with self._env.reading() as txn:
+                return _shingles.similar(self._h, txn, fp, query, extra[1], t)
         sig = self.signature(item) if isinstance(item, str) else item
         if not isinstance(sig, Signature):
             raise SimstoreTypeError(
                 f"'item' must be a str or a Signature (got {type(item).__name__})"
             )
-        fp, extra = _inputs.item(self._h, sig, "item")
+        fp, extra = _inputs.item(self._h, sig, "item", query=True)
         assert extra is not None
         with self._env.reading() as txn:
             return _reads.similar(self._h, txn, fp, sig.sketch, extra[1], t)

@@ -32,7 +32,12 @@ from ..exceptions import InvalidConfigError, SimstoreTypeError, StoreError
 from ..native.core import MAX_K
 from ..search.layout import Layout, Plan, plan
 from ..search.similar import DEFAULT_THRESHOLD, check_threshold
-from ..text.fingerprinting import DEFAULT_CONFIG, FingerprintConfig, fingerprints
+from ..text.fingerprinting import (
+    DEFAULT_CONFIG,
+    SIGNATURE_CONFIG,
+    FingerprintConfig,
+    fingerprints,
+)
 from ..text.minhash import Signature
 from . import (
     dedup_many as _dedup_bulk,
@@ -76,6 +81,13 @@ class SimStore(MappingMethods, SimilarityMethods):
     :class:`ConfigMismatchError` and changes nothing; ``expected_size`` is
     then ignored.
 
+    ``exact=True`` (a signature config, SIGNATURE_CONFIG by default) creates an
+    *exact* store: it keeps each doc's shingle set (about 8 bytes a distinct
+    shingle on disk, docs/exact-store.md), takes texts (or ``signatures_and_sets``
+    pairs) instead of Signatures, and ``similar()`` and ``add_if_new(...,
+    threshold=t)`` decide by exact Jaccard. Recorded in the store; ``exact=None``
+    (default) opens either kind.
+
     ``durable=True`` (default): a returned write is on disk. ``durable=False``
     skips the fsyncs (LMDB ``sync=False, metasync=False``): an OS crash or power
     loss may lose the last commits, but never corrupts the store; process
@@ -99,6 +111,7 @@ class SimStore(MappingMethods, SimilarityMethods):
         durable: bool = True,
         map_size: int | None = None,
         max_readers: int = 512,
+        exact: bool | None = None,
     ) -> None:
         spath = check_path(path, "path")
         max_readers = check_int(max_readers, "max_readers", 1)
@@ -112,12 +125,21 @@ class SimStore(MappingMethods, SimilarityMethods):
             )
         if map_size is not None:
             map_size = check_int(map_size, "map_size", PAGE)
+        if exact is not None and not isinstance(exact, bool):
+            raise SimstoreTypeError(f"'exact' must be a bool (got {type(exact).__name__})")
+        if exact and config is not None and not config.has_signature:
+            raise InvalidConfigError(
+                "'exact' keeps each doc's shingle set for exact Jaccard: it needs a signature "
+                f"config (config=simstore.SIGNATURE_CONFIG), not {config.scheme}"
+            )
         self._want_config = config
+        self._want_exact = exact
         self._expected_size = size
         self._map_size = map_size
         planned = plan(DEFAULT_K if self._want_k is None else self._want_k, size)
         self._layout: Layout = planned.layout
-        self._config: FingerprintConfig = config or DEFAULT_CONFIG
+        self._config: FingerprintConfig = config or (
+            SIGNATURE_CONFIG if exact else DEFAULT_CONFIG)
         self._env = Env(
             spath,
             readonly=bool(readonly),
@@ -137,10 +159,13 @@ class SimStore(MappingMethods, SimilarityMethods):
         envobj = self._env  # not self: the handles must not keep the store alive
         epoch = lambda: envobj.epoch  # noqa: E731 - the run tables' map epoch
         with self._env.translated():
-            h = _schema.create(env, path, self._layout, self._config, epoch) if creating \
-                else None
+            h = None
+            if creating:
+                h = _schema.create(env, path, self._layout, self._config, epoch,
+                                   exact=bool(self._want_exact))
             if h is None:
-                h = _schema.load(env, path, self._want_k, self._want_config, epoch)
+                h = _schema.load(env, path, self._want_k, self._want_config, epoch,
+                                 self._want_exact)
         self._h = h
         self._layout = h.layout
         self._config = h.config
@@ -171,7 +196,8 @@ class SimStore(MappingMethods, SimilarityMethods):
             return self._env.write(op, self._h, *args, need=need)
 
     def add(self, doc_id: DocId, fp: int | Signature) -> None:
-        """Store doc_id with fingerprint fp (a Signature in a similarity store).
+        """Store doc_id with fingerprint fp (a Signature in a similarity store; the text, or
+        a (Signature, ShingleSets) pair, in an exact store).
 
         An existing doc_id gets the new fingerprint (and signature).
         """
@@ -219,16 +245,21 @@ class SimStore(MappingMethods, SimilarityMethods):
         doc and return []; otherwise store nothing and return the matches
         (:class:`Match`, or :class:`SimilarMatch` by similarity). A doc_id
         already stored counts like any other doc: an unchanged recrawl returns
-        its own old entry and keeps it.
+        its own old entry and keeps it. An exact store takes the text (or a
+        ``(Signature, ShingleSets)`` pair) and decides by exact Jaccard >= threshold.
         """
         enc = F.encode_id(doc_id)
-        q, extra = _inputs.item(self._h, fp)
+        query = None
+        if self._h.exact:
+            q, extra, query = _inputs.exact_item(self._h, fp)
+        else:
+            q, extra = _inputs.item(self._h, fp)
         if extra is not None and k is None:
-            assert isinstance(fp, Signature)
             t = check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold)
             keys = extra[1]
+            sketch = fp.sketch if isinstance(fp, Signature) else None
             return self._write(  # type: ignore[no-any-return]
-                _writes.add_if_similar, F.id_key(enc), enc, q, extra, fp.sketch, keys, t
+                _writes.add_if_similar, F.id_key(enc), enc, q, extra, sketch, keys, t, query
             )
         if threshold is not None:
             raise InvalidConfigError(
@@ -286,7 +317,7 @@ class SimStore(MappingMethods, SimilarityMethods):
             rule = _dedup_bulk.Rule(self._k_arg(k), None)
         if not encs:
             return []
-        docs = _dedup_bulk.Docs(encs, cols.fps, cols.sketches, cols.bands)
+        docs = _dedup_bulk.Docs(encs, cols.fps, cols.sketches, cols.bands, cols.sets)
         need = _inputs.bytes_needed(self._h, cols)
         return self._write(_dedup_bulk.add_if_new_many, docs, rule, need=need)  # type: ignore[no-any-return]
 
@@ -366,6 +397,7 @@ class SimStore(MappingMethods, SimilarityMethods):
             "similarity": self._config.has_signature,
             "sketch_bytes": 8 * self._h.codec.sketch_words,
             "band_key_bytes": 4 * self._h.codec.nbands,
+            "exact": self._h.exact,
             "bytes_per_doc": used // count if count else None,
         }
 
@@ -398,6 +430,11 @@ class SimStore(MappingMethods, SimilarityMethods):
     def config(self) -> FingerprintConfig:
         """The fingerprint scheme recorded in the store."""
         return self._config
+
+    @property
+    def exact(self) -> bool:
+        """Whether the store keeps each doc's shingle set and decides by exact Jaccard."""
+        return self._h.exact
 
     @property
     def readonly(self) -> bool:
@@ -473,7 +510,7 @@ class SimStore(MappingMethods, SimilarityMethods):
         return (
             _reopen,
             (env.path, self._layout.max_k, self._config, env.readonly, env.durable,
-             self._map_size, env.max_readers),
+             self._map_size, env.max_readers, self._h.exact),
         )
 
     def __repr__(self) -> str:
@@ -484,11 +521,11 @@ class SimStore(MappingMethods, SimilarityMethods):
 
 def _reopen(
     path: str, k: int, config: FingerprintConfig, readonly: bool, durable: bool,
-    map_size: int | None, max_readers: int,
+    map_size: int | None, max_readers: int, exact: bool = False,
 ) -> SimStore:
     return SimStore(
         path, k=k, config=config, readonly=readonly, durable=durable,
-        map_size=map_size, max_readers=max_readers,
+        map_size=map_size, max_readers=max_readers, exact=exact,
     )
 
 

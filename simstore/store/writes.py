@@ -12,15 +12,17 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import CorruptStoreError
+from ..text.jaccard import ShingleSets
 from ..text.minhash import band_keys32
-from . import format as F
+from . import format as F, shingles as _shingles
 from .legacy.bands import key_bytes
 from .reads import SimilarMatch, similar
 from .rows import PUT_CHUNK, put_sorted
 from .schema import Handles
 
-# A doc's similarity part: (sketch bytes, 4-byte band keys), None in Hamming stores.
-Extra = tuple[bytes, list[bytes]] | None
+# A doc's similarity part: (sketch bytes, 4-byte band keys), None in Hamming stores; in an
+# exact store (sketch bytes, 4-byte band keys, the code of its shingle set).
+Extra = tuple[bytes, list[bytes]] | tuple[bytes, list[bytes], bytes] | None
 
 
 def extra_of(sketch: np.ndarray, bands: np.ndarray) -> tuple[bytes, list[bytes]]:
@@ -36,15 +38,22 @@ def next_iid(txn: Any, h: Handles) -> int:
 def _unindex(txn: Any, h: Handles, iid: bytes, rec: bytes) -> None:
     fp, _ = h.codec.parse(rec)
     h.tables.unindex(txn, iid, fp, h.codec.band_keys(rec) if h.bands is not None else [])
+    if h.shingles is not None:
+        _shingles.delete(txn, h, iid)
 
 
 def add(txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra) -> None:
     """Store one doc; an existing id gets the new fingerprint (and signature).
 
     A changed doc gets a new internal id (it moves to the end of insertion
-    order): run tables find new docs by internal id, and never reuse one.
+    order): run tables find new docs by internal id, and never reuse one. In an
+    exact store its shingle set (extra's code) is written with it.
     """
-    sketch, keys = extra if extra is not None else (b"", [])
+    sketch, keys = extra[:2] if extra is not None else (b"", [])
+    code = extra[2] if extra is not None and len(extra) == 3 else None
+    if (code is None) != (h.shingles is None):
+        raise CorruptStoreError(f"store {h.path!r}: a doc's shingle set must come with it "
+                                "in an exact store, and only there")
     new = h.codec.record(fp, enc, sketch, b"".join(keys))
     old = txn.get(idkey, db=h.ids)
     if old is not None:
@@ -53,12 +62,16 @@ def add(txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra) -
         if h.codec.parse(rec)[1] != enc:
             raise CorruptStoreError(F.collision_message(h.path))
         if rec == new:
+            if code is not None:
+                _shingles.put(txn, h, oid, code, replace=True)  # maybe another set
             return
         _unindex(txn, h, oid, rec)
         txn.delete(oid, db=h.docs)
     iid = F.iid_bytes(next_iid(txn, h))
     txn.put(idkey, iid, db=h.ids)
     txn.put(iid, new, db=h.docs)
+    if code is not None:
+        _shingles.put(txn, h, iid, code)
     h.tables.index(txn, iid, fp, keys)
 
 
@@ -89,10 +102,12 @@ def add_many(
     fps: np.ndarray,
     sketches: np.ndarray | None,
     bands: np.ndarray | None,
+    sets: ShingleSets | None = None,
 ) -> None:
     """Add distinct ids (encoded bytes, or an int64 array of int ids) with their fps.
 
-    The bulk path: docs appended, ids and every table written in key order.
+    The bulk path: docs appended, ids and every table written in key order;
+    in an exact store ``sets`` (their shingle sets) appended too.
     """
     n = len(ids)
     ints = isinstance(ids, np.ndarray)
@@ -105,10 +120,16 @@ def add_many(
     def id_keys(pos: np.ndarray) -> list[bytes]:
         return F.int_encodings(ids[pos]) if ints else [idkeys[i] for i in pos.tolist()]
 
+    if (sets is None) != (h.shingles is None):
+        raise CorruptStoreError(f"store {h.path!r}: docs' shingle sets must come with them "
+                                "in an exact store, and only there")
+    codes = None if sets is None else _shingles.encode(sets)
+
     def extra(i: int) -> Extra:
         if sketches is None or bands is None:
             return None
-        return extra_of(sketches[i], bands[i])
+        part = extra_of(sketches[i], bands[i])
+        return part if codes is None else (*part, codes[i])
 
     is_new = np.ones(n, dtype=bool)
     if txn.stat(h.ids)["entries"]:
@@ -152,6 +173,8 @@ def add_many(
         for a in range(0, len(new_order), PUT_CHUNK):
             pos = new_order[a : a + PUT_CHUNK]
             append = put_sorted(cur, id_keys(pos), rows[pos].tolist(), append=append)
+        if codes is not None:  # shingles: appended after every stored doc's, as docs
+            _shingles.put_many(txn, h, rows[new].tolist(), [codes[i] for i in new.tolist()])
 
     sub = fps[new] if len(new) != n else fps
     h.tables.fill(txn, sub, iids[new], before=write_docs_ids_and_bands,
@@ -160,10 +183,14 @@ def add_many(
 
 def add_if_similar(
     txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra,
-    sketch: np.ndarray, keys: list[bytes], t: float,
+    sketch: np.ndarray, keys: list[bytes], t: float, query: ShingleSets | None = None,
 ) -> list[SimilarMatch]:
-    """Store one doc unless a stored doc has estimated Jaccard >= t; the matches found."""
-    found = similar(h, txn, fp, sketch, keys, t)
+    """Store one doc unless a stored doc has estimated Jaccard >= t (exact Jaccard, given
+    the doc's set ``query`` in an exact store); the matches found."""
+    if query is not None:
+        found = _shingles.similar(h, txn, fp, query, keys, t)
+    else:
+        found = similar(h, txn, fp, sketch, keys, t)
     if not found:
         add(txn, h, idkey, enc, fp, extra)
     return found

@@ -7,10 +7,17 @@ import os
 
 import pytest
 
-from simstore import SimstoreValueError, corpus
+from simstore import (
+    SIGNATURE_CONFIG,
+    NotExactStoreError,
+    SimStore,
+    SimstoreValueError,
+    corpus,
+    signatures,
+)
 from simstore.cli import main
 
-from ..oracles import brute_jaccard, brute_representatives_exact, shingle_set
+from ..oracles import brute_jaccard, brute_representatives_exact, shares_band, shingle_set
 from ..strategies import planted_texts
 
 
@@ -74,16 +81,56 @@ def test_exact_dedup_parquet_in_parquet_out(tmp_path, docs):
     assert kept.column("id").to_pylist() == [d["id"] for i, d in enumerate(docs) if rep[i] == i]
 
 
-def test_exact_is_refused_with_k_or_a_store(tmp_path, docs):
-    """exact needs a threshold and runs without a store; nothing is written."""
+def test_exact_is_refused_with_k_a_plain_store_or_another_keep(tmp_path, docs):
+    """exact needs a threshold; with a store, one that keeps shingle sets and keep="first";
+    nothing is written."""
     src = tmp_path / "in.jsonl"
     _write_jsonl(src, docs)
     out = str(tmp_path / "kept.jsonl")
     with pytest.raises(SimstoreValueError, match="threshold"):
         corpus.dedup_corpus([str(src)], out, k=3, exact=True)
-    with pytest.raises(SimstoreValueError, match="store"):
-        corpus.dedup_corpus([str(src)], out, exact=True, store=str(tmp_path / "s"))
-    assert not os.path.exists(out)
+    SimStore(tmp_path / "plain", config=SIGNATURE_CONFIG).close()
+    with pytest.raises(NotExactStoreError, match="shingle sets"):
+        corpus.dedup_corpus([str(src)], out, exact=True, store=str(tmp_path / "plain"))
+    with pytest.raises(SimstoreValueError, match="keep='first'"):
+        corpus.dedup_corpus([str(src)], out, exact=True, store=str(tmp_path / "s"),
+                            keep="longest")
+    assert not os.path.exists(out) and not os.path.exists(tmp_path / "s")
+
+
+@pytest.mark.parametrize("t", [0.8, 0.9])
+def test_exact_store_dedup_keeps_the_exact_greedy_representatives(tmp_path, docs, t):
+    """--exact --store on a new path: an exact store, the brute-force exact representatives
+    (pairs sharing a band key: the store's candidates) kept and stored, the report exact;
+    a second run over more documents keeps the stored ones and removes their near copies."""
+    first, more = docs[:40], docs[40:]
+    texts = [d["text"] for d in docs]
+    bands = signatures(texts, SIGNATURE_CONFIG).bands
+    meet = lambda m, r: shares_band(bands[m], bands[r])  # noqa: E731
+    src, src2 = tmp_path / "in.jsonl", tmp_path / "in2.jsonl"
+    _write_jsonl(src, first)
+    _write_jsonl(src2, docs)
+    store = str(tmp_path / "s")
+    corpus.dedup_corpus([str(src)], str(tmp_path / "kept.jsonl"), str(tmp_path / "rm.jsonl"),
+                        threshold=t, exact=True, store=store, chunk_docs=7)
+    rep, _ = brute_representatives_exact(texts[:40], t, range(40), candidate=meet)
+    assert _read_jsonl(tmp_path / "kept.jsonl") == [d for i, d in enumerate(first) if rep[i] == i]
+    for r in _read_jsonl(tmp_path / "rm.jsonl"):
+        i, j = int(r["id"][1:]), int(r["kept"][1:])
+        assert j == rep[i]
+        exact = brute_jaccard(shingle_set(texts[i]), shingle_set(texts[j]))
+        assert r["jaccard"] == round(exact, 4) and exact >= t
+    with SimStore(store) as s:
+        assert s.exact and sorted(s) == sorted(d["id"] for i, d in enumerate(first) if rep[i] == i)
+        assert s.verify() == []
+    s2 = corpus.dedup_corpus([str(src2)], str(tmp_path / "kept2.jsonl"), threshold=t,
+                             exact=True, store=store, chunk_docs=9)
+    rep2, _ = brute_representatives_exact(texts, t, range(len(docs)), candidate=meet)
+    want = [d for i, d in enumerate(docs) if (i < 40 and rep[i] == i) or (i >= 40 and rep2[i] == i)]
+    assert rep2[:40] == rep  # the first run's decisions are the greedy's prefix
+    assert _read_jsonl(tmp_path / "kept2.jsonl") == want
+    assert s2.already_stored == sum(rep[i] == i for i in range(40))
+    assert more  # the second run had new documents to decide
 
 
 def test_cli_exact_says_exact_and_leaves_no_scratch(tmp_path, docs, capsys, monkeypatch):
@@ -99,3 +146,8 @@ def test_cli_exact_says_exact_and_leaves_no_scratch(tmp_path, docs, capsys, monk
     assert rc == 0
     assert "exact Jaccard >= 0.9" in capsys.readouterr().out
     assert os.listdir(tmp_path / "tmp") == []
+    rc = main(["dedup-corpus", str(src), "-o", str(tmp_path / "kept2.jsonl"), "--exact",
+               "--threshold", "0.9", "--store", str(tmp_path / "s"), "--quiet"])
+    assert rc == 0
+    assert "exact Jaccard >= 0.9" in capsys.readouterr().out
+    assert _read_jsonl(tmp_path / "kept2.jsonl") == _read_jsonl(tmp_path / "kept.jsonl")

@@ -12,7 +12,7 @@ holding LMDB handles) that
    of every page in use (:class:`simstore.store.check.pages.FileCheck`), which
    reads the file as bytes, without LMDB;
 3. only if that finds nothing, lets LMDB walk the records and cross-check
-   them (:func:`records`: docs, ids, permutation and band tables);
+   them (:func:`records`: docs, ids, permutation and band tables, shingle sets);
 
 and prints one JSON line. The caller turns a child killed by a signal into a
 problem sentence (it never dies with it), and one stopped at the time limit
@@ -33,7 +33,7 @@ from typing import Any
 import lmdb
 
 from ...exceptions import SimstoreError, StoreError, VerifyTimeoutError
-from .. import format as F, schema as _schema
+from .. import format as F, schema as _schema, shingles as _shingles
 from ..create import MAX_DBS
 from ..errors import translate
 from ..schema import Handles
@@ -239,9 +239,9 @@ def records(txn: Any, h: Handles) -> list[str]:
     """Every broken invariant of the records, as sentences; [] when all hold.
 
     Walks the docs table and checks each doc against the ids table, every
-    permutation table and every band table. LMDB reads the pages: run it
-    only on a snapshot whose structure was checked (or that this process
-    wrote itself).
+    permutation table and every band table, and in an exact store its shingle
+    set. LMDB reads the pages: run it only on a snapshot whose structure was
+    checked (or that this process wrote itself).
     """
     problems: list[str] = []
     cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_sketches=True, problems=problems)
@@ -266,6 +266,8 @@ def records(txn: Any, h: Handles) -> list[str]:
     problems.extend(h.tables.check(txn, cols.iids, cols.fps))
     if h.bands is not None:
         problems.extend(h.bands.check(txn, cols.iids, cols.bands))
+    if h.shingles is not None:
+        problems.extend(_shingles.check(txn, h, cols.iids))
     return problems
 
 

@@ -1,0 +1,243 @@
+"""The shingle sets of an exact store: its ``shingles`` database, the codec, the exact rule.
+
+A store created with ``exact=True`` (recorded in ``meta`` under ``exact``)
+keeps each document's sorted distinct shingle hashes (the 64-bit feature
+hashes of its signature config, :func:`simstore.text.jaccard.shingle_sets`)
+in one more LMDB database, ``shingles`` (bound by :mod:`simstore.store.schema`,
+which reads the option). A set is stored as its code
+(:func:`simstore.native.core.encode_sets`: a version byte, the size,
+Golomb-Rice coded gaps; about 7 bytes a shingle) cut into pieces of at most
+:data:`PIECE` bytes, split evenly: key = internal id (as in ``docs``) + the
+piece's number (2 bytes, big-endian, from 0). Small pieces pack LMDB's 4 KiB
+leaf pages: on the English documents of ``tools.bench exact-store`` (codes of
+3 KB on average) the pages take 1.11x the codes' bytes with 500-byte pieces,
+1.27x with 2,000-byte ones, and about 1.5x as whole values (a value over 2 KB
+takes overflow pages of 4 KiB each, the last one half empty). A set is
+written in the write transaction of its docs record and deleted with it, so
+every committed snapshot has exactly one set per doc.
+
+:func:`similar` is the exact rule on a store: the candidates of the band
+tables (as the sketch rule has them), each decided by the exact Jaccard of
+the two sets (C), with no sketch estimate in between.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import CorruptStoreError
+from ..native import core as _core
+from ..text.jaccard import ShingleSets
+from . import format as F
+from .reads import SimilarMatch
+from .rows import PUT_CHUNK, put_sorted
+from .schema import Handles
+
+_MAX_LISTED = 20
+
+
+# --------------------------------------------------------------------------- the codec
+
+
+def encode(sets: ShingleSets) -> list[bytes]:
+    """Each set's code (C), in order."""
+    if not len(sets):
+        return []
+    blob, off = _core.encode_sets(sets.hashes, sets.offsets)
+    view = memoryview(blob)
+    bounds = off.tolist()
+    return [bytes(view[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def decode(codes: list[bytes], path: str, iids: list[bytes] | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """The sets of codes, in order (C): hashes and offsets, as :class:`ShingleSets` holds
+    them (sound by construction); CorruptStoreError naming the first bad code."""
+    off = np.zeros(len(codes) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in codes], out=off[1:])
+    hashes, offsets, bad = _core.decode_sets(b"".join(codes), off)
+    if bad >= 0:
+        which = f" of doc {iids[bad].hex()}" if iids is not None else ""
+        raise CorruptStoreError(
+            f"store {path!r}: the shingle set{which} is malformed; run verify()"
+        )
+    return hashes, offsets
+
+
+# --------------------------------------------------------------------------- writes
+
+PIECE = 500  # bytes at most a piece (see the module docstring)
+_KEY = 10  # internal id (8 bytes) + piece number (2)
+
+
+def pieces(iid: bytes, code: bytes) -> list[tuple[bytes, bytes]]:
+    """(key, piece) rows of one doc's code, in key order."""
+    m = max(1, -(-len(code) // PIECE))
+    step = -(-len(code) // m)
+    return [(iid + i.to_bytes(2, "big"), code[i * step : (i + 1) * step]) for i in range(m)]
+
+
+def put(txn: Any, h: Handles, iid: bytes, code: bytes, *, replace: bool = False) -> None:
+    """Store one doc's set code (in the doc's write transaction); ``replace`` first drops
+    the pieces it had (a new internal id has none)."""
+    if replace:
+        delete(txn, h, iid)
+    for key, piece in pieces(iid, code):
+        txn.put(key, piece, db=h.shingles)
+
+
+def put_many(txn: Any, h: Handles, iids: list[bytes], codes: list[bytes]) -> None:
+    """Store new docs' set codes, iids ascending past every stored one (appended)."""
+    cur = txn.cursor(h.shingles)
+    append = True
+    for a in range(0, len(iids), PUT_CHUNK):
+        rows = [row for iid, code in zip(iids[a : a + PUT_CHUNK], codes[a : a + PUT_CHUNK],
+                                         strict=True) for row in pieces(iid, code)]
+        append = put_sorted(cur, [k for k, _ in rows], [v for _, v in rows], append=append)
+
+
+def delete(txn: Any, h: Handles, iid: bytes) -> None:
+    """Drop one doc's set (with its docs record)."""
+    cur = txn.cursor(h.shingles)
+    if not cur.set_range(iid):
+        return
+    while cur.key()[:8] == iid:
+        if not cur.delete():
+            break
+
+
+# --------------------------------------------------------------------------- reads
+
+
+def _code(cur: Any, iid: bytes) -> bytes | None:
+    """One doc's code from its pieces (None if it has none); a gap in the piece numbers
+    makes it malformed (an empty code)."""
+    if not cur.set_range(iid):
+        return None
+    parts: list[bytes] = []
+    for key, piece in cur.iternext():
+        if key[:8] != iid:
+            break
+        if len(key) != _KEY or int.from_bytes(key[8:], "big") != len(parts):
+            return b""
+        parts.append(piece)
+    return b"".join(parts) if parts else None
+
+
+def read(txn: Any, h: Handles, iids: list[bytes]) -> ShingleSets:
+    """The sets of stored docs (internal ids), in order; a missing one is CorruptStoreError."""
+    return ShingleSets(*_read(txn, h, iids))
+
+
+def _read(txn: Any, h: Handles, iids: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    cur = txn.cursor(h.shingles)
+    codes = []
+    for iid in iids:
+        code = _code(cur, iid)
+        if code is None:
+            raise CorruptStoreError(
+                f"store {h.path!r}: doc {iid.hex()} has no shingle set in an exact store; "
+                "run verify()"
+            )
+        codes.append(code)
+    return decode(codes, h.path, iids)
+
+
+def similar(
+    h: Handles, txn: Any, fp: int, query: ShingleSets, keys: list[bytes], threshold: float
+) -> list[SimilarMatch]:
+    """Stored docs sharing a band key with the query whose exact Jaccard >= threshold.
+
+    query: the query's one set. Best first (Jaccard descending, then insertion order);
+    each match's ``jaccard`` is the exact value.
+    """
+    assert h.bands is not None
+    cands = h.bands.candidates(txn, keys)
+    if not cands:
+        return []
+    get, docs = txn.get, h.docs
+    recs, live = [], []
+    for iid in cands:
+        rec = get(iid, db=docs)
+        if rec is None:
+            if h.bands.stale_entries:
+                continue  # a removed doc's stale entry
+            raise CorruptStoreError(
+                f"store {h.path!r}: a band table names a doc the docs database lacks"
+            )
+        recs.append(rec)
+        live.append(bytes(iid))
+    if not live:
+        return []
+    hashes, offsets = _read(txn, h, live)
+    # one C call; its inputs are sound by construction (the checks of exact_jaccard cost
+    # as much as the merges)
+    jac = _core.jaccard_pairs(query.hashes, query.offsets, hashes, offsets,
+                              np.zeros(len(live), dtype=np.int64),
+                              np.arange(len(live), dtype=np.int64), threshold)
+    out = []
+    match = h.codec.match
+    for i in np.flatnonzero(jac >= threshold).tolist():
+        doc_id, got = match(recs[i])
+        j = float(jac[i])
+        out.append((-j, live[i], SimilarMatch(doc_id, got, (got ^ fp).bit_count(), j)))
+    out.sort(key=lambda row: (row[0], row[1]))
+    return [row[2] for row in out]
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def check(txn: Any, h: Handles, iids: np.ndarray) -> list[str]:
+    """Problems of the shingles database against the live docs (iids ascending): a doc
+    without a set, a set without a doc, a set that does not decode."""
+    problems: list[str] = []
+    want = F.iid_rows(np.asarray(iids, dtype=np.uint64)).tolist() if len(iids) else []
+    wanted = set(want)
+    orphans = 0
+    bad: list[str] = []
+    batch_keys: list[bytes] = []
+    batch_codes: list[bytes] = []
+
+    def settle() -> None:
+        codes, keys = batch_codes, batch_keys
+        while codes:
+            off = np.zeros(len(codes) + 1, dtype=np.int64)
+            np.cumsum([len(c) for c in codes], out=off[1:])
+            _, _, at = _core.decode_sets(b"".join(codes), off)
+            if at < 0:
+                break
+            bad.append(keys[at].hex())
+            codes, keys = codes[at + 1 :], keys[at + 1 :]
+        batch_keys.clear()
+        batch_codes.clear()
+
+    seen = 0
+    cur = txn.cursor(h.shingles)
+    more = cur.first()
+    while more:
+        iid = bytes(cur.key()[:8])
+        if len(cur.key()) != _KEY or iid not in wanted:
+            orphans += 1
+            more = cur.next()
+            continue
+        code = _code(cur, iid)
+        seen += 1
+        batch_keys.append(iid)
+        batch_codes.append(code or b"")
+        if len(batch_keys) >= 4096:
+            settle()
+        more = cur.set_range(iid + b"\xff\xff\xff")  # past the doc's pieces
+    settle()
+    missing = len(want) - seen
+    if missing:
+        problems.append(f"{missing} docs have no shingle set (an exact store keeps one per doc)")
+    if orphans:
+        problems.append(f"the shingles database has {orphans} pieces of no doc (orphans)")
+    for iid in bad[:_MAX_LISTED]:
+        problems.append(f"the shingle set of doc {iid} is malformed")
+    if len(bad) > _MAX_LISTED:
+        problems.append(f"... and {len(bad) - _MAX_LISTED} more malformed shingle sets")
+    return problems
