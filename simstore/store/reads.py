@@ -30,8 +30,9 @@ class Match(NamedTuple):
 class SimilarMatch(NamedTuple):
     """One stored document at or above the Jaccard threshold.
 
-    jaccard: the estimate from the two sketches; distance: the Hamming
-    distance of the two simhash fingerprints (for reference).
+    jaccard: the estimate from the two sketches, or in an exact store queried
+    with a text the exact Jaccard of the two shingle sets; distance: the
+    Hamming distance of the two simhash fingerprints (for reference).
     """
 
     doc_id: DocId
@@ -86,25 +87,10 @@ def similar(
 
     Best first (Jaccard descending, then insertion order).
     """
-    assert h.bands is not None
-    cands = h.bands.candidates(txn, keys)
-    if not cands:
-        return []
-    get, docs, codec = txn.get, h.docs, h.codec
-    recs = []
-    live = []
-    for iid in cands:
-        rec = get(iid, db=docs)
-        if rec is None:
-            if h.bands.stale_entries:
-                continue  # a removed doc's stale entry
-            raise CorruptStoreError(
-                f"store {h.path!r}: a band table names a doc the docs database lacks"
-            )
-        recs.append(rec)
-        live.append(iid)
+    recs, live = candidate_records(h, txn, keys)
     if not recs:
         return []
+    codec = h.codec
     words = codec.sketch_words
     raw = b"".join([rec[codec.sketch_start : codec.sketch_end] for rec in recs])
     if len(raw) != 8 * words * len(recs):
@@ -121,6 +107,26 @@ def similar(
             out.append((-est, live[i], SimilarMatch(doc_id, got, (got ^ fp).bit_count(), est)))
     out.sort(key=lambda row: (row[0], row[1]))
     return [row[2] for row in out]
+
+
+def candidate_records(h: Handles, txn: Any, keys: list[bytes]) -> tuple[list[Any], list[bytes]]:
+    """(docs records, internal ids) of the live docs sharing a band key with keys."""
+    assert h.bands is not None
+    cands = h.bands.candidates(txn, keys)
+    get, docs = txn.get, h.docs
+    recs: list[Any] = []
+    live: list[bytes] = []
+    for iid in cands:
+        rec = get(iid, db=docs)
+        if rec is None:
+            if h.bands.stale_entries:
+                continue  # a removed doc's stale entry
+            raise CorruptStoreError(
+                f"store {h.path!r}: a band table names a doc the docs database lacks"
+            )
+        recs.append(rec)
+        live.append(bytes(iid))
+    return recs, live
 
 
 @functools.lru_cache(maxsize=8)

@@ -31,7 +31,7 @@ from ..exceptions import CorruptStoreError
 from ..native import core as _core
 from ..text.jaccard import ShingleSets
 from . import format as F
-from .reads import SimilarMatch
+from .reads import SimilarMatch, candidate_records
 from .rows import PUT_CHUNK, put_sorted
 from .schema import Handles
 
@@ -153,22 +153,7 @@ def similar(
     query: the query's one set. Best first (Jaccard descending, then insertion order);
     each match's ``jaccard`` is the exact value.
     """
-    assert h.bands is not None
-    cands = h.bands.candidates(txn, keys)
-    if not cands:
-        return []
-    get, docs = txn.get, h.docs
-    recs, live = [], []
-    for iid in cands:
-        rec = get(iid, db=docs)
-        if rec is None:
-            if h.bands.stale_entries:
-                continue  # a removed doc's stale entry
-            raise CorruptStoreError(
-                f"store {h.path!r}: a band table names a doc the docs database lacks"
-            )
-        recs.append(rec)
-        live.append(bytes(iid))
+    recs, live = candidate_records(h, txn, keys)
     if not live:
         return []
     hashes, offsets = _read(txn, h, live)
