@@ -96,13 +96,10 @@ class RunSet:
     run i (given, e.g. from the store's record keys, so building a set reads
     no key); table -1: runs of unpermuted fingerprints to scan (uint64 keys).
     Holds the C structs and a reference to every array they point into.
-    check_ends False: a directory's last entry is not read (the store's runs in
-    place, where reading it would fault in a page per run; the probe clamps
-    every directory entry to its run, so a wrong one cannot read out of bounds).
     """
 
     def __init__(self, table: int, runs: Sequence[Run], firsts: Sequence[int] | None = None,
-                 *, check_ends: bool = True) -> None:
+                 ) -> None:
         if not _is_int(table) or table < -1:
             raise InvalidConfigError(f"simstore: a run set's table must be >= -1 (got {table!r})")
         self.table = table
@@ -128,7 +125,7 @@ class RunSet:
             c.vals = ffi.from_buffer(vals)
             c.high, c.n, c.kw, c.vw = high, len(keys), kw, vw
             if dir_ is not None:
-                c.dir, c.dbits, c.shift = _run_dir_ok(dir_, shift, kw, len(keys), check_ends)
+                c.dir, c.dbits, c.shift = _run_dir_ok(dir_, shift, kw, len(keys))
                 refs.append(dir_)
             refs += [keys, vals]
             self.n += len(keys)
@@ -179,16 +176,14 @@ def probe_masks(header_bits: int, radius: int, tail: int) -> list[int]:
     return sorted(out)
 
 
-def _run_dir_ok(dir_: Any, shift: Any, kw: int, n: int, check_end: bool = True,
-                ) -> tuple[Any, int, int]:
-    """(C pointer, dbits, shift) of a run's directory, checked for its shape (and, with
-    check_end, that it ends at the run's length)."""
+def _run_dir_ok(dir_: Any, shift: Any, kw: int, n: int) -> tuple[Any, int, int]:
+    """(C pointer, dbits, shift) of a run's directory, checked for its shape."""
     size = len(dir_) - 1 if isinstance(dir_, np.ndarray) else 0
     dbits = size.bit_length() - 1
     if not (isinstance(dir_, np.ndarray) and dir_.dtype == np.uint32 and dir_.ndim == 1
             and dir_.flags.c_contiguous and size == 1 << dbits and 1 <= dbits
             <= MAX_RUN_DIR_BITS and kw == 8 and _is_int(shift) and 0 <= shift <= 63
-            and (not check_end or int(dir_[-1]) == n)):
+            and int(dir_[-1]) == n):
         raise InvalidConfigError(
             "simstore: a run directory must be run_dir(keys, dbits) of the run's 64-bit keys")
     return ffi.from_buffer("uint32_t[]", dir_), dbits, shift

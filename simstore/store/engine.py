@@ -2,7 +2,7 @@
 
 A store keeps its documents in the docs table; the permutation tables (and, in
 a similarity store, the band keys) are derived from it by a *table engine*.
-Two implement this interface: the run tables of formats 3-6
+Two implement this interface: the run tables of formats 3-5
 (:class:`simstore.store.runs.RunTables` with :class:`~simstore.store.runs.RunBands`)
 and the dupsort tables of formats 1-2 (:mod:`simstore.store.legacy`).
 :func:`simstore.store.schema.bind` picks one from the store's format; the rest of

@@ -34,11 +34,9 @@ FORMAT = "simstore"
 # dupsort permutation tables; 3: either, with run tables (simstore.store.runs);
 # 4: run tables whose runs carry a directory (read in place without a search);
 # 5: those in any number of levels merged a slice per write, removed docs' entries
-# marked by tombstones (simstore.store.runs); 6: run record keys carry the run's
-# header (simstore.store.runfile), so opening a level reads no run's pages. A write
-# brings a 3-5 store to 6 (new runs get 6's keys; runs already written keep theirs).
-FORMAT_VERSION = 6
-FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6)
+# marked by tombstones (simstore.store.runs). A write brings a 3-4 store to 5.
+FORMAT_VERSION = 5
+FORMAT_VERSIONS = (1, 2, 3, 4, 5)
 RUNS_FROM = 3  # the first format version with run tables
 RUN_DIRS_FROM = 4  # the first whose runs carry directories
 MAX_DOC_ID_BYTES = 1 << 16

@@ -1,4 +1,4 @@
-"""The records of the run tables (store formats 3-6): the state record and the runs.
+"""The records of the run tables (store formats 3-5): the state record and the runs.
 
 Database ``runs`` holds the record ``state``: the next internal id, where the
 recent docs begin (``flushed``), the count of stale entries, an XOR hash of the
@@ -11,9 +11,7 @@ the tombstones it honoured are deleted) and one tombstone per stale doc (``g`` +
 8-byte big-endian iid, empty value). Each run database (``r00``, ``r01``, ...
 for the permutation tables, ``rbands`` for the band keys of a similarity
 store) holds a level as runs: records keyed by the level byte and the run's
-first key (8 bytes big-endian), from format 6 followed by a copy of the
-record's header (so opening a level reads only the B-tree's leaves, never a
-run's own pages), whose value is a header (entries, id width,
+first key (8 bytes big-endian) whose value is a header (entries, id width,
 key width, directory bits, directory shift), the keys (uint64 little-endian,
 or their low halves when every key of the run shares the record key's high
 half), the internal ids (4 or 8 bytes little-endian), then, from format 4,
@@ -306,7 +304,7 @@ def put_runs(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, 
         head = _RUN_HEAD.pack(b - a, 8 if wide else 4, 4 if halves else 0, dbits, shift)
         ktype = "<u4" if halves else "<u8"
         body = keys[a:b].astype(ktype).tobytes() + vals[a:b].astype(vtype).tobytes() + dtail
-        txn.put(lead + int(keys[a]).to_bytes(8, "big") + head, head + body, db=db)
+        txn.put(lead + int(keys[a]).to_bytes(8, "big"), head + body, db=db)
 
 
 def drop_level(txn: Any, db: Any, level: int) -> None:
@@ -320,17 +318,14 @@ def drop_level(txn: Any, db: Any, level: int) -> None:
             break
 
 
-def read_runs(txn: Any, db: Any, level: int, *, strict: bool = False,
-              ) -> list[tuple[int, Run]]:
+def read_runs(txn: Any, db: Any, level: int) -> list[tuple[int, Run]]:
     """(first key, run) of every run of one level, in key order, as views of what txn read.
 
     In a transaction begun with ``buffers=True`` the arrays view LMDB's map
     (nothing is copied: see :mod:`simstore.store.runs` for how long such views
     stay valid); otherwise they view private bytes. A view that is not aligned
     to its width (a small run stored inside a leaf page) is copied. Each
-    record's framing is checked from its key and length; key order is not,
-    nor, unless strict (``verify``), what only the value's pages can tell (its
-    own header equal to the key's, the directory's end).
+    record's framing is checked; key order is not (``verify`` checks it).
     """
     cur = txn.cursor(db)
     lead = bytes((level,))
@@ -340,42 +335,27 @@ def read_runs(txn: Any, db: Any, level: int, *, strict: bool = False,
     for key, val in cur.iternext():
         if bytes(key[:1]) != lead:
             break
-        out.append(_parse(key, val, level, strict))
+        out.append(_parse(key, val, level))
     return out
 
 
-_KEY_HEAD = 9  # where a format-6 run key's copy of the header starts
-
-
-def _parse(key: Any, val: Any, level: int, strict: bool = True) -> tuple[int, Run]:
-    """(first key, run) of one run record, its framing checked.
-
-    A format-6 key carries the header: then the value's pages are touched only
-    when strict (or when a 9-byte key of formats 3-5 leaves no other source).
-    A directory's entries need no check for safety: the C probe clamps them to
-    the run.
-    """
-    klen = len(key)
-    if klen not in (_KEY_HEAD, _KEY_HEAD + _RUN_HEAD.size) or val is None \
-            or len(val) < _RUN_HEAD.size:
+def _parse(key: Any, val: Any, level: int) -> tuple[int, Run]:
+    """(first key, run) of one run record, its framing checked."""
+    if len(key) != 9 or val is None or len(val) < _RUN_HEAD.size:
         raise CorruptStoreError(f"a run record of table level {level} is malformed")
-    in_key = klen > _KEY_HEAD
-    n, width, kw, dbits, shift = _RUN_HEAD.unpack_from(key if in_key else val,
-                                                       _KEY_HEAD if in_key else 0)
+    n, width, kw, dbits, shift = _RUN_HEAD.unpack_from(val)
     kbytes = kw or 8
     dlen = 4 * ((1 << dbits) + 1) if dbits else 0
     if width not in (4, 8) or kw not in (0, 4) or n == 0 or shift > 63 or (
         dbits and (kw or dbits > MAX_RUN_DIR_BITS)
     ) or (not dbits and shift) or len(val) != _RUN_HEAD.size + n * (kbytes + width) + dlen:
         raise CorruptStoreError(f"a run record of table level {level} is malformed")
-    if in_key and strict and bytes(key[_KEY_HEAD:]) != bytes(val[:_RUN_HEAD.size]):
-        raise CorruptStoreError(f"a run record of table level {level} has two headers")
     first = int.from_bytes(key[1:9], "big")
     off = _RUN_HEAD.size
     keys = _view(val, _LE4 if kw else _LE8, n, off)
     vals = _view(val, _LE4 if width == 4 else _LE8, n, off + kbytes * n)
     d = _view(val, _LE4, (1 << dbits) + 1, off + (kbytes + width) * n) if dbits else None
-    if d is not None and (strict or not in_key) and int(d[-1]) != n:
+    if d is not None and int(d[-1]) != n:
         raise CorruptStoreError(f"a run directory of table level {level} is malformed")
     return first, Run(keys, vals, first & _HIGH if kw else 0, d, shift)
 
@@ -415,7 +395,7 @@ def read_level(txn: Any, db: Any, level: int) -> tuple[np.ndarray, np.ndarray]:
     Values stay 32-bit when every run of the level stores them so. Checks the
     key order (the walk of ``verify`` and a merge's input).
     """
-    k, v = run_arrays(read_runs(txn, db, level, strict=True))
+    k, v = run_arrays(read_runs(txn, db, level))
     if len(k) > 1 and bool((k[1:] < k[:-1]).any()):
         raise CorruptStoreError(f"the runs of table level {level} are out of key order")
     return k, v

@@ -177,7 +177,7 @@ class RunTables:
         """map_epoch: the environment's epoch (changes whenever this process remaps);
         without it levels are read as private copies, never in place. dirs: the runs
         written carry directories (format 4; format 3 runs do not). upgrade: records
-        the current format in a format 3-5 store (in the write that first writes its new state)."""
+        format 5 in a format 3-4 store (in the write that first writes its new state)."""
         self.layout = layout
         self._dirs = dirs
         self._upgrade = upgrade
@@ -285,8 +285,7 @@ class RunTables:
     # --- levels and merges ---------------------------------------------------------------
 
     def _writable(self, txn: Any) -> State:
-        """The state for a write; a format 3-4 record is first brought to format 5
-        (the store records the current format).
+        """The state for a write; a format 3-4 record is first brought to format 5.
 
         Its stale entries have no tombstones, so if it has any, the levels are
         rebuilt from the docs table once (the last full walk such a store sees).
@@ -493,8 +492,7 @@ class RunTables:
             if inplace is not None:
                 inplace.abort()
         nt = len(self.dbs)
-        sets = [_probe.RunSet(i if i < nt else 0, [r for _, r in rr], [f for f, _ in rr],
-                              check_ends=False)  # read_runs checked what the key allows
+        sets = [_probe.RunSet(i if i < nt else 0, [r for _, r in rr], [f for f, _ in rr])
                 for i, rr in enumerate(runs)]
         got = self._levels[level] = _Level(gen, epoch, runs, sets)
         return got
@@ -613,7 +611,7 @@ class RunTables:
 
 
 class RunBands:
-    """The band entries of a run-table (formats 3-6) similarity store, kept by its RunTables.
+    """The band entries of a run-table (formats 3-5) similarity store, kept by its RunTables.
 
     The band keys are levels of the run tables too (database ``rbands``: keys
     band << 32 | key32), derived from the docs records with them: RunTables

@@ -121,7 +121,7 @@ def bind(
 
 
 def _upgrade_format(txn: Any, meta: Any) -> None:
-    """Record the current format in a store of an older one (formats 3-5: run tables),
+    """Record the current format in a store of an older one (formats 3-4: run tables),
     unless this transaction's view already has it."""
     if F.from_json(txn.get(b"format", db=meta), "format").get("version") != F.FORMAT_VERSION:
         txn.put(b"format", F.to_json(F.format_meta()), db=meta)

@@ -132,9 +132,7 @@ def raw_runs(txn: Any, db: Any, tail: int | None = None
     out = []
     for key, val in txn.cursor(db):
         key, val = bytes(key), bytes(val)
-        assert len(key) in (9, 17), key  # format 6: the header copied after the first key
-        assert len(key) == 9 or key[9:] == val[:8]
-        key = key[:9]
+        assert len(key) == 9, key
         n, width, kw, dbits, shift = _RUN_HEAD.unpack_from(val)
         dlen = 4 * ((1 << dbits) + 1) if dbits else 0
         assert width in (4, 8) and kw == 0 and (dbits or not shift)
@@ -766,8 +764,7 @@ def run_dir_bits(store: SimStore) -> set[int]:
 def test_legacy_store_works_and_rebuild_moves_it_to_runs(monkeypatch: pytest.MonkeyPatch,
                                                          tmp_path: Path, version: int) -> None:
     """A format-1 Hamming store and a format-2 similarity store (dupsort tables), and a
-    format-3 store (run tables without directories: its first write records the current
-    format) reopen
+    format-3 store (run tables without directories: its first write records format 5) reopen
     and take adds, updates (the doc moves to the end), removes,
     add_if_new, queries, similar and verify against brute force; rebuild() makes them the
     current format (run tables with directories) with the same answers, and they go on
@@ -815,12 +812,12 @@ def test_legacy_store_works_and_rebuild_moves_it_to_runs(monkeypatch: pytest.Mon
         before = legacy_answers(store, model, queries)
         assert sum(len(a) > 1 for a in before) >= 3  # answers with several docs among them
         assert store.verify() == []
-        if version == 3:  # its first write brought it to the current format (runs have dirs)
-            assert format_version(store) == simstore.store.format.FORMAT_VERSION
+        if version == 3:  # its first write brought it to format 5 (whose runs have dirs)
+            assert format_version(store) == 5
 
         store.rebuild()
         now = simstore.store.format.FORMAT_VERSION
-        assert now == 6 and format_version(store) == now and store._h.tables.name == "runs"
+        assert now == 5 and format_version(store) == now and store._h.tables.name == "runs"
         assert (store.stats()["format_version"], store.stats()["table_engine"]) == (now, "runs")
         if version == 3:
             assert 0 not in run_dir_bits(store)
@@ -884,14 +881,6 @@ def _bad_width(txn: Any, dbs: list[Any], meta: Any) -> None:
     txn.put(key, bytes(val), db=dbs[1])
 
 
-def _bad_key_width(txn: Any, dbs: list[Any], meta: Any) -> None:
-    """The copy of the header in a format-6 run key (what a reader in place trusts)."""
-    key, val = _nth_run(txn, dbs[1], 0, 0)
-    assert len(key) == 17
-    txn.delete(key, db=dbs[1])
-    txn.put(key[:13] + b"\x05" + key[14:], bytes(val), db=dbs[1])
-
-
 def _short_state(txn: Any, dbs: list[Any], meta: Any) -> None:
     txn.put(b"state", bytes(txn.get(b"state", db=meta))[:-1], db=meta)
 
@@ -908,9 +897,7 @@ DAMAGE = {
     # Read in place, a run's keys are not re-checked at query time (that would read every
     # page): queries answer, maybe missing hits, and verify names the damage.
     "keys out of order": (_swap_keys, "out of key order", "answers"),
-    # The value's own header is read only by verify (readers take the key's copy).
-    "a run's iid width 5": (_bad_width, "has two headers", "exact"),
-    "a run key's iid width 5": (_bad_key_width, "malformed", "raise"),
+    "a run's iid width 5": (_bad_width, "malformed", "raise"),
     "state record too short": (_short_state, "state record is missing or malformed", "raise"),
     "stale count off by 2": (_stale_count, "0 stale entries, the state says 2", "exact"),
 }
@@ -942,9 +929,8 @@ print(json.dumps(out))
 
 def test_damaged_run_tables_are_named_by_verify(monkeypatch: pytest.MonkeyPatch,
                                                 tmp_path: Path) -> None:
-    """A flipped key byte, a deleted run, keys out of order, a bad run header (in the value
-    or in the key's copy), a short state record, a wrong stale count: verify() names each
-    in a sentence; queries (in a child
+    """A flipped key byte, a deleted run, keys out of order, a bad run header, a short state
+    record, a wrong stale count: verify() names each in a sentence; queries (in a child
     process, reading the runs in place) answer or raise a simstore error, never crash; on
     a wrong stale count alone the answers stay exact."""
     small(monkeypatch)
@@ -1104,7 +1090,7 @@ def test_merges_spread_over_writes_keep_answers(monkeypatch: pytest.MonkeyPatch,
 def test_a_format_4_state_record_is_read_and_upgraded(tmp_path: Path) -> None:
     """A store whose state record is the 56-byte one of formats 3-4 (a base and an L1
     level, stale entries without tombstones) answers exactly; its first write records
-    the current format and, as it has stale entries, rebuilds its levels from the docs once."""
+    format 5 and, as it has stale entries, rebuilds its levels from the docs once."""
     rng = random.Random(45)
     path = tmp_path / "s"
     model = {i: rng.getrandbits(64) for i in range(300)}
@@ -1145,67 +1131,11 @@ def test_a_format_4_state_record_is_read_and_upgraded(tmp_path: Path) -> None:
         model["new"] = 12345
         st2 = state_of(s)
         assert not st2.legacy and st2.stale == 0 and st2.levels[0].gen != gen
-        assert format_version(s) == 6
+        assert format_version(s) == 5
         check_answers(s, model, list(model.values())[:20] + [12345])
         assert s.verify() == []
     with SimStore(path) as s:
-        assert format_version(s) == 6 and s.stats()["format_version"] == 6
-
-
-def test_a_format_5_store_with_short_run_keys_is_read_and_upgraded(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A store whose run keys are the 9-byte ones of formats 3-5 (no copy of the header)
-    answers exactly and verifies; its first write records format 6 and adds runs with the
-    long keys beside the short ones (one level may hold both), still exact, through
-    merges; a reader in another process sees the same."""
-    small(monkeypatch)
-    rng = random.Random(56)
-    path = tmp_path / "s"
-    model = {i: rng.getrandbits(64) for i in range(200)}
-    with SimStore(path, k=3, expected_size=1000) as s:
-        s.add_many(list(model), list(model.values()))
-
-    def shorten(txn: Any, dbs: list[Any], meta: Any) -> None:
-        for db in dbs:
-            rows = [(bytes(k), bytes(v)) for k, v in txn.cursor(db)]
-            assert rows and all(len(k) == 17 for k, _ in rows)
-            for k, v in rows:
-                txn.delete(k, db=db)
-                txn.put(k[:9], v, db=db)
-
-    _runs_env_edit(path, shorten)
-    env = lmdb.open(str(path), max_dbs=64, subdir=True)
-    with env.begin(write=True) as txn:
-        txn.put(b"format", b'{"format":"simstore","version":5}',
-                db=env.open_db(b"meta", txn=txn, create=False))
-    env.close()
-    queries = list(model.values())[:30]
-    with SimStore(path) as s:
-        assert format_version(s) == 5
-        check_answers(s, model, queries)
-        assert s.verify() == []
-        def key_lengths() -> set[int]:
-            with s._env.reading() as txn:
-                cur = txn.cursor(s._h.tables.dbs[0])
-                return {len(bytes(k)) for k in cur.iternext(values=False)}
-
-        for i in range(200, 260):  # new levels, then merges into the old ones
-            model[i] = near(rng, model[i - 200], 2)
-            s.add(i, model[i])
-            if i == 209:  # a new level beside the old one
-                assert format_version(s) == 6 and key_lengths() == {9, 17}
-                check_answers(s, model, queries + [model[209]])
-        check_answers(s, model, queries + list(model.values())[200:])
-        assert s.verify() == []
-    want = sorted(d for d, fp in model.items() if (fp ^ model[250]).bit_count() <= 3)
-    r = run_py(f"""
-import json
-from simstore.store import SimStore
-s = SimStore({str(path)!r})
-print(json.dumps(sorted(m.doc_id for m in s.query({model[250]}, 3))))
-""")
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout) == want and 250 in want
+        assert format_version(s) == 5 and s.stats()["format_version"] == 5
 
 
 # --- internal ids past 32 bits ----------------------------------------------------------
