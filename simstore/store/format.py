@@ -35,8 +35,12 @@ FORMAT = "simstore"
 # 4: run tables whose runs carry a directory (read in place without a search);
 # 5: those in any number of levels merged a slice per write, removed docs' entries
 # marked by tombstones (simstore.store.runs). A write brings a 3-4 store to 5.
+# 6: a format-5 store that keeps each doc's shingle set (exact=True:
+# simstore.store.shingles), numbered apart so that a simstore without sets refuses to
+# open it rather than add docs without their sets.
 FORMAT_VERSION = 5
-FORMAT_VERSIONS = (1, 2, 3, 4, 5)
+EXACT_FORMAT_VERSION = 6
+FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6)
 RUNS_FROM = 3  # the first format version with run tables
 RUN_DIRS_FROM = 4  # the first whose runs carry directories
 MAX_DOC_ID_BYTES = 1 << 16
@@ -367,9 +371,9 @@ def from_json(raw: bytes | None, name: str) -> dict[str, Any]:
     return value
 
 
-def format_meta() -> dict[str, Any]:
+def format_meta(exact: bool = False) -> dict[str, Any]:
     """The ``format`` metadata this simstore writes for a new (or rebuilt) store."""
-    return {"format": FORMAT, "version": FORMAT_VERSION}
+    return {"format": FORMAT, "version": EXACT_FORMAT_VERSION if exact else FORMAT_VERSION}
 
 
 def has_runs(meta: dict[str, Any]) -> bool:

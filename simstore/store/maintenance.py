@@ -73,7 +73,7 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             id_items = sorted(zip(map(F.id_key, cols.encs), cols.keys, strict=True))
             txn.cursor(h.ids).putmulti(id_items, append=True)
             del id_items
-            write_meta(txn, h.meta, layout)  # the current format: run tables
+            write_meta(txn, h.meta, layout, exact=h.exact)  # the current format: run tables
             sig = h.bands is not None
             fresh = RunTables(env.env, txn, layout, h.docs, h.codec, create=True,
                               nbands=h.config.bands if sig else 0,

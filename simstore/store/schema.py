@@ -128,9 +128,9 @@ def _upgrade_format(txn: Any, meta: Any) -> None:
 
 
 def write_meta(txn: Any, meta: Any, layout: Layout, config: FingerprintConfig | None = None,
-               ) -> None:
+               *, exact: bool = False) -> None:
     """Record the format this simstore writes, the layout and (given) the config in meta."""
-    txn.put(b"format", F.to_json(F.format_meta()), db=meta)
+    txn.put(b"format", F.to_json(F.format_meta(exact)), db=meta)
     txn.put(b"layout", F.to_json(layout.to_dict()), db=meta)
     if config is not None:
         txn.put(b"fingerprint", F.to_json(config.to_dict()), db=meta)
@@ -146,8 +146,8 @@ def create(env: Any, path: str, layout: Layout, config: FingerprintConfig,
         if txn.get(b"meta") is not None:
             return None
         meta = env.open_db(b"meta", txn=txn)
-        fmt = F.format_meta()
-        write_meta(txn, meta, layout, config)
+        fmt = F.format_meta(exact)
+        write_meta(txn, meta, layout, config, exact=exact)
         if exact:
             txn.put(EXACT_KEY, _exact_meta(), db=meta)
         handles = bind(env, txn, path, layout, config, create=True, fmt=fmt,
