@@ -13,7 +13,8 @@ copies of a random earlier document of the block with ``--edits`` words replaced
 exact Jaccard (word 3-shingle sets) stored beside them. All words are lower-case ASCII
 letters, so simstore's tokens and Spark ML's ``RegexTokenizer`` split them alike.
 
-Per size, each timed once after a small warm-up (each under ``--lock`` while it runs):
+Per size, each timed once after a 2,000-row warm-up (``--reps`` is not used: a 10M run
+takes half an hour), each holding ``--lock`` while it runs:
 
 (a) ``simstore.spark``: ``with_signatures`` (text -> sketch, bands) + ``find_similar(t)``,
     Parquet in, pairs written as Parquet.
