@@ -1,4 +1,4 @@
-"""The Spark standalone cluster the slow cluster tests share (tests/spark/cluster.py)."""
+"""The Spark standalone cluster the slow cluster tests share (tools/spark_cluster.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def cluster(tmp_path_factory):
     pytest.importorskip("pyspark", reason="the cluster tests need pyspark: pip install '.[spark]'")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("the cluster tests need Java 17+")
-    from .cluster import Cluster
+    from tools.spark_cluster import Cluster
 
     c = Cluster(tmp_path_factory.mktemp("spark-cluster"))
     yield c

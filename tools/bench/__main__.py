@@ -25,6 +25,7 @@ from .query import cmd_query
 from .readers import add_parser as add_readers_parser
 from .similarity import cmd_similarity
 from .spark import add_parser as add_spark_parser
+from .spark_cluster import add_parser as add_spark_cluster_parser
 from .text import cmd_text
 from .writes import add_parser as add_writes_parser
 
@@ -247,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab.set_defaults(func=cmd_ab)
 
     add_spark_parser(sub, common, _positive, _sizes, DEFAULT_WORKDIR)
+    add_spark_cluster_parser(sub, common, _positive, _sizes, DEFAULT_WORKDIR)
     add_readers_parser(sub)
     add_memlimit_parser(sub)
     add_writes_parser(sub)

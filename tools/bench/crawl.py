@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from ..crawlsite import Site, serve
-from ..crawlspider import MIDDLEWARE, command
 from ._harness import DEFAULT_WORKDIR, REPO, Report, Stats, load_average
 
 VARIANTS = {
@@ -48,6 +47,10 @@ VARIANTS = {
 def _crawl(work: Path, url: str, starts: list[str], simstore: dict[str, str] | None,
            **settings: Any) -> dict[str, Any]:
     """One crawl process: its stats, CPU seconds and peak RSS."""
+    # imported here: scrapy (through zope.interface) leaves typing.Generic with a
+    # __provides__ that breaks pyspark.ml's constructors in every other benchmark
+    from ..crawlspider import MIDDLEWARE, command
+
     run = Path(tempfile.mkdtemp(prefix="crawl-", dir=work))
     opts: dict[str, Any] = {"LOG_LEVEL": "WARNING", **settings}
     if simstore is not None:

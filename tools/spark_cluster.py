@@ -1,9 +1,10 @@
-"""A Spark standalone cluster on 127.0.0.1 for the tests: a master and workers started
+"""A Spark standalone cluster on 127.0.0.1: a master and workers started
 with pyspark's ``bin/spark-class`` (pyspark's wheel has no ``sbin/start-master.sh``),
 executors in their own JVMs, stopped (and their executors with them) by :meth:`stop`.
 
-Shared by tests/spark/test_cluster.py, test_environment.py and test_cli_cluster.py
-through the session-scoped ``cluster`` fixture of tests/spark/conftest.py.
+Shared by the slow tests (tests/spark/test_cluster.py, test_environment.py and
+test_cli_cluster.py, through the session-scoped ``cluster`` fixture of
+tests/spark/conftest.py) and ``python -m tools.bench spark-cluster``.
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ class Cluster:
             if up == workers:
                 return
             time.sleep(0.5)
-        raise RuntimeError(f"Spark workers did not register in {timeout:.0f} s; logs in {self.work}")
+        raise RuntimeError(
+            f"Spark workers did not register in {timeout:.0f} s; logs in {self.work}")
 
     def conf(self, *, source: bool = True) -> dict[str, str]:
         """A session's settings for this cluster: one 1-core, 512 MB executor per worker,
