@@ -5,7 +5,7 @@ keeps each document's sorted distinct shingle hashes (the 64-bit feature
 hashes of its signature config, :func:`simstore.text.jaccard.shingle_sets`)
 in one more LMDB database, ``shingles`` (bound by :mod:`simstore.store.schema`,
 which reads the option). A set is stored as its code
-(:func:`simstore.native.core.encode_sets`: a version byte, the size,
+(:func:`simstore.native.jaccard.encode_sets`: a version byte, the size,
 Golomb-Rice coded gaps; about 7 bytes a shingle) cut into pieces of at most
 :data:`PIECE` bytes, split evenly: key = internal id (as in ``docs``) + the
 piece's number (2 bytes, big-endian, from 0). Small pieces pack LMDB's 4 KiB
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import CorruptStoreError
-from ..native import core as _core
+from ..native import jaccard as _sets
 from ..text.jaccard import ShingleSets
 from . import format as F
 from .reads import SimilarMatch, candidate_records
@@ -45,7 +45,7 @@ def encode(sets: ShingleSets) -> list[bytes]:
     """Each set's code (C), in order."""
     if not len(sets):
         return []
-    blob, off = _core.encode_sets(sets.hashes, sets.offsets)
+    blob, off = _sets.encode_sets(sets.hashes, sets.offsets)
     view = memoryview(blob)
     bounds = off.tolist()
     return [bytes(view[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
@@ -57,7 +57,7 @@ def decode(codes: list[bytes], path: str, iids: list[bytes] | None = None
     them (sound by construction); CorruptStoreError naming the first bad code."""
     off = np.zeros(len(codes) + 1, dtype=np.int64)
     np.cumsum([len(c) for c in codes], out=off[1:])
-    hashes, offsets, bad = _core.decode_sets(b"".join(codes), off)
+    hashes, offsets, bad = _sets.decode_sets(b"".join(codes), off)
     if bad >= 0:
         which = f" of doc {iids[bad].hex()}" if iids is not None else ""
         raise CorruptStoreError(
@@ -159,7 +159,7 @@ def similar(
     hashes, offsets = _read(txn, h, live)
     # one C call; its inputs are sound by construction (the checks of exact_jaccard cost
     # as much as the merges)
-    jac = _core.jaccard_pairs(query.hashes, query.offsets, hashes, offsets,
+    jac = _sets.jaccard_pairs(query.hashes, query.offsets, hashes, offsets,
                               np.zeros(len(live), dtype=np.int64),
                               np.arange(len(live), dtype=np.int64), threshold)
     out = []
@@ -191,7 +191,7 @@ def check(txn: Any, h: Handles, iids: np.ndarray) -> list[str]:
         while codes:
             off = np.zeros(len(codes) + 1, dtype=np.int64)
             np.cumsum([len(c) for c in codes], out=off[1:])
-            _, _, at = _core.decode_sets(b"".join(codes), off)
+            _, _, at = _sets.decode_sets(b"".join(codes), off)
             if at < 0:
                 break
             bad.append(keys[at].hex())

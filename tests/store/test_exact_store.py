@@ -26,7 +26,7 @@ from simstore import (
     SimstoreTypeError,
     signatures_and_sets,
 )
-from simstore.native import core
+from simstore.native import jaccard as native_sets
 from simstore.store import SimStore
 
 from ..oracles import brute_jaccard, brute_representatives_exact, shares_band, shingle_set
@@ -70,8 +70,8 @@ def test_set_codes_decode_to_the_same_sets(values):
             np.array([0, 1, 2, (1 << 64) - 1], dtype=np.uint64)]
     off = np.zeros(len(sets) + 1, dtype=np.int64)
     np.cumsum([len(s) for s in sets], out=off[1:])
-    codes, coff = core.encode_sets(np.concatenate(sets), off)
-    hashes, got_off, bad = core.decode_sets(codes, coff)
+    codes, coff = native_sets.encode_sets(np.concatenate(sets), off)
+    hashes, got_off, bad = native_sets.decode_sets(codes, coff)
     assert bad == -1
     assert got_off.tolist() == off.tolist()
     assert hashes.tolist() == np.concatenate(sets).tolist()
@@ -82,14 +82,14 @@ def test_damaged_set_codes_are_named_not_decoded():
     """A truncated code, a trailing byte, an unknown version: decode_sets names the code."""
     rng = np.random.default_rng(3)
     a = np.unique(rng.integers(0, 2**64, 300, dtype=np.uint64))
-    codes, off = core.encode_sets(np.concatenate([a, a]), np.array([0, len(a), 2 * len(a)]))
+    codes, off = native_sets.encode_sets(np.concatenate([a, a]), np.array([0, len(a), 2 * len(a)]))
     one = codes[: off[1]]
     for bad_code in (one[:-1], one + b"\x00", b"\x07" + one[1:]):
         blob = one + bad_code
-        _, _, bad = core.decode_sets(blob, np.array([0, len(one), len(blob)], dtype=np.int64))
+        _, _, bad = native_sets.decode_sets(blob, np.array([0, len(one), len(blob)], dtype=np.int64))
         assert bad == 1
     with pytest.raises(InvalidConfigError):  # not ascending: refused, never stored
-        core.encode_sets(a[::-1].copy(), np.array([0, len(a)], dtype=np.int64))
+        native_sets.encode_sets(a[::-1].copy(), np.array([0, len(a)], dtype=np.int64))
 
 
 # --------------------------------------------------------------------------- decisions

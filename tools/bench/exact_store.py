@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 import simstore
-from simstore.native import core as _core
+from simstore.native import jaccard as _sets
 from simstore.text.jaccard import ShingleSets
 
 from .. import _corpus
@@ -124,7 +124,7 @@ def real_text(rep: Report, args: argparse.Namespace, head: dict[str, Any]) -> np
     text_bytes = sum(len(t.encode("utf-8")) for t in texts)
     sigs, sets = simstore.signatures_and_sets(texts, CFG)
     sizes = sets.sizes
-    codes = _core.encode_sets(sets.hashes, sets.offsets)[1]
+    codes = _sets.encode_sets(sets.hashes, sets.offsets)[1]
     code_bytes = np.diff(codes)
     case = f"{n:,} English docs"
     rep.note(f"{case}: {text_bytes / n:,.0f} B of text per doc; distinct shingles per doc: "
