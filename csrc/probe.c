@@ -224,7 +224,21 @@ typedef struct {
 typedef struct {
     flight ring[RING];
     size_t issued, resolved, done;
+    const ss_runset *sets; /* the call's sets: a needed run is named by index */
+    ss_need *need;
 } pipeline;
+
+/* --- runs not loaded yet ------------------------------------------------ */
+
+static inline int unloaded(const ss_run *run) { return run->n == 0; }
+
+/* Note that run r of set s is needed (once when needed twice in a row). */
+static void need_run(ss_need *need, size_t s, size_t r) {
+    uint64_t x = (uint64_t)s << 32 | (uint64_t)r;
+    if (need->n && need->n <= need->cap && need->a[need->n - 1] == x) return;
+    if (need->n < need->cap) need->a[need->n] = x;
+    need->n++;
+}
 
 /* Stage 2: read the directory entry, prefetch the bucket's first key. */
 static inline void resolve(flight *f) {
@@ -243,7 +257,7 @@ static inline void resolve(flight *f) {
 
 /* Stage 3: the keys in [v, v | tailmask] within k of the permuted query,
  * from the probe's run on (a range may cross into later runs). */
-static inline void finish(const flight *f, hits *h) {
+static inline void finish(pipeline *pp, const flight *f, hits *h) {
     const ss_runset *s = f->s;
     const probe_ctx *c = f->c;
     uint64_t top = f->v | c->tailmask;
@@ -265,6 +279,10 @@ static inline void finish(const flight *f, hits *h) {
         }
         if (i < n || ++r >= s->nruns || s->firsts[r] > top) return;
         run = &s->runs[r];
+        if (unloaded(run)) {
+            need_run(pp->need, (size_t)(s - pp->sets), r);
+            return;
+        }
         keys = run->keys;
         i = 0;
     }
@@ -274,10 +292,15 @@ static inline void finish(const flight *f, hits *h) {
  * or a guess inside a run without one; then the later stages of older probes. */
 static inline void pipe_push(pipeline *pp, const ss_runset *s,
                              const probe_ctx *c, uint64_t v, hits *h) {
-    flight *f = &pp->ring[pp->issued++ % RING];
+    flight *f;
     size_t r = run_of(s, v);
     const ss_run *run = &s->runs[r];
     uint64_t first = s->firsts[r];
+    if (unloaded(run)) {
+        need_run(pp->need, (size_t)(s - pp->sets), r);
+        return;
+    }
+    f = &pp->ring[pp->issued++ % RING];
     f->s = s;
     f->c = c;
     f->v = v;
@@ -301,12 +324,12 @@ static inline void pipe_push(pipeline *pp, const ss_runset *s,
     if (pp->issued - pp->resolved > AHEAD)
         resolve(&pp->ring[pp->resolved++ % RING]);
     if (pp->resolved - pp->done > AHEAD)
-        finish(&pp->ring[pp->done++ % RING], h);
+        finish(pp, &pp->ring[pp->done++ % RING], h);
 }
 
 static void pipe_drain(pipeline *pp, hits *h) {
     while (pp->resolved < pp->issued) resolve(&pp->ring[pp->resolved++ % RING]);
-    while (pp->done < pp->resolved) finish(&pp->ring[pp->done++ % RING], h);
+    while (pp->done < pp->resolved) finish(pp, &pp->ring[pp->done++ % RING], h);
 }
 
 /* Every key of a scan set within k of q. */
@@ -357,10 +380,26 @@ int ss_runset_check(ss_runset *s) {
                          run->shift < 0 || run->shift > 63))
             return -2;
         if (run->n && (!run->keys || !run->vals)) return -2;
-        if (s->table >= 0 && !run->n) return -2; /* a sorted run is never empty */
+        /* a sorted run is never empty: n 0 is a run not loaded yet */
+        if (!run->n && s->table >= 0 && (run->keys || run->vals || run->dir)) return -2;
         kw8 &= run->kw == 8;
     }
     s->checked = kw8 ? 2 : 1;
+    return 0;
+}
+
+int ss_runset_load(ss_runset *s, size_t r, const ss_run *run) {
+    if (!s || !run || !s->checked || s->table < 0 || r >= s->nruns) return -2;
+    ss_run *at = (ss_run *)&s->runs[r];
+    if (!unloaded(at) || run->n == 0 || run->n > UINT32_MAX || run->kw != at->kw ||
+        (run->vw != 8 && run->vw != 4) || !run->keys || !run->vals)
+        return -2;
+    if (run->dir && (run->kw != 8 || run->dbits < 1 || run->dbits > MAX_DIR_BITS ||
+                     run->shift < 0 || run->shift > 63 ||
+                     run->dir[(size_t)1 << run->dbits] != run->n))
+        return -2;
+    if (run_key(run, 0) != s->firsts[r]) return -2;
+    *at = *run;
     return 0;
 }
 
@@ -408,14 +447,17 @@ __attribute__((flatten))
 SS__CLONES
 int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
                  const ss_runset *sets, size_t nsets, uint64_t *out_vals,
-                 uint8_t *out_dist, size_t cap) {
+                 uint8_t *out_dist, size_t cap, ss_need *need) {
     uint64_t qp[64];
     probe_ctx ctx[64];
-    pipeline pp = {.issued = 0, .resolved = 0, .done = 0};
+    ss_need none = {NULL, 0, 0};
+    pipeline pp = {.issued = 0, .resolved = 0, .done = 0, .sets = sets,
+                   .need = need ? need : &none};
     hits h;
     if (k < 0 || k > 64 || (nsets && !sets) ||
-        (cap && (!out_vals || !out_dist)))
+        (cap && (!out_vals || !out_dist)) || (need && need->cap && !need->a))
         return -2;
+    pp.need->n = 0;
     if (!plan_ok(plan)) return -2;
     for (size_t s = 0; s < nsets; s++)
         if (!set_ok(&sets[s], plan->ntables, 1)) return -2;
@@ -433,7 +475,9 @@ int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
     pipe_drain(&pp, &h);
     for (size_t s = 0; s < nsets; s++)
         if (sets[s].table < 0) scan_set(&sets[s], q, k, &h);
-    int64_t rc = h.oom ? -1 : (int64_t)take_hits(&h, out_vals, out_dist, cap);
+    int64_t rc = h.oom                ? -1
+                 : pp.need->n         ? (need ? -3 : -2)
+                                      : (int64_t)take_hits(&h, out_vals, out_dist, cap);
     hits_free(&h);
     return rc;
 }
@@ -441,9 +485,14 @@ int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
 /* --- exact lookups ---------------------------------------------------------- */
 
 int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
-                  size_t nq, uint64_t *out_vals, size_t cap) {
+                  size_t nq, uint64_t *out_vals, size_t cap, ss_need *need) {
     size_t m = 0;
-    if ((nsets && !sets) || (nq && !qs) || (cap && !out_vals)) return -2;
+    ss_need none = {NULL, 0, 0};
+    if ((nsets && !sets) || (nq && !qs) || (cap && !out_vals) ||
+        (need && need->cap && !need->a))
+        return -2;
+    if (!need) need = &none;
+    need->n = 0;
     for (size_t s = 0; s < nsets; s++) {
         const ss_runset *set = &sets[s];
         if (set->table < 0 || !set_ok(set, 64, 0)) return -2;
@@ -453,6 +502,10 @@ int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
             for (size_t r = run_of(set, q); r < set->nruns && set->firsts[r] <= q;
                  r++) {
                 const ss_run *run = &set->runs[r];
+                if (unloaded(run)) {
+                    need_run(need, s, r);
+                    continue;
+                }
                 size_t j = lower_any(run, q);
                 for (; j < run->n && run_key(run, j) == q; j++) {
                     if (m < cap) out_vals[m] = run_val(run, j);
@@ -462,5 +515,6 @@ int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
             }
         }
     }
+    if (need->n) return need == &none ? -2 : -3;
     return (int64_t)m;
 }

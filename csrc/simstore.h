@@ -166,7 +166,12 @@ int ss_sort_table(const uint64_t *fps, const uint64_t *iids, size_t n,
  * first index whose key k has (k >> shift) - (keys[0] >> shift) >= b (shift
  * 0..63), dir[2**dbits] = n (see ss_run_dir); without one a probe
  * interpolates. With shift at most a table's tail bits, a probe's range
- * starts at its bucket's first key. */
+ * starts at its bucket's first key.
+ *
+ * A run of a sorted set may be not loaded yet: keys, vals and dir NULL and
+ * n 0, kw the width its keys will have. A call that needs it reports it
+ * (ss_need) instead of answering; the caller loads it (ss_runset_load) and
+ * calls again. */
 typedef struct {
     const void *keys;
     const void *vals;
@@ -198,6 +203,19 @@ typedef struct {
  * sets checked to 1 or 2 (see above) on success, 0 and -2 otherwise. The
  * queries then check only the set's own fields, not each run again. */
 int ss_runset_check(ss_runset *s);
+/* Load run r of a checked sorted set (not loaded yet) with *run: n >= 1, the
+ * placeholder's key width, first key firsts[r]; checked like ss_runset_check.
+ * Every copy of the set shares its runs array, so all of them see it.
+ * Returns 0, or -2 (nothing changed). */
+int ss_runset_load(ss_runset *s, size_t r, const ss_run *run);
+/* The runs a call needed and found not loaded: a[i] = set index << 32 | run
+ * index, each at most cap written, in no order (a run may repeat); n counts
+ * them all (more than cap: load those, call again). */
+typedef struct {
+    uint64_t *a;
+    size_t cap;
+    size_t n;
+} ss_need;
 /* The probes of a query at one radius: ntables (1..64) permutations of
  * nblocks (1..64) blocks each (ntables rows of nblocks bytes, see
  * ss_permute_blocks), each table's tail bit count (64 - header bits, 0..63)
@@ -221,10 +239,11 @@ typedef struct {
  * distinct values (least distance of each), by distance then value, go to
  * out_vals and out_dist when all fit in cap. Returns how many there are (more
  * than cap: nothing written, call again with room for that many), -1 out of
- * memory, -2 bad arguments. */
+ * memory, -2 bad arguments, -3 a run it needs is not loaded (listed in need;
+ * need NULL: -2). */
 int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
                  const ss_runset *sets, size_t nsets, uint64_t *out_vals,
-                 uint8_t *out_dist, size_t cap);
+                 uint8_t *out_dist, size_t cap, ss_need *need);
 /* The directory of a run of n ascending keys (n >= 1) at a given shift, as
  * ss_run describes: dir holds 2**dbits + 1 entries (dbits 1..24), and the
  * run's buckets (keys[n-1] >> shift) - (keys[0] >> shift) must be below
@@ -233,9 +252,10 @@ int ss_run_dir(const uint64_t *keys, size_t n, int dbits, int shift, uint32_t *d
 /* The values of every key of the sorted sets (table >= 0) equal to one of
  * qs[0..nq): at most cap of them to out_vals, in set order then query order,
  * duplicates kept. Returns how many there are (more than cap: call again with
- * room for that many), -2 bad arguments. */
+ * room for that many), -2 bad arguments, -3 a run it needs is not loaded
+ * (as ss_probe). */
 int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
-                  size_t nq, uint64_t *out_vals, size_t cap);
+                  size_t nq, uint64_t *out_vals, size_t cap, ss_need *need);
 /* PROBE-END */
 
 /* --- similarity signatures (csrc/signature.c) ------------------------ */

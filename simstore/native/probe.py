@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,6 +21,8 @@ from ..exceptions import InvalidConfigError
 from .core import U64, ffi, lib, raise_for
 
 MAX_PROBES = 1 << 22  # probes a query may plan (a larger radius is a layout mistake)
+NEED_CAP = 1024  # runs not loaded a call reports at most (the rest on the next call)
+NEEDS_RUNS = -3  # what ss_probe and ss_lookup return when a run they need is not loaded
 
 
 MAX_RUN_DIR_BITS = 24
@@ -89,47 +91,50 @@ def _width(a: Any, what: str) -> int:
         f"simstore: {what} must be a contiguous 1-D uint32 or uint64 array (got {got})")
 
 
+Fetch = Callable[[Sequence[int]], Sequence["Run"]]
+
+
 class RunSet:
     """A level of one table as the C engine reads it: sorted disjoint runs, or scan runs.
 
     table >= 0: runs ascending and disjoint, ``firsts[i]`` the first key of
     run i (given, e.g. from the store's record keys, so building a set reads
     no key); table -1: runs of unpermuted fingerprints to scan (uint64 keys).
-    Holds the C structs and a reference to every array they point into.
+    A sorted set's run may be None, not loaded yet: ``fetch`` gives runs by
+    index when a probe first needs them (their keys kw bytes wide) and
+    :meth:`load` points the set at them. Holds the C structs and a reference
+    to every array they point into.
     """
 
-    def __init__(self, table: int, runs: Sequence[Run], firsts: Sequence[int] | None = None,
-                 ) -> None:
+    def __init__(self, table: int, runs: Sequence[Run | None],
+                 firsts: Sequence[int] | np.ndarray | None = None, *, kw: int = 8,
+                 fetch: Fetch | None = None) -> None:
         if not _is_int(table) or table < -1:
             raise InvalidConfigError(f"simstore: a run set's table must be >= -1 (got {table!r})")
         self.table = table
-        runs = [r for r in runs if len(r.keys)]
+        lazy = any(r is None for r in runs)
+        runs = [r for r in runs if r is None or len(r.keys)]
+        if (lazy and (firsts is None or table < 0)) or kw not in (4, 8):
+            raise InvalidConfigError(
+                "simstore: a run set's runs not loaded need first keys, a sorted table and "
+                "a key width of 4 or 8")
         if firsts is None:
-            firsts = [int(r.high) | int(r.keys[0]) for r in runs]
+            firsts = [int(r.high) | int(r.keys[0]) for r in runs if r is not None]
         elif len(firsts) != len(runs):
             raise InvalidConfigError("simstore: a run set needs one first key per run")
         self.firsts = np.array(firsts, dtype=np.uint64)
         if len(self.firsts) > 1 and bool((self.firsts[1:] < self.firsts[:-1]).any()):
             raise InvalidConfigError("simstore: a run set's first keys must ascend")
-        self.n = 0
+        self.fetch = fetch
+        self.loaded = 0  # runs with their keys
         arr = ffi.new("ss_run[]", len(runs))
-        refs: list[Any] = []
-        for i, (keys, vals, high, dir_, shift) in enumerate(runs):
-            kw, vw = _width(keys, "run keys"), _width(vals, "run values")
-            if len(keys) != len(vals) or (kw == 8 and high) or not 0 <= high < 1 << 64:
-                raise InvalidConfigError(
-                    "simstore: a run needs as many values as keys, and a high half only "
-                    "over 32-bit keys")
-            c = arr[i]
-            c.keys = ffi.from_buffer(keys)
-            c.vals = ffi.from_buffer(vals)
-            c.high, c.n, c.kw, c.vw = high, len(keys), kw, vw
-            if dir_ is not None:
-                c.dir, c.dbits, c.shift = _run_dir_ok(dir_, shift, kw, len(keys))
-                refs.append(dir_)
-            refs += [keys, vals]
-            self.n += len(keys)
-        self._runs, self._refs = arr, refs
+        self._refs: list[Any] = []
+        for i, run in enumerate(runs):
+            if run is None:
+                arr[i].kw, arr[i].vw = kw, 4  # vw: any width once loaded
+            else:
+                self._c_run(arr[i], run)
+        self._runs = arr
         self._firsts_c = ffi.from_buffer("uint64_t[]", self.firsts)
         self._top, self._tbits = _top_index(self.firsts) if table >= 0 else (None, 0)
         self._top_c = ffi.NULL if self._top is None else ffi.from_buffer("uint32_t[]", self._top)
@@ -138,6 +143,48 @@ class RunSet:
         if lib.ss_runset_check(probe) != 0:
             raise InvalidConfigError("simstore: a run set's runs are malformed")
         self._checked = probe.checked
+
+    def _c_run(self, c: Any, run: Run) -> None:
+        """Fill the C struct c of one run (its arrays checked, referenced)."""
+        keys, vals, high, dir_, shift = run
+        kw, vw = _width(keys, "run keys"), _width(vals, "run values")
+        if len(keys) != len(vals) or (kw == 8 and high) or not 0 <= high < 1 << 64:
+            raise InvalidConfigError(
+                "simstore: a run needs as many values as keys, and a high half only "
+                "over 32-bit keys")
+        c.keys = ffi.from_buffer(keys)
+        c.vals = ffi.from_buffer(vals)
+        c.high, c.n, c.kw, c.vw = high, len(keys), kw, vw
+        if dir_ is not None:
+            c.dir, c.dbits, c.shift = _run_dir_ok(dir_, shift, kw, len(keys))
+            self._refs.append(dir_)
+        self._refs += [keys, vals]
+        self.loaded += 1
+
+    @property
+    def nruns(self) -> int:
+        """How many runs the set has, loaded or not."""
+        return len(self.firsts)
+
+    def load(self, idxs: Sequence[int]) -> int:
+        """Fetch the runs not loaded yet among idxs and point the set at them; how many."""
+        if self.fetch is None:
+            raise InvalidConfigError("simstore: a run set with runs not loaded needs fetch")
+        idxs = [i for i in idxs if 0 <= i < self.nruns and self._runs[i].n == 0]
+        if not idxs:
+            return 0
+        got = self.fetch(idxs)
+        probe = ffi.new("ss_runset *")
+        self.fill(probe)
+        for i, run in zip(idxs, got, strict=True):
+            one = ffi.new("ss_run *")  # zeroed: a run without a directory has dir NULL
+            self._c_run(one, run)
+            if lib.ss_runset_load(probe, i, one) != 0:
+                self.loaded -= 1
+                raise InvalidConfigError(
+                    f"simstore: run {i} does not fit its place in the set (key width, "
+                    "first key or directory)")
+        return len(idxs)
 
     def fill(self, c: Any, check: bool = True) -> None:
         """Point a C ss_runset at this set (checked when built)."""
@@ -217,6 +264,10 @@ class Prober:
         # call holds the runs it started with even if set_sets runs meanwhile
         self._sets: tuple[Any, int, list[RunSet]] = (ffi.new("ss_runset[]", 0), 0, [])
         self._grow(64)
+        # the runs a call found not loaded (ss_need), loaded before it is made again
+        self._need = np.empty(NEED_CAP, dtype=np.uint64)
+        self._c_need = ffi.new("ss_need *", {"a": ffi.from_buffer("uint64_t[]", self._need),
+                                            "cap": NEED_CAP, "n": 0})
 
     def masks(self, radius: int) -> list[list[int]]:
         """Each table's probe masks at one radius (ascending, shifted into the header)."""
@@ -265,34 +316,51 @@ class Prober:
         self._c_vals = ffi.from_buffer("uint64_t[]", self._vals)
         self._c_dist = ffi.from_buffer("uint8_t[]", self._dist)
 
+    def _load_needed(self, keep: list[RunSet]) -> None:
+        """Load the runs the last call found not loaded (ss_need), set by set."""
+        n = min(int(self._c_need.n), NEED_CAP)
+        by_set: dict[int, list[int]] = {}
+        for x in set(self._need[:n].tolist()):
+            by_set.setdefault(x >> 32, []).append(x & 0xFFFFFFFF)
+        if not sum(keep[si].load(sorted(idxs)) for si, idxs in by_set.items()):
+            raise InvalidConfigError("simstore: the C core needs runs no set can load")
+
     def _run(self, q: int, k: int, plan: Any) -> int:
-        """One ss_probe call into the output buffers: the hit count (maybe > cap)."""
-        sets, nsets, _keep = self._sets  # _keep: alive until the call returns
-        try:
-            m: int = lib.ss_probe(q, k, plan, sets, nsets, self._c_vals, self._c_dist, self._cap)
-        except (OverflowError, TypeError) as exc:
-            raise InvalidConfigError(
-                f"simstore: a probe needs q in 0..2**64-1 and k in 0..64 (got {q!r}, {k!r})"
-            ) from exc
-        if m < 0:
-            raise_for(m, f"probing {nsets} run sets (k={k})")
-        if m > self._cap:
-            self._grow(max(m, 2 * self._cap))
-            return self._run(q, k, plan)
-        return m
+        """ss_probe calls into the output buffers until no run is missing: the hit count."""
+        sets, nsets, keep = self._sets  # keep: alive until the call returns
+        while True:
+            try:
+                m: int = lib.ss_probe(q, k, plan, sets, nsets, self._c_vals, self._c_dist,
+                                      self._cap, self._c_need)
+            except (OverflowError, TypeError) as exc:
+                raise InvalidConfigError(
+                    f"simstore: a probe needs q in 0..2**64-1 and k in 0..64 (got {q!r}, {k!r})"
+                ) from exc
+            if m == NEEDS_RUNS:
+                self._load_needed(keep)
+            elif m < 0:
+                raise_for(m, f"probing {nsets} run sets (k={k})")
+            elif m > self._cap:
+                self._grow(max(m, 2 * self._cap))
+            else:
+                return m
 
     def lookup(self, qs: np.ndarray) -> list[int]:
         """Values of every key of the sorted runs equal to one of qs (uint64), duplicates kept."""
         qs = _u64_array(qs, "lookup keys")
-        sets, nsets, _keep = self._sets  # _keep: alive until the call returns
+        sets, nsets, keep = self._sets  # keep: alive until the call returns
         cq = ffi.from_buffer("uint64_t[]", qs)
         while True:
-            m = int(lib.ss_lookup(sets, nsets, cq, len(qs), self._c_vals, self._cap))
-            if m < 0:
+            m = int(lib.ss_lookup(sets, nsets, cq, len(qs), self._c_vals, self._cap,
+                                  self._c_need))
+            if m == NEEDS_RUNS:
+                self._load_needed(keep)
+            elif m < 0:
                 raise_for(m, f"looking up {len(qs)} keys in {nsets} run sets")
-            if m <= self._cap:
+            elif m <= self._cap:
                 return ffi.unpack(self._c_vals, m) if m else []
-            self._grow(max(m, 2 * self._cap))
+            else:
+                self._grow(max(m, 2 * self._cap))
 
     def hits(self, q: int, k: int, radius: int) -> list[tuple[int, int]]:
         """(value, distance) of every value within k of q, distinct, by distance then value.

@@ -38,11 +38,16 @@ FORMAT = "simstore"
 # 6: a format-5 store that keeps each doc's shingle set (exact=True:
 # simstore.store.shingles), numbered apart so that a simstore without sets refuses to
 # open it rather than add docs without their sets.
-FORMAT_VERSION = 5
-EXACT_FORMAT_VERSION = 6
-FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6)
+# 7 and 8: formats 5 and 6 whose levels each have an index record of their runs' first
+# keys (simstore.store.runfile), so a reader opens a level by one record and fetches a
+# run when a probe first needs it; a simstore that does not keep the index refuses to
+# write them. A write brings 3-5 to 7 and 6 to 8.
+FORMAT_VERSION = 7
+EXACT_FORMAT_VERSION = 8
+FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 RUNS_FROM = 3  # the first format version with run tables
 RUN_DIRS_FROM = 4  # the first whose runs carry directories
+RUN_INDEX_FROM = 7  # the first whose levels have index records
 MAX_DOC_ID_BYTES = 1 << 16
 MAX_KEY_BYTES = 511  # LMDB's key limit: longer ids are keyed by a digest
 _FP_END = 9  # a record is [version byte][fingerprint: bytes 1..8][encoded id]
@@ -385,6 +390,11 @@ def has_run_dirs(meta: dict[str, Any]) -> bool:
     """Whether the runs a writer adds to such a store carry directories (older simstores
     reading format 3 would not understand them)."""
     return int(meta["version"]) >= RUN_DIRS_FROM
+
+
+def has_run_index(meta: dict[str, Any]) -> bool:
+    """Whether every level of such a store has its index record."""
+    return int(meta["version"]) >= RUN_INDEX_FROM
 
 
 def is_known_format(meta: dict[str, Any]) -> bool:

@@ -22,6 +22,7 @@ from .runfile import (
     Job,
     State,
     band_rows,
+    index_problem,
     mix_xor,
     read_level,
     table_name,
@@ -40,6 +41,8 @@ class RunTables(Protocol):
     def state(self, txn: Any) -> State: ...
 
     def meta_db(self) -> Any: ...
+
+    def indexed(self, txn: Any) -> bool: ...
 
     def extra(self, txn: Any) -> list[str]: ...
 
@@ -87,7 +90,16 @@ def _pending(txn: Any, meta: Any) -> int:
 def _check_table(rt: RunTables, txn: Any, t: int, db: Any, st: State,
                  iids: np.ndarray, fps: np.ndarray, gone: np.ndarray | None) -> list[str]:
     want = _core.permute_blocks(fps, *rt.specs[t])
-    return _check_level_rows(txn, table_name(t).decode(), db, st, want, iids, 1, gone)
+    name = table_name(t).decode()
+    return _check_index(rt, txn, name, db, st) + _check_level_rows(
+        txn, name, db, st, want, iids, 1, gone)
+
+
+def _check_index(rt: RunTables, txn: Any, name: str, db: Any, st: State) -> list[str]:
+    """Each level's index record names exactly its runs (format 7 on: every level has one)."""
+    required = rt.indexed(txn)
+    found = (index_problem(txn, db, lv.id, required) for lv in st.levels)
+    return [f"table {name}: {p}" for p in found if p]
 
 
 def check_bands(rt: RunTables, txn: Any, iids: np.ndarray, keys32: np.ndarray) -> list[str]:
@@ -99,8 +111,9 @@ def check_bands(rt: RunTables, txn: Any, iids: np.ndarray, keys32: np.ndarray) -
     old = iids < np.uint64(st.flushed)
     want, vals = band_rows(iids[old], keys32[old])
     gone = None if st.legacy else tombstones(txn, rt.meta_db(), 0, 1 << 64)
-    return _check_level_rows(txn, "of band keys", rt.run_dbs[-1], st, want, vals,
-                             rt.nbands, gone)
+    db = rt.run_dbs[-1]
+    return _check_index(rt, txn, "of band keys", db, st) + _check_level_rows(
+        txn, "of band keys", db, st, want, vals, rt.nbands, gone)
 
 
 def _check_level_rows(txn: Any, name: str, db: Any, st: State, want: np.ndarray,

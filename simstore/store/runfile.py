@@ -17,7 +17,11 @@ or their low halves when every key of the run shares the record key's high
 half), the internal ids (4 or 8 bytes little-endian), then, from format 4,
 the run's directory (2**bits + 1 uint32 little-endian, see
 :func:`simstore.native.probe.run_dir`; bits 0: none, as in format 3). A run's
-ids are 4 bytes unless one of them needs 8.
+ids are 4 bytes unless one of them needs 8. From format 7 each level of each
+run database also has an *index* record, keyed by the level byte alone (so it
+sorts before the level's runs): its runs' first keys, uint64 little-endian,
+ascending. Opening a level reads that one record; a run is fetched when a
+probe first lands in it.
 :mod:`simstore.store.runs` keeps the levels up to date and probes them where
 LMDB maps them.
 """
@@ -280,9 +284,10 @@ def write_level(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarra
 
 def put_runs(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, *,
              run_entries: int, halves: bool = False, dirs: bool = False,
-             tail: int = 0) -> None:
-    """Add sorted (keys, vals) to one level as runs (see :func:`write_level`); the level's
-    runs so far must all hold keys below keys[0] (a merge writes its target in slices)."""
+             tail: int = 0, index: bool = True) -> None:
+    """Add sorted (keys, vals) to one level as runs (see :func:`write_level`) and, given
+    index (format 7 on), their first keys to its index record; the level's runs so far
+    must all hold keys below keys[0] (a merge writes its target in slices)."""
     n = len(keys)
     if not n:
         return
@@ -305,6 +310,69 @@ def put_runs(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, 
         ktype = "<u4" if halves else "<u8"
         body = keys[a:b].astype(ktype).tobytes() + vals[a:b].astype(vtype).tobytes() + dtail
         txn.put(lead + int(keys[a]).to_bytes(8, "big"), head + body, db=db)
+    if not index:
+        return
+    old = txn.get(lead, db=db)
+    firsts = keys[np.asarray(starts, dtype=np.int64)].astype("<u8").tobytes()
+    txn.put(lead, (b"" if old is None else bytes(old)) + firsts, db=db)
+
+
+def read_index(txn: Any, db: Any, level: int) -> np.ndarray | None:
+    """The first keys of one level's runs from its index record (a private copy, checked
+    ascending), or None when the level has none (written before format 7)."""
+    raw = txn.get(bytes((level,)), db=db)
+    if raw is None:
+        return None
+    if len(raw) % 8:
+        raise CorruptStoreError(f"the index record of table level {level} is malformed")
+    firsts = np.frombuffer(raw, dtype=_LE8).astype(np.uint64)
+    if len(firsts) > 1 and bool((firsts[1:] <= firsts[:-1]).any()):
+        raise CorruptStoreError(f"the index record of table level {level} is out of order")
+    return firsts
+
+
+def run_keys(txn: Any, db: Any, level: int) -> list[bytes]:
+    """The record keys of one level's runs, in key order (a walk of the keys)."""
+    cur = txn.cursor(db)
+    lead = bytes((level,))
+    out: list[bytes] = []
+    if cur.set_range(lead):
+        for key in cur.iternext(values=False):
+            if bytes(key[:1]) != lead:
+                break
+            if len(key) > 1:  # not the index record
+                out.append(bytes(key))
+    return out
+
+
+def index_levels(txn: Any, db: Any) -> None:
+    """Write the index record of every level a run database holds (bringing a store
+    written before format 7 to it): its runs' first keys, from their record keys."""
+    cur = txn.cursor(db)
+    keys = [bytes(k) for k in cur.iternext(values=False)] if cur.first() else []
+    levels: dict[int, list[bytes]] = {}
+    for key in keys:
+        if len(key) == 9:
+            levels.setdefault(key[0], []).append(key[1:9])
+    for level, firsts in levels.items():
+        raw = np.array([int.from_bytes(f, "big") for f in firsts], dtype="<u8").tobytes()
+        txn.put(bytes((level,)), raw, db=db)
+
+
+def index_problem(txn: Any, db: Any, level: int, required: bool) -> str | None:
+    """What is wrong with one level's index record against its runs' keys, if anything
+    (required: the store's format says every level has one)."""
+    try:
+        firsts = read_index(txn, db, level)
+    except CorruptStoreError as exc:
+        return str(exc)
+    want = [int.from_bytes(k[1:9], "big") for k in run_keys(txn, db, level)]
+    if firsts is None:
+        return f"table level {level} has no index record" if want and required else None
+    if firsts.tolist() != want:
+        return (f"the index record of table level {level} names {len(firsts)} runs, "
+                f"not its {len(want)}")
+    return None
 
 
 def drop_level(txn: Any, db: Any, level: int) -> None:
@@ -318,14 +386,16 @@ def drop_level(txn: Any, db: Any, level: int) -> None:
             break
 
 
-def read_runs(txn: Any, db: Any, level: int) -> list[tuple[int, Run]]:
+def read_runs(txn: Any, db: Any, level: int, *, copy_below: int = 0,
+              ) -> list[tuple[int, Run]]:
     """(first key, run) of every run of one level, in key order, as views of what txn read.
 
     In a transaction begun with ``buffers=True`` the arrays view LMDB's map
     (nothing is copied: see :mod:`simstore.store.runs` for how long such views
-    stay valid); otherwise they view private bytes. A view that is not aligned
-    to its width (a small run stored inside a leaf page) is copied. Each
-    record's framing is checked; key order is not (``verify`` checks it).
+    stay valid); otherwise they view private bytes. A record shorter than
+    copy_below bytes is copied (see :func:`parse_run`), and so is a view not
+    aligned to its width. Each record's framing is checked; key order is not
+    (``verify`` checks it).
     """
     cur = txn.cursor(db)
     lead = bytes((level,))
@@ -335,14 +405,24 @@ def read_runs(txn: Any, db: Any, level: int) -> list[tuple[int, Run]]:
     for key, val in cur.iternext():
         if bytes(key[:1]) != lead:
             break
-        out.append(_parse(key, val, level))
+        if len(key) > 1:  # not the index record
+            out.append(parse_run(key, val, level, copy_below))
     return out
 
 
-def _parse(key: Any, val: Any, level: int) -> tuple[int, Run]:
-    """(first key, run) of one run record, its framing checked."""
+def parse_run(key: Any, val: Any, level: int, copy_below: int = 0) -> tuple[int, Run]:
+    """(first key, run) of one run record, its framing checked.
+
+    copy_below: a value shorter than this is copied first. Give the map's page
+    size when val views the map: a shorter value may sit inside a leaf page,
+    which LMDB copies elsewhere (and later reuses) whenever a neighbouring
+    record changes, while a longer one has overflow pages of its own that stay
+    put until the record itself is rewritten or deleted.
+    """
     if len(key) != 9 or val is None or len(val) < _RUN_HEAD.size:
         raise CorruptStoreError(f"a run record of table level {level} is malformed")
+    if len(val) < copy_below:
+        val = bytes(val)
     n, width, kw, dbits, shift = _RUN_HEAD.unpack_from(val)
     kbytes = kw or 8
     dlen = 4 * ((1 << dbits) + 1) if dbits else 0
@@ -357,10 +437,13 @@ def _parse(key: Any, val: Any, level: int) -> tuple[int, Run]:
     d = _view(val, _LE4, (1 << dbits) + 1, off + (kbytes + width) * n) if dbits else None
     if d is not None and int(d[-1]) != n:
         raise CorruptStoreError(f"a run directory of table level {level} is malformed")
+    if int(keys[0]) != (first & (_HIGH32 if kw else _MASK64)):
+        raise CorruptStoreError(f"a run of table level {level} does not begin at its key")
     return first, Run(keys, vals, first & _HIGH if kw else 0, d, shift)
 
 
 _HIGH = 0xFFFFFFFF00000000
+_HIGH32, _MASK64 = 0xFFFFFFFF, (1 << 64) - 1
 
 
 _LE4, _LE8 = np.dtype("<u4"), np.dtype("<u8")
@@ -414,15 +497,14 @@ class LevelRuns:
 
     def __init__(self, txn: Any, db: Any, level: int) -> None:
         self._txn, self._db = txn, db
-        lead = bytes((level,))
-        cur = txn.cursor(db)
-        self.keys: list[bytes] = []
-        if cur.set_range(lead):
-            for key in cur.iternext(values=False):
-                if bytes(key[:1]) != lead:
-                    break
-                self.keys.append(bytes(key))
-        self.firsts = [int.from_bytes(k[1:9], "big") for k in self.keys]
+        index = read_index(txn, db, level)
+        if index is None:
+            self.keys = run_keys(txn, db, level)
+            self.firsts = [int.from_bytes(k[1:9], "big") for k in self.keys]
+        else:
+            self.firsts = index.tolist()
+            lead = bytes((level,))
+            self.keys = [lead + f.to_bytes(8, "big") for f in self.firsts]
         self._got: dict[int, Run] = {}
 
     def __len__(self) -> int:
@@ -432,7 +514,7 @@ class LevelRuns:
         got = self._got.get(i)
         if got is None:
             key = self.keys[i]
-            got = self._got[i] = _parse(key, self._txn.get(key, db=self._db), key[0])[1]
+            got = self._got[i] = parse_run(key, self._txn.get(key, db=self._db), key[0])[1]
         return got
 
     def start(self, lo: int) -> int:

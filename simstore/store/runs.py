@@ -30,10 +30,13 @@ of the tombstones it found when it began, then deletes those tombstones.
 
 **Read in place.** A query probes the levels' runs where LMDB maps them (the
 page cache, shared by every process): a process keeps per level and table
-only the runs' first keys and pointers (:class:`~simstore.native.probe.RunSet`),
+only the runs' first keys (the level's index record, format 7) and the
+pointers of the runs a probe has landed in (:class:`~simstore.native.probe.RunSet`),
 keyed by the level's random generation, plus the recent docs (checked against
 the XOR hash the writers keep in the state). A query is one state read and
-one C call. The pointers are taken in a read transaction begun with
+one C call (more while it meets runs not fetched yet: py-lmdb touches every
+page of a value it returns, so fetching every run at open would read the
+whole tables). The pointers are taken in a read transaction begun with
 ``buffers=True`` and stay valid while both hold:
 
 1. the transaction that dereferences them sees the same generation of that
@@ -45,14 +48,21 @@ one C call. The pointers are taken in a read transaction begun with
 2. the map has not been remapped in this process since (the environment's
    epoch, bumped on every growth and reopen).
 
+A run record shorter than a page is copied rather than pointed at: it may sit
+inside a leaf page, which LMDB copies elsewhere (freeing the old one) when a
+neighbouring record changes, while a longer one has overflow pages of its own
+that stay put until that record itself is rewritten or deleted.
+
 ``_sync`` checks both before every probe; a level whose generation or epoch
-changed is read again. A write transaction whose own merge changed a level
+changed is opened again. A write transaction whose own merge changed a level
 reads that level as a private copy (its new runs are dirty pages, not the map).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -81,14 +91,16 @@ from .runfile import (
     State,
     band_rows,
     drop_level,
+    index_levels,
     key_after,
     mix,
     mix_xor,
     new_gen,
     pack_cursors,
+    parse_run,
     put_runs,
+    read_index,
     read_runs,
-    run_arrays,
     slice_level,
     table_name,
     tombstone_key,
@@ -132,12 +144,7 @@ def _due(sizes: list[int], stale: int, live: int) -> int | None:
 class _Level:
     gen: int
     epoch: int  # the map epoch its pointers were taken in
-    runs: list[list[tuple[int, Any]]]  # per run database: (first key, Run), key order
     sets: list[_probe.RunSet]  # per run database: the prober's view of its runs
-
-    def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """Run database i's (keys, vals) of this level as private arrays (for a merge)."""
-        return run_arrays(self.runs[i])
 
 
 @dataclass
@@ -173,15 +180,22 @@ class RunTables:
 
     def __init__(self, env: Any, txn: Any, layout: Layout, docs: Any, codec: Any, *,
                  create: bool, nbands: int = 0, map_epoch: Callable[[], int] | None = None,
-                 dirs: bool = True, upgrade: Callable[[Any], None] | None = None) -> None:
+                 dirs: bool = True, indexed: Callable[[Any], bool] | None = None,
+                 upgrade: Callable[[Any], bool] | None = None) -> None:
         """map_epoch: the environment's epoch (changes whenever this process remaps);
         without it levels are read as private copies, never in place. dirs: the runs
-        written carry directories (format 4; format 3 runs do not). upgrade: records
-        format 5 in a format 3-4 store (in the write that first writes its new state)."""
+        written carry directories (format 4; format 3 runs do not). indexed: whether a
+        transaction sees a store whose levels all have index records (format 7; None:
+        always). upgrade: records format 7 in a format 3-6 store (in the write that
+        first writes its new state) and says whether it did, so its levels get their
+        index records."""
         self.layout = layout
         self._dirs = dirs
         self._upgrade = upgrade
+        self.indexed = indexed or (lambda txn: True)
         self._env = env
+        self._psize = int(env.stat()["psize"])  # a shorter run record is copied (parse_run)
+        self._txn: Any = None  # the transaction of the query under way (for _fetch)
         self._map_epoch = map_epoch
         n = len(layout.tables)
         self.nbands = nbands
@@ -292,7 +306,9 @@ class RunTables:
         """
         st = self.state(txn)
         if self._upgrade is not None:  # every write: one that aborts records nothing
-            self._upgrade(txn)
+            if self._upgrade(txn):
+                for db in self.run_dbs:
+                    index_levels(txn, db)
             self._dirs = True
         if not st.legacy:
             return st
@@ -333,7 +349,7 @@ class RunTables:
         halves = i == len(self.dbs)
         put_runs(txn, self.run_dbs[i], level, keys, vals, run_entries=RUN_ENTRIES,
                  halves=halves, dirs=self._dirs and not halves,
-                 tail=0 if halves else 64 - self._hbits[i])
+                 tail=0 if halves else 64 - self._hbits[i], index=self.indexed(txn))
 
     def _write_level(self, txn: Any, level: int, w: _Walked) -> None:
         """Write docs as the whole of a level (replacing any runs under its id)."""
@@ -467,35 +483,68 @@ class RunTables:
     def _level(self, txn: Any, level: int, gen: int) -> _Level:
         """A level's runs, from the cache when its generation and the map epoch match.
 
-        Read in place through a read transaction of its own when that one sees
-        the same generation (see the module's docstring), else from txn itself
-        as private bytes (txn's own write made the level, or a commit came
-        between the two transactions).
+        A level with index records is opened by them alone: its runs are
+        fetched (:meth:`_fetch`) when a probe first lands in them. One without
+        (written before format 7) is read whole.
         """
         epoch = self._epoch()
         got = self._levels.get(level)
         if got is not None and got.gen == gen and got.epoch == epoch:
             return got
-        src, inplace = txn, None
+        nt = len(self.dbs)
+        with self._reading(txn, level, gen) as src:
+            index = [read_index(src, db, level) for db in self.run_dbs]
+            if all(firsts is not None for firsts in index):
+                sets = [_probe.RunSet(i if i < nt else 0, [None] * len(firsts), firsts,
+                                      kw=8 if i < nt else 4,
+                                      fetch=functools.partial(self._fetch, level, gen, db,
+                                                              firsts))
+                        for i, (db, firsts) in enumerate(zip(self.run_dbs, index, strict=True))]
+            else:
+                runs = [read_runs(src, db, level, copy_below=self._psize)
+                        for db in self.run_dbs]
+                sets = [_probe.RunSet(i if i < nt else 0, [r for _, r in rr],
+                                      [f for f, _ in rr]) for i, rr in enumerate(runs)]
+        got = self._levels[level] = _Level(gen, epoch, sets)
+        return got
+
+    @contextlib.contextmanager
+    def _reading(self, txn: Any, level: int, gen: int) -> Iterator[Any]:
+        """The transaction to read a level's records in: in place, a read transaction of
+        its own begun with ``buffers=True`` when that one sees the same generation (see
+        the module's docstring), else txn itself, as private bytes (txn's own write made
+        the level, or a commit came between the two transactions)."""
+        inplace = None
         if self._map_epoch is not None:
             try:
                 inplace = self._env.begin(buffers=True)
             except lmdb.Error:  # e.g. another process grew the map: read a copy instead
                 inplace = None
+        try:
             if inplace is not None:
                 raw = inplace.get(STATE_KEY, db=self._meta)
                 if raw is not None and State.unpack(raw).gens().get(level) == gen:
-                    src = inplace
-        try:
-            runs = [read_runs(src, db, level) for db in self.run_dbs]
+                    yield inplace
+                    return
+            yield txn
         finally:
             if inplace is not None:
                 inplace.abort()
-        nt = len(self.dbs)
-        sets = [_probe.RunSet(i if i < nt else 0, [r for _, r in rr], [f for f, _ in rr])
-                for i, rr in enumerate(runs)]
-        got = self._levels[level] = _Level(gen, epoch, runs, sets)
-        return got
+
+    def _fetch(self, level: int, gen: int, db: Any, firsts: np.ndarray,
+               idxs: Sequence[int]) -> list[_probe.Run]:
+        """Runs idxs of a level (first keys firsts) as the query under way sees them."""
+        lead = bytes((level,))
+        with self._reading(self._txn, level, gen) as src:
+            out = []
+            for i in idxs:
+                key = lead + int(firsts[i]).to_bytes(8, "big")
+                val = src.get(key, db=db)
+                if val is None:
+                    raise CorruptStoreError(
+                        f"table level {level} names a run its index has and the table not")
+                out.append(parse_run(key, val, level, self._psize)[1])
+        return out
 
     def _recent_docs(self, txn: Any, st: State) -> _Recent:
         """The recent docs (iid >= flushed), extended or re-read as the state says."""
@@ -529,18 +578,20 @@ class RunTables:
         levels = [self._level(txn, lv.id, lv.gen) for lv in st.levels]
         rec = self._recent_docs(txn, st)
         nt = len(self.dbs)
-        sets = [lev.sets[t] for lev in levels for t in range(nt) if lev.sets[t].n]
+        sets = [lev.sets[t] for lev in levels for t in range(nt) if lev.sets[t].nruns]
         if len(rec.iids):
             sets.append(_probe.RunSet(-1, [_probe.Run(rec.fps, rec.iids)]))
         self._prober.set_sets(sets)
         if self._bprober is not None:
-            self._bprober.set_sets([lev.sets[nt] for lev in levels if lev.sets[nt].n])
+            self._bprober.set_sets([lev.sets[nt] for lev in levels if lev.sets[nt].nruns])
         self._wired = tag
 
     # --- search --------------------------------------------------------------------------
 
     def _sync(self, txn: Any) -> None:
-        """Bring the cache and probers to the state this transaction sees (and the map)."""
+        """Bring the cache and probers to the state this transaction sees (and the map);
+        a run a probe then needs is fetched through this transaction's view."""
+        self._txn = txn
         raw = txn.get(STATE_KEY, db=self._meta)
         if raw is None or raw != self._wired_raw or self._wired_epoch != self._epoch():
             self._wire(txn, State.unpack(raw))

@@ -97,8 +97,9 @@ def bind(
         tables = RunTables(env, txn, layout, docs, codec, create=create,
                            nbands=config.bands if sig else 0, map_epoch=map_epoch,
                            dirs=F.has_run_dirs(fmt),
-                           upgrade=None if int(fmt["version"]) >= F.FORMAT_VERSION else
-                           functools.partial(_upgrade_format, meta=meta))
+                           indexed=functools.partial(_indexed, meta=meta),
+                           upgrade=None if F.has_run_index(fmt) else
+                           functools.partial(_upgrade_format, meta=meta, exact=exact))
         if sig:
             bands = RunBands(tables)
     else:
@@ -120,11 +121,19 @@ def bind(
     )
 
 
-def _upgrade_format(txn: Any, meta: Any) -> None:
-    """Record the current format in a store of an older one (formats 3-4: run tables),
-    unless this transaction's view already has it."""
-    if F.from_json(txn.get(b"format", db=meta), "format").get("version") != F.FORMAT_VERSION:
-        txn.put(b"format", F.to_json(F.format_meta()), db=meta)
+def _indexed(txn: Any, meta: Any) -> bool:
+    """Whether txn sees a store whose levels all have index records (format 7 on)."""
+    return F.has_run_index(F.from_json(txn.get(b"format", db=meta), "format"))
+
+
+def _upgrade_format(txn: Any, meta: Any, exact: bool) -> bool:
+    """Record the current format in a store of an older one (formats 3-6: run tables),
+    unless this transaction's view already has it; whether it did (the caller then
+    writes what the new format adds)."""
+    if _indexed(txn, meta):
+        return False
+    txn.put(b"format", F.to_json(F.format_meta(exact)), db=meta)
+    return True
 
 
 def write_meta(txn: Any, meta: Any, layout: Layout, config: FingerprintConfig | None = None,

@@ -48,19 +48,35 @@ def cut(keys: np.ndarray, vals: np.ndarray, starts: list[int], narrow: bool = Fa
     return runs
 
 
+def lazy_set(table: int, runs: list[_probe.Run], loaded: set[int] | None = None,
+             fetched: list[int] | None = None, kw: int = 8) -> _probe.RunSet:
+    """A sorted set of these runs with only those in loaded given (none by default); the
+    rest fetched when a probe needs them, their indices appended to fetched."""
+    def fetch(idxs):
+        if fetched is not None:
+            fetched.extend(idxs)
+        return [runs[i] for i in idxs]
+
+    firsts = [int(r.high) | int(r.keys[0]) for r in runs]
+    return _probe.RunSet(table, [r if i in (loaded or ()) else None for i, r in enumerate(runs)],
+                         firsts, kw=kw, fetch=fetch)
+
+
 def sorted_run(layout: Layout, t: int, fps: np.ndarray, vals: np.ndarray, run_len: int = 0,
                starts: list[int] | None = None, narrow: bool = False,
-               dbits: int = 0, exact: bool = False) -> _probe.RunSet:
+               dbits: int = 0, exact: bool = False, lazy: bool = False) -> _probe.RunSet:
     """One table's level of (fps, vals): keys permuted, stably sorted, cut into runs (with
     directories of up to dbits bits when dbits > 0; with exact, buckets never finer than
-    the table's header, as a store writes them, so probes start at their bucket)."""
+    the table's header, as a store writes them, so probes start at their bucket; with
+    lazy, every run fetched when first needed)."""
     keys = permute(layout, t, fps)
     order = np.argsort(keys, kind="stable")
     keys, v = keys[order], vals[order]
     if starts is None:
         starts = list(range(0, len(keys), run_len)) if run_len else [0]
     tail = 64 - layout.header_bits(t) if exact else 0
-    return _probe.RunSet(t, cut(keys, v, starts, narrow, dbits, tail))
+    runs = cut(keys, v, starts, narrow, dbits, tail)
+    return lazy_set(t, runs) if lazy else _probe.RunSet(t, runs)
 
 
 def scan_run(fps: np.ndarray, vals: np.ndarray) -> _probe.RunSet:
@@ -125,7 +141,8 @@ def layouts(draw) -> Layout:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(lay=layouts(), seed=st.integers(0, 2**32 - 1), nlevels=st.integers(0, 3), data=st.data())
 def test_probe_equals_brute_force(lay, seed, nlevels, data):
-    """Levels of every table, a scan run, duplicates and empty runs: the exact neighbour set."""
+    """Levels of every table, a scan run, duplicates and empty runs, runs given or fetched
+    when first needed: the exact neighbour set."""
     rng = np.random.default_rng(seed)
     queries = rng.integers(0, MAX_FP, 3, dtype=np.uint64, endpoint=True)
     queries[0] = 0 if seed % 3 == 0 else queries[0]  # an extreme query now and then
@@ -145,7 +162,7 @@ def test_probe_equals_brute_force(lay, seed, nlevels, data):
             segs.append(sorted_run(lay, t, fps[lo:hi], vals[lo:hi], starts=starts,
                                    narrow=data.draw(st.booleans()) and bool((vals < 2**32).all()),
                                    dbits=data.draw(st.sampled_from([0, 1, 3, 9])),
-                                   exact=data.draw(st.booleans())))
+                                   exact=data.draw(st.booleans()), lazy=data.draw(st.booleans())))
     pr = prober_for(lay)
     pr.set_sets(segs)
     check_all_k(lay, pr, entries, queries)
@@ -427,13 +444,13 @@ def test_c_probe_refuses_bad_arguments(override):
     sets[0].runs, sets[0].nruns, sets[0].table = run, 1, seg_fields["table"]
     sets[0].firsts = ffi.NULL if "firsts" in plan_fields else firsts
     out_v, out_d = ffi.new("uint64_t[]", 8), ffi.new("uint8_t[]", 8)
-    assert lib.ss_probe(1, k, c_plan, sets, 1, out_v, out_d, 8) == -2  # never checked
+    assert lib.ss_probe(1, k, c_plan, sets, 1, out_v, out_d, 8, ffi.NULL) == -2  # never checked
     bad_set = any(key in ("table", "kw", "vw", "n", "firsts", "keys") for key in override)
     # a set with a bad run fails its check; one that passes it is refused as its plan,
     # k, table (beyond the plan's tables) or 32-bit keys (band sets, never probed) are
     fine_set = override.get("table") == 4 or override.get("kw") == 4
     assert (lib.ss_runset_check(sets) == -2) == (bad_set and not fine_set)
-    assert lib.ss_probe(1, k, c_plan, sets, 1, out_v, out_d, 8) == -2
+    assert lib.ss_probe(1, k, c_plan, sets, 1, out_v, out_d, 8, ffi.NULL) == -2
     del keep
 
 
@@ -470,13 +487,13 @@ def test_c_probe_reports_the_count_past_capacity():
     assert lib.ss_runset_check(seg) == 0
     out_v, out_d = ffi.new("uint64_t[]", 5), ffi.new("uint8_t[]", 5)
     out_v[0] = out_v[4] = 12345
-    assert lib.ss_probe(0, 64, c_plan, seg, 1, out_v, out_d, 3) == 10
+    assert lib.ss_probe(0, 64, c_plan, seg, 1, out_v, out_d, 3, ffi.NULL) == 10
     assert out_v[0] == 12345 and out_v[4] == 12345
     big_v, big_d = ffi.new("uint64_t[]", 10), ffi.new("uint8_t[]", 10)
-    assert lib.ss_probe(0, 64, c_plan, seg, 1, big_v, big_d, 10) == 10
+    assert lib.ss_probe(0, 64, c_plan, seg, 1, big_v, big_d, 10, ffi.NULL) == 10
     want = sorted(range(10), key=lambda v: (v.bit_count(), v))
     assert list(big_v) == want and list(big_d) == [v.bit_count() for v in want]
-    assert lib.ss_probe(0, 64, c_plan, seg, 1, ffi.NULL, ffi.NULL, 0) == 10
+    assert lib.ss_probe(0, 64, c_plan, seg, 1, ffi.NULL, ffi.NULL, 0, ffi.NULL) == 10
     del keep
 
 
@@ -512,7 +529,11 @@ def test_lookup_equals_brute_force(keys, qs, seed, narrow, halves, data):
                                        vv[a:b].copy(), high))
             else:
                 runs.append(_probe.Run(k[a:b].copy(), vv[a:b].copy()))
-        sets.append(_probe.RunSet(0, runs))
+        if runs and data.draw(st.booleans()):  # fetched when first needed, some given
+            given_ = set(data.draw(st.lists(st.integers(0, len(runs) - 1), max_size=4)))
+            sets.append(lazy_set(0, runs, given_, kw=4 if halves else 8))
+        else:
+            sets.append(_probe.RunSet(0, runs))
         entries.append((k, v))
     pr.set_sets(sets)
     q = np.array(qs, dtype=np.uint64) << shift
@@ -521,3 +542,69 @@ def test_lookup_equals_brute_force(keys, qs, seed, narrow, halves, data):
     want = [int(v) for k, vs in entries for x in q.tolist()
             for kk, v in zip(k.tolist(), vs.tolist(), strict=True) if kk == x]
     assert pr.lookup(q) == want
+
+
+def test_runs_are_fetched_once_and_only_where_probes_land():
+    """A query fetches the runs its probes land in (and those its ranges cross into), each
+    once; a query elsewhere fetches others; the answers are brute force's throughout."""
+    lay = plan(3, 10**6).layout
+    rng = np.random.default_rng(7)
+    fps = rng.integers(0, MAX_FP, 4000, dtype=np.uint64, endpoint=True)
+    vals = np.arange(len(fps), dtype=np.uint64)
+    fetched: list[list[int]] = []
+    sets = []
+    for t in range(len(lay.tables)):
+        keys = permute(lay, t, fps)
+        order = np.argsort(keys, kind="stable")
+        runs = cut(keys[order], vals[order], list(range(0, len(fps), 40)))  # 100 runs a table
+        fetched.append([])
+        sets.append(lazy_set(t, runs, fetched=fetched[t]))
+    pr = prober_for(lay)
+    pr.set_sets(sets)
+    check_all_k(lay, pr, [(fps, vals)], fps[:1])
+    first = [sorted(f) for f in fetched]
+    assert all(len(set(f)) == len(f) for f in first), "a run fetched twice"
+    assert 0 < sum(map(len, first)) < len(lay.tables) * 100 // 4  # a few runs, not the tables
+    assert sum(rs.loaded for rs in sets) == sum(map(len, first))
+    check_all_k(lay, pr, [(fps, vals)], fps[:1])  # the same query again: nothing fetched
+    assert [sorted(f) for f in fetched] == first
+    check_all_k(lay, pr, [(fps, vals)], fps[1000:1010])  # others: more runs, each once
+    assert all(len(set(f)) == len(f) for f in fetched) and sum(map(len, fetched)) > sum(
+        map(len, first))
+
+
+def test_c_runset_load_refuses_a_run_that_does_not_fit():
+    """ss_runset_load takes a run only into an unloaded place of a checked sorted set, with
+    the placeholder's key width and the set's first key; a bad one changes nothing."""
+    ffi, lib = _core.ffi, _core.lib
+    keys = np.array([5, 6, 7], dtype=np.uint64)
+    narrow = keys.astype(np.uint32)
+    run = ffi.new("ss_run[]", 1)
+    run[0].kw, run[0].vw = 8, 4  # not loaded
+    firsts = ffi.new("uint64_t[]", [5])
+    s = ffi.new("ss_runset *")
+    s.runs, s.nruns, s.table, s.firsts = run, 1, 0, firsts
+    assert lib.ss_runset_check(s) == 0 and s.checked == 2
+    out_v, out_d = ffi.new("uint64_t[]", 8), ffi.new("uint8_t[]", 8)
+    need_a = ffi.new("uint64_t[]", 4)
+    need = ffi.new("ss_need *", {"a": need_a, "cap": 4, "n": 0})
+    c_plan, keep = _c_plan(manku_layout(1, 1, 0))  # one table: the keys unpermuted
+    assert lib.ss_probe(5, 0, c_plan, s, 1, out_v, out_d, 8, ffi.NULL) == -2  # no ss_need
+    assert lib.ss_probe(5, 0, c_plan, s, 1, out_v, out_d, 8, need) == -3
+    assert need.n >= 1 and need_a[0] == 0  # set 0, run 0
+    good = ffi.new("ss_run *")
+    kb, nb = ffi.from_buffer("uint64_t[]", keys), ffi.from_buffer("uint32_t[]", narrow)
+    for fields in ({"kw": 4, "keys": nb}, {"n": 0}, {"vw": 2}, {"keys": ffi.NULL}):
+        bad = ffi.new("ss_run *", {"keys": kb, "vals": kb, "n": 3, "kw": 8, "vw": 8, **fields})
+        assert lib.ss_runset_load(s, 0, bad) == -2, fields
+        assert run[0].n == 0
+    off = np.array([6, 7, 8], dtype=np.uint64)  # its first key is not the set's
+    ob = ffi.from_buffer("uint64_t[]", off)
+    bad = ffi.new("ss_run *", {"keys": ob, "vals": ob, "n": 3, "kw": 8, "vw": 8})
+    assert lib.ss_runset_load(s, 0, bad) == -2
+    good.keys, good.vals, good.n, good.kw, good.vw = kb, kb, 3, 8, 8
+    assert lib.ss_runset_load(s, 1, good) == -2  # no such run
+    assert lib.ss_runset_load(s, 0, good) == 0 and run[0].n == 3
+    assert lib.ss_runset_load(s, 0, good) == -2  # loaded already
+    assert lib.ss_probe(5, 0, c_plan, s, 1, out_v, out_d, 8, need) == 1 and out_v[0] == 5
+    del keep

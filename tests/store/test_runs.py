@@ -128,10 +128,17 @@ def near(rng: random.Random, fp: int, most: int) -> int:
 def raw_runs(txn: Any, db: Any, tail: int | None = None
              ) -> list[tuple[int, int, list[int], list[int], int]]:
     """(level, first key in the record key, keys, iids, iid width) of every run, in key order
-    (tail: the table's tail bits, below which no directory bucket may go)."""
+    (tail: the table's tail bits, below which no directory bucket may go). Each level's
+    index record (key: the level byte) lists exactly its runs' first keys."""
     out = []
+    index: dict[int, list[int]] = {}
     for key, val in txn.cursor(db):
         key, val = bytes(key), bytes(val)
+        if len(key) == 1:  # the level's index record: first keys, uint64 little-endian
+            assert len(val) % 8 == 0
+            index[key[0]] = [int.from_bytes(val[i : i + 8], "little")
+                             for i in range(0, len(val), 8)]
+            continue
         assert len(key) == 9, key
         n, width, kw, dbits, shift = _RUN_HEAD.unpack_from(val)
         dlen = 4 * ((1 << dbits) + 1) if dbits else 0
@@ -151,6 +158,10 @@ def raw_runs(txn: Any, db: Any, tail: int | None = None
             assert got == [bisect.bisect_left(rel, b) for b in range((1 << dbits) + 1)]
             assert tail is None or shift >= tail  # never finer than a probe's range
         out.append((key[0], int.from_bytes(key[1:], "big"), keys, iids, width))
+    levels = {r[0] for r in out}
+    assert set(index) == levels
+    for lv in levels:
+        assert index[lv] == [r[1] for r in out if r[0] == lv]
     return out
 
 
@@ -812,12 +823,12 @@ def test_legacy_store_works_and_rebuild_moves_it_to_runs(monkeypatch: pytest.Mon
         before = legacy_answers(store, model, queries)
         assert sum(len(a) > 1 for a in before) >= 3  # answers with several docs among them
         assert store.verify() == []
-        if version == 3:  # its first write brought it to format 5 (whose runs have dirs)
-            assert format_version(store) == 5
+        if version == 3:  # its first write brought it to format 7 (whose runs have dirs)
+            assert format_version(store) == 7
 
         store.rebuild()
         now = simstore.store.format.FORMAT_VERSION
-        assert now == 5 and format_version(store) == now and store._h.tables.name == "runs"
+        assert now == 7 and format_version(store) == now and store._h.tables.name == "runs"
         assert (store.stats()["format_version"], store.stats()["table_engine"]) == (now, "runs")
         if version == 3:
             assert 0 not in run_dir_bits(store)
@@ -852,8 +863,8 @@ def _runs_env_edit(path: Path, edit: Any) -> None:
 
 
 def _nth_run(txn: Any, db: Any, level: int, n: int) -> tuple[bytes, bytearray]:
-    """(key, value) of the n-th run record of one level."""
-    rows = [(bytes(k), bytearray(v)) for k, v in txn.cursor(db) if k[0] == level]
+    """(key, value) of the n-th run record of one level (its index record not counted)."""
+    rows = [(bytes(k), bytearray(v)) for k, v in txn.cursor(db) if k[0] == level and len(k) > 1]
     return rows[n]
 
 
@@ -869,10 +880,27 @@ def _delete_run(txn: Any, dbs: list[Any], meta: Any) -> None:
         txn.delete(_nth_run(txn, db, second, 0)[0], db=db)
 
 
+def _index_short(txn: Any, dbs: list[Any], meta: Any) -> None:
+    level = bytes((State.unpack(txn.get(b"state", db=meta)).levels[0].id,))
+    for db in dbs:  # in both tables, so docs are lost: only the level's first run named
+        txn.put(level, bytes(txn.get(level, db=db))[:8], db=db)
+
+
+def _index_torn(txn: Any, dbs: list[Any], meta: Any) -> None:
+    level = bytes((State.unpack(txn.get(b"state", db=meta)).levels[0].id,))
+    txn.put(level, bytes(txn.get(level, db=dbs[1]))[:-3], db=dbs[1])
+
+
 def _swap_keys(txn: Any, dbs: list[Any], meta: Any) -> None:
     key, val = _nth_run(txn, dbs[0], 0, 2)
-    val[8:16], val[16:24] = val[16:24], val[8:16]
+    val[16:24], val[24:32] = val[24:32], val[16:24]  # its second and third keys
     txn.put(key, bytes(val), db=dbs[0])
+
+
+def _first_key_off(txn: Any, dbs: list[Any], meta: Any) -> None:
+    key, val = _nth_run(txn, dbs[0], 0, 2)
+    txn.put(key[:8] + bytes((key[8] ^ 1,)), bytes(val), db=dbs[0])  # its key, not its keys
+    txn.delete(key, db=dbs[0])
 
 
 def _bad_width(txn: Any, dbs: list[Any], meta: Any) -> None:
@@ -893,11 +921,17 @@ def _stale_count(txn: Any, dbs: list[Any], meta: Any) -> None:
 # case: (damage, words verify must say, what queries may do)
 DAMAGE = {
     "a key's byte flipped": (_flip_key_byte, "table r00: 1 docs missing", "answers"),
-    "a run deleted": (_delete_run, "docs missing", "subset"),
+    # a query that lands in the run its level's index names raises; the others answer
+    "a run deleted": (_delete_run, "docs missing", "subset or raise"),
+    "an index record short": (_index_short, "names 1 runs, not its 10", "subset"),
+    "an index record torn": (_index_torn, "index record of table level 0 is malformed",
+                             "raise"),
     # Read in place, a run's keys are not re-checked at query time (that would read every
     # page): queries answer, maybe missing hits, and verify names the damage.
     "keys out of order": (_swap_keys, "out of key order", "answers"),
-    "a run's iid width 5": (_bad_width, "malformed", "raise"),
+    "a run's iid width 5": (_bad_width, "malformed", "subset or raise"),
+    "a run keyed off its first key": (_first_key_off, "does not begin at its key",
+                                      "subset or raise"),
     "state record too short": (_short_state, "state record is missing or malformed", "raise"),
     "stale count off by 2": (_stale_count, "0 stale entries, the state says 2", "exact"),
 }
@@ -974,6 +1008,10 @@ def test_damaged_run_tables_are_named_by_verify(monkeypatch: pytest.MonkeyPatch,
             assert all(isinstance(x, list) and all(m in w for m in x)
                        for x, w in zip(rows, want, strict=True)), name
             assert rows != want, f"{name}: no answer lost"
+        elif queries_do == "subset or raise":
+            assert all(x == "CorruptStoreError" or all(m in w for m in x)
+                       for x, w in zip(rows, want, strict=True)), name
+            assert "CorruptStoreError" in rows and any(isinstance(x, list) for x in rows), name
 
 
 # --- 6. and 7. space and stale entries --------------------------------------------------
@@ -1131,11 +1169,11 @@ def test_a_format_4_state_record_is_read_and_upgraded(tmp_path: Path) -> None:
         model["new"] = 12345
         st2 = state_of(s)
         assert not st2.legacy and st2.stale == 0 and st2.levels[0].gen != gen
-        assert format_version(s) == 5
+        assert format_version(s) == 7
         check_answers(s, model, list(model.values())[:20] + [12345])
         assert s.verify() == []
     with SimStore(path) as s:
-        assert format_version(s) == 5 and s.stats()["format_version"] == 5
+        assert format_version(s) == 7 and s.stats()["format_version"] == 7
 
 
 # --- internal ids past 32 bits ----------------------------------------------------------
@@ -1177,3 +1215,104 @@ def test_internal_ids_past_32_bits(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
             widths.add(tuple(lv.hi > 1 << 32 for lv in st_.levels))
         assert iid_of(s, 149) >= 1 << 32 and s.verify() == []
     assert any(False in w and True in w for w in widths)  # 4-byte ids beside 8-byte ones
+
+
+# --- 8. levels opened by their index records, runs fetched when first needed -----------
+
+
+def index_records(store: SimStore) -> dict[int, list[int]]:
+    """Level -> how many runs its index record names, per run database (-1: none)."""
+    out: dict[int, list[int]] = {}
+    with store._env.reading() as txn:
+        for i, db in enumerate(store._h.tables.run_dbs):
+            for key, val in txn.cursor(db):
+                if len(key) == 1:
+                    out.setdefault(key[0], [-1] * len(store._h.tables.run_dbs))[i] = len(val) // 8
+    return out
+
+
+def loaded_runs(store: SimStore) -> tuple[int, int]:
+    """(runs loaded, runs in all) over the levels this process has opened."""
+    sets = [rs for lev in store._h.tables._levels.values() for rs in lev.sets]
+    return sum(rs.loaded for rs in sets), sum(rs.nruns for rs in sets)
+
+
+@pytest.mark.parametrize("sig", [False, True], ids=["hamming", "similarity"])
+def test_a_format_5_store_gets_index_records_on_its_first_write(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sig: bool) -> None:
+    """A store written by a simstore without index records (format 5; 6 when exact) answers
+    as before, its levels read whole; its first write records format 7 (8) and every
+    level's index record, so readers then open levels by them; verify passes throughout."""
+    from simstore.store import format as F
+
+    small(monkeypatch)
+    rng = random.Random(11)
+    texts = [" ".join(rng.choice(["a", "b", "c", "d", "e", "f", "g"]) + str(rng.randint(0, 40))
+                      for _ in range(30)) for _ in range(120)]
+    kw: dict[str, Any] = {"exact": True} if sig else {"k": 3, "expected_size": 1000}
+    items = texts if sig else [int(x) for x in simstore.fingerprints(texts)]
+    monkeypatch.setattr(F, "FORMAT_VERSION", 5)
+    monkeypatch.setattr(F, "EXACT_FORMAT_VERSION", 6)
+    with SimStore(tmp_path / "s", durable=False, **kw) as s:
+        s.add_many(range(100), items[:100])
+        assert format_version(s) == (6 if sig else 5) and index_records(s) == {}
+        assert len(state_of(s).levels) >= 1
+    monkeypatch.undo()
+    small(monkeypatch)
+    with SimStore(tmp_path / "s") as s:
+        model = {i: s.fingerprint(t) for i, t in enumerate(texts[:100])}
+        before = [s.query(fp) for fp in model.values()]
+        sim_before = [s.similar(t, 0.5) for t in texts[:20]] if sig else []
+        assert loaded_runs(s)[0] == loaded_runs(s)[1]  # read whole: no index records
+        assert s.verify() == []
+        s.add(100, items[100])
+        model[100] = s.fingerprint(texts[100])
+        assert format_version(s) == (8 if sig else 7)
+        records = index_records(s)
+        assert set(records) >= {lv.id for lv in state_of(s).levels}
+        assert all(-1 not in counts for counts in records.values())
+        assert s.verify() == []
+    with SimStore(tmp_path / "s") as s:
+        assert s.query(model[0]) == before[0]
+        assert loaded_runs(s)[0] < loaded_runs(s)[1]  # opened by the index records
+        assert [s.query(fp) for fp in list(model.values())[:100]] == before
+        if sig:
+            assert [s.similar(t, 0.5) for t in texts[:20]] == sim_before
+        else:
+            check_answers(s, model, list(model.values())[-10:])
+        assert s.verify() == []
+
+
+def test_a_query_fetches_only_the_runs_its_probes_land_in(monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """Opened by its index records, a store of many runs answers a query exactly having
+    fetched a few of them; more queries fetch more; a fresh handle starts with none."""
+    small(monkeypatch, RUN_ENTRIES=8, RECENT_MAX=64)
+    rng = random.Random(12)
+    model = {f"d{i}": rng.getrandbits(64) for i in range(3000)}
+    with SimStore(tmp_path / "s", k=3, expected_size=10**6, durable=False) as s:
+        s.add_many(list(model), list(model.values()))
+    with SimStore(tmp_path / "s") as s:
+        queries = list(model.values())
+        check_answers(s, model, queries[:1])
+        got, total = loaded_runs(s)
+        assert total >= 3000 * len(s.layout.tables) // 8 and 0 < got < total // 20
+        check_answers(s, model, queries[1:40])
+        assert got < loaded_runs(s)[0] < total
+        assert s.verify() == []
+
+
+def test_short_run_records_are_copied_long_ones_viewed() -> None:
+    """parse_run copies a record shorter than copy_below (it may sit inside a leaf page
+    that LMDB moves when a neighbour changes) and views a longer one where it lies."""
+    from simstore.store.runfile import parse_run
+
+    keys = np.arange(5, 25, dtype=np.uint64) * np.uint64(3)
+    head = _RUN_HEAD.pack(len(keys), 4, 0, 0, 0)
+    val = bytearray(head + keys.astype("<u8").tobytes()
+                    + np.arange(len(keys), dtype="<u4").tobytes())
+    key = bytes((2,)) + int(keys[0]).to_bytes(8, "big")
+    for copy_below, shared in ((len(val) + 1, False), (len(val), True)):
+        first, run = parse_run(key, memoryview(val), 2, copy_below)
+        assert first == 15 and run.keys.tolist() == keys.tolist()
+        assert np.shares_memory(run.keys, np.frombuffer(val, dtype=np.uint8)) == shared
