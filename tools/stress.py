@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import simstore.store.merges
 import simstore.store.runs
 from simstore.store import SimStore
 from simstore.store.check.lmdbfile import read_metas
@@ -65,9 +66,10 @@ import _damage  # noqa: E402
 OPS = ("add", "add_many", "remove", "rebuild", "compact", "churn")
 PRELOAD = 3000
 REBUILD_KS = (2, 3, 4)
-# The churn worker's run-table constants (simstore.store.runs): a new level every few
-# calls, merges spread over several writes, levels of many runs.
-CHURN_RUNS = {"RECENT_MAX": 64, "MERGE_STEP": 128, "MERGE_PER_DOC": 2, "RUN_ENTRIES": 128}
+# The churn worker's run-table constants (simstore.store.runs and .merges): a new level
+# every few calls, merges spread over several writes, levels of many runs.
+CHURN_RUNS = {"runs": {"RECENT_MAX": 64, "RUN_ENTRIES": 128},
+              "merges": {"MERGE_STEP": 128, "MERGE_PER_DOC": 2}}
 CHURN_ADD_MAX = 300  # new docs per add_many call
 CHURN_REMOVE_MAX = 200  # acknowledged docs per remove_many call
 
@@ -115,8 +117,9 @@ def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
     rng = random.Random(seed)
     ack = _Ack(ack_path)
     if op == "churn":
-        for name, value in CHURN_RUNS.items():
-            setattr(simstore.store.runs, name, value)
+        for module, values in CHURN_RUNS.items():
+            for name, value in values.items():
+                setattr(getattr(simstore.store, module), name, value)
     s = SimStore(store)
     print("ready", flush=True)
     order = list(range(PRELOAD))

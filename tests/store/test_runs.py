@@ -55,7 +55,10 @@ _RUN_HEAD = struct.Struct("<IBBBB")
 
 
 def _module_of(name: str) -> str:
-    return "runfile" if name == "DIR_MIN_ENTRIES" else "runs"
+    """The module of simstore.store that holds a run-table constant."""
+    if name == "DIR_MIN_ENTRIES":
+        return "runfile"
+    return "runs" if name in ("RECENT_MAX", "RUN_ENTRIES") else "merges"
 
 
 def small(monkeypatch: pytest.MonkeyPatch, **over: int) -> dict[str, int]:
@@ -70,7 +73,7 @@ def child_prelude(values: dict[str, int]) -> str:
     """Python lines that set the same constants in a child process."""
     sets = "; ".join(f"simstore.store.{_module_of(name)}.{name} = {value}"
                      for name, value in values.items())
-    return f"import simstore.store.runs, simstore.store.runfile; {sets}\n"
+    return f"import simstore.store.runs, simstore.store.runfile, simstore.store.merges; {sets}\n"
 
 
 def state_of(store: SimStore) -> State:

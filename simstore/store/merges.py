@@ -1,0 +1,168 @@
+"""Merges in tiers: when the run tables' levels are due for a merge, and the merge job
+that combines their sorted runs a slice per write (see :mod:`simstore.store.runs`).
+
+:class:`MergeJob` is the part of :class:`~simstore.store.runs.RunTables` that
+begins, steps, swaps in and cleans up a merge. Its records (``merge``,
+``mcursor``, ``mclean`` and the tombstones, in database ``runs``) are described
+in :mod:`simstore.store.runfile`. Every step runs inside the caller's write
+transaction: atomic and crash-safe like any commit; a merge a killed writer
+left goes on with the next write, from any process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import CorruptStoreError
+from .runfile import (
+    CLEAN_KEY,
+    CURSOR_KEY,
+    MAX_LEVEL_ID,
+    MERGE_KEY,
+    Job,
+    Level,
+    LevelRuns,
+    State,
+    drop_level,
+    key_after,
+    new_gen,
+    pack_cursors,
+    slice_level,
+    tombstone_key,
+    tombstones,
+    unpack_cursors,
+)
+
+LEVEL_RATIO = 4  # a level absorbs the newer ones once they hold 1 / LEVEL_RATIO of its docs
+MERGE_STEP = 1 << 16  # entries per run database a write merges, at least (a merge under way)
+MERGE_PER_DOC = 16  # ... or this many per doc the write added, if more
+STALE_SHARE = 8  # merge every level when stale entries exceed live / STALE_SHARE
+_MASK = (1 << 64) - 1
+
+
+def due(sizes: list[int], stale: int, live: int) -> int | None:
+    """The first of the levels (sizes in docs, oldest first) that a merge of it and every
+    newer level should begin at, or None.
+
+    A level absorbs the newer ones once they hold 1 / LEVEL_RATIO of its docs:
+    sizes then shrink geometrically from the oldest level, so a store keeps
+    about log(N / RECENT_MAX) / log(LEVEL_RATIO + 1) levels and each doc is
+    rewritten about that many times LEVEL_RATIO / 2 (leveled merging, as in
+    LSM trees). Stale entries beyond live / STALE_SHARE merge every level.
+    """
+    if sizes and stale and stale * STALE_SHARE > live:
+        return 0
+    for j in range(len(sizes) - 1):
+        if sum(sizes[j + 1:]) * LEVEL_RATIO >= sizes[j]:
+            return j
+    return None
+
+
+class MergeJob:
+    """The merge job of a :class:`~simstore.store.runs.RunTables` (its state, docs and
+    run databases, and how it writes rows into a level)."""
+
+    run_dbs: list[Any]
+    _meta: Any
+    _docs: Any
+
+    def _put(self, txn: Any, i: int, level: int, keys: np.ndarray, vals: np.ndarray
+             ) -> None:
+        """Add sorted rows to run database i's level (RunTables writes them)."""
+        raise NotImplementedError
+
+    def _free_id(self, txn: Any, st: State) -> int:
+        """A level id neither the state nor the merge under way uses."""
+        raw = txn.get(MERGE_KEY, db=self._meta)
+        used = {lv.id for lv in st.levels} | ({Job.unpack(raw).target} if raw else set())
+        for lid in range(MAX_LEVEL_ID):
+            if lid not in used:
+                return lid
+        raise CorruptStoreError(f"the run tables hold {len(st.levels)} levels, too many")
+
+    def _start(self, txn: Any, st: State) -> Job | None:
+        """Begin the merge that is due, if any (records it, nothing merged yet)."""
+        live = int(txn.stat(self._docs)["entries"])
+        first = due([hi - lo for _, lo, hi in st.bounds()], st.stale, live)
+        if first is None:
+            return None
+        lo = st.bounds()[first][1]
+        sources = st.levels[first:]
+        job = Job(self._free_id(txn, st), new_gen(), sources,
+                  tombstones(txn, self._meta, lo, sources[-1].hi))
+        for db in self.run_dbs:
+            drop_level(txn, db, job.target)
+        txn.put(MERGE_KEY, job.pack(), db=self._meta)
+        txn.put(CURSOR_KEY, pack_cursors([0] * len(self.run_dbs)), db=self._meta)
+        return job
+
+    def _merge(self, txn: Any, st: State, job: Job, budget: int) -> tuple[State, int | None]:
+        """Merge up to ``budget`` entries per run database of the job's sources into its
+        target, then swap it in and delete up to ``budget`` of its tombstones a write; the
+        new state and the budget left once the job is done (else None)."""
+        cleaned = txn.get(CLEAN_KEY, db=self._meta)
+        if cleaned is not None:  # swapped in already: its tombstones go
+            return st, self._clean(txn, job, int.from_bytes(cleaned, "little"), budget)
+        cursors = unpack_cursors(txn.get(CURSOR_KEY, db=self._meta), len(self.run_dbs))
+        left = budget
+        for i, db in enumerate(self.run_dbs):
+            c = cursors[i]
+            srcs = [LevelRuns(txn, db, lv.id) for lv in job.sources]
+            spent = 0
+            while c is not None and spent < budget:
+                step = min(budget - spent, MERGE_STEP)
+                ends = [e for e in (key_after(r, c, step) for r in srcs) if e is not None]
+                hi = min(ends) if ends else None
+                if hi == c:  # a key more frequent than a step: take all of it
+                    hi = c + 1 if c < _MASK else None
+                parts = [slice_level(r, c, hi) for r in srcs]
+                keys = np.concatenate([p[0] for p in parts])
+                vals = np.concatenate([p[1] for p in parts])
+                spent += max(len(keys), 1)
+                if len(parts) > 1:
+                    order = np.argsort(keys, kind="stable")
+                    keys, vals = keys[order], vals[order]
+                if len(job.gone):  # sorted: a binary search a value
+                    at = np.minimum(np.searchsorted(job.gone, vals), len(job.gone) - 1)
+                    keep = job.gone[at] != vals
+                    keys, vals = keys[keep], vals[keep]
+                self._put(txn, i, job.target, keys, vals)
+                c = hi
+            cursors[i] = c
+            left = min(left, budget - spent)
+        if any(c is not None for c in cursors):
+            txn.put(CURSOR_KEY, pack_cursors(cursors), db=self._meta)
+            return st, None
+        st = self._swap(txn, st, job)
+        return st, self._clean(txn, job, 0, max(left, 0))
+
+    def _clean(self, txn: Any, job: Job, done: int, budget: int) -> int | None:
+        """Delete up to ``budget`` more of the tombstones a swapped-in merge honoured (done
+        so far: ``done``); the budget left once all are gone and the job with them, else
+        None (the next write goes on: deleting a million keys takes a second)."""
+        end = min(done + budget, len(job.gone))
+        for iid in job.gone[done:end].tolist():
+            txn.delete(tombstone_key(iid), db=self._meta)
+        if end < len(job.gone):
+            txn.put(CLEAN_KEY, end.to_bytes(8, "little"), db=self._meta)
+            return None
+        for key in (MERGE_KEY, CURSOR_KEY, CLEAN_KEY):
+            txn.delete(key, db=self._meta)
+        return budget - (end - done)
+
+    def _swap(self, txn: Any, st: State, job: Job) -> State:
+        """The merged level replaces its sources in the state, their runs go; the stale
+        count drops by the tombstones the merge honoured (deleted by _clean)."""
+        n = len(job.sources)
+        at = next((j for j in range(len(st.levels)) if st.levels[j:j + n] == job.sources),
+                  None)
+        if at is None:
+            raise CorruptStoreError("the run tables' merge names levels the state does not")
+        for db in self.run_dbs:
+            for lv in job.sources:
+                drop_level(txn, db, lv.id)
+        target = Level(job.target, job.gen, job.sources[-1].hi)
+        return st._replace(levels=st.levels[:at] + (target,) + st.levels[at + n:],
+                       stale=max(st.stale - len(job.gone), 0))
