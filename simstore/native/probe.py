@@ -102,13 +102,16 @@ class RunSet:
     no key); table -1: runs of unpermuted fingerprints to scan (uint64 keys).
     A sorted set's run may be None, not loaded yet: ``fetch`` gives runs by
     index when a probe first needs them (their keys kw bytes wide) and
-    :meth:`load` points the set at them. Holds the C structs and a reference
-    to every array they point into.
+    :meth:`load` points the set at them; with ``whole_at`` > 0, once that share
+    (1 / whole_at) of the runs is loaded the rest are fetched at once (a process
+    that keeps querying pays the whole set once, in order, rather than run by
+    run over its next queries). Holds the C structs and a reference to every
+    array they point into.
     """
 
     def __init__(self, table: int, runs: Sequence[Run | None],
                  firsts: Sequence[int] | np.ndarray | None = None, *, kw: int = 8,
-                 fetch: Fetch | None = None) -> None:
+                 fetch: Fetch | None = None, whole_at: int = 0) -> None:
         if not _is_int(table) or table < -1:
             raise InvalidConfigError(f"simstore: a run set's table must be >= -1 (got {table!r})")
         self.table = table
@@ -126,6 +129,7 @@ class RunSet:
         if len(self.firsts) > 1 and bool((self.firsts[1:] < self.firsts[:-1]).any()):
             raise InvalidConfigError("simstore: a run set's first keys must ascend")
         self.fetch = fetch
+        self.whole_at = whole_at
         self.loaded = 0  # runs with their keys
         arr = ffi.new("ss_run[]", len(runs))
         self._refs: list[Any] = []
@@ -173,6 +177,8 @@ class RunSet:
         idxs = [i for i in idxs if 0 <= i < self.nruns and self._runs[i].n == 0]
         if not idxs:
             return 0
+        if self.whole_at and (self.loaded + len(idxs)) * self.whole_at >= self.nruns:
+            idxs = [i for i in range(self.nruns) if self._runs[i].n == 0]
         got = self.fetch(idxs)
         probe = ffi.new("ss_runset *")
         self.fill(probe)

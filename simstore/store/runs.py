@@ -103,6 +103,7 @@ __all__ = ["RunBands", "RunTables", "State"]
 
 RUN_ENTRIES = 1 << 15  # keys per run: 256 KB of keys, read in one get
 RECENT_MAX = 4096  # recent docs scanned by popcount before they become a level
+WHOLE_AT = 8  # a process that has fetched 1 / WHOLE_AT of a level's runs fetches the rest
 # --- the process cache ------------------------------------------------------------------
 
 
@@ -370,7 +371,7 @@ class RunTables(merges.MergeJob):
                 sets = [_probe.RunSet(i if i < nt else 0, [None] * len(firsts), firsts,
                                       kw=8 if i < nt else 4,
                                       fetch=functools.partial(self._fetch, level, gen, db,
-                                                              firsts))
+                                                              firsts), whole_at=WHOLE_AT)
                         for i, (db, firsts) in enumerate(zip(self.run_dbs, index, strict=True))]
             else:
                 runs = [read_runs(src, db, level, copy_below=self._psize)

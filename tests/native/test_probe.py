@@ -573,6 +573,26 @@ def test_runs_are_fetched_once_and_only_where_probes_land():
         map(len, first))
 
 
+def test_a_set_fetches_the_rest_once_its_share_is_loaded():
+    """whole_at 4: runs fetched one by one until the fetch that would load a quarter of
+    them, which fetches all the rest; the answers are the keys' values throughout."""
+    keys = np.arange(0, 4000, 10, dtype=np.uint64) << np.uint64(40)
+    runs = cut(keys, np.arange(len(keys), dtype=np.uint64), list(range(0, len(keys), 25)))
+    calls: list[list[int]] = []
+
+    def fetch(idxs):
+        calls.append(list(idxs))
+        return [runs[i] for i in idxs]
+
+    lazy = _probe.RunSet(0, [None] * len(runs), [int(r.keys[0]) for r in runs],
+                         fetch=fetch, whole_at=4)
+    pr = _probe.Prober([(b"\0", b"\x40", b"\0")], [64])
+    pr.set_sets([lazy])
+    for i, q in enumerate(keys[::25][:4].tolist()):  # one new run each: 16 runs in all
+        assert pr.lookup(np.array([q], dtype=np.uint64)) == [25 * i]
+    assert calls == [[0], [1], [2], list(range(3, 16))] and lazy.loaded == 16
+
+
 def test_c_runset_load_refuses_a_run_that_does_not_fit():
     """ss_runset_load takes a run only into an unloaded place of a checked sorted set, with
     the placeholder's key width and the set's first key; a bad one changes nothing."""

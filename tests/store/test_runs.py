@@ -1262,6 +1262,7 @@ def test_a_format_5_store_gets_index_records_on_its_first_write(
         assert len(state_of(s).levels) >= 1
     monkeypatch.undo()
     small(monkeypatch)
+    monkeypatch.setattr(simstore.store.runs, "WHOLE_AT", 0)  # runs fetched one by one
     with SimStore(tmp_path / "s") as s:
         model = {i: s.fingerprint(t) for i, t in enumerate(texts[:100])}
         before = [s.query(fp) for fp in model.values()]
@@ -1289,8 +1290,10 @@ def test_a_format_5_store_gets_index_records_on_its_first_write(
 def test_a_query_fetches_only_the_runs_its_probes_land_in(monkeypatch: pytest.MonkeyPatch,
                                                           tmp_path: Path) -> None:
     """Opened by its index records, a store of many runs answers a query exactly having
-    fetched a few of them; more queries fetch more; a fresh handle starts with none."""
+    fetched a few of them; more queries fetch more; once a process has fetched 1 /
+    WHOLE_AT of a level's runs it fetches the rest at once."""
     small(monkeypatch, RUN_ENTRIES=8, RECENT_MAX=64)
+    monkeypatch.setattr(simstore.store.runs, "WHOLE_AT", 0)  # run by run, to count them
     rng = random.Random(12)
     model = {f"d{i}": rng.getrandbits(64) for i in range(3000)}
     with SimStore(tmp_path / "s", k=3, expected_size=10**6, durable=False) as s:
@@ -1303,6 +1306,12 @@ def test_a_query_fetches_only_the_runs_its_probes_land_in(monkeypatch: pytest.Mo
         check_answers(s, model, queries[1:40])
         assert got < loaded_runs(s)[0] < total
         assert s.verify() == []
+    monkeypatch.setattr(simstore.store.runs, "WHOLE_AT", 8)
+    with SimStore(tmp_path / "s") as s:
+        check_answers(s, model, queries[:1])
+        assert loaded_runs(s)[0] < loaded_runs(s)[1]
+        check_answers(s, model, queries[1:40])
+        assert loaded_runs(s)[0] == loaded_runs(s)[1]  # each level's share reached
 
 
 def test_short_run_records_are_copied_long_ones_viewed() -> None:
