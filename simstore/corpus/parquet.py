@@ -7,30 +7,14 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import SimstoreError
+from ._arrow import MissingDependencyError, pyarrow  # noqa: F401 - the error re-exported
 from .records import BadRecord, Chunk, check_doc_id, keep_value
 
 if TYPE_CHECKING:
     from .records import OnBad
     from .sources import ReadOptions, Source
 
-
 _READ_BUFFER = 1 << 20
-
-
-class MissingDependencyError(SimstoreError, ImportError):
-    """An optional dependency (pyarrow, for Parquet and Arrow) is not installed."""
-
-
-def pyarrow() -> Any:
-    """The pyarrow module, or MissingDependencyError saying how to install it."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet  # noqa: F401 - loads pa.parquet
-    except ImportError:
-        raise MissingDependencyError(
-            "Parquet and Arrow need pyarrow: pip install 'simstore[parquet]'"
-        ) from None
-    return pa
 
 
 def _is_string(t: Any) -> bool:
@@ -78,7 +62,7 @@ def parquet_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Ch
     columns = None if opts.with_rows else list(dict.fromkeys(wanted))
     row = 0
     done = 0
-    batches = pf.iter_batches(batch_size=opts.chunk_docs, columns=columns)
+    batches = pf.iter_batches(batch_size=opts.chunk_docs, columns=columns, use_threads=False)
     while True:
         try:
             batch = next(batches)

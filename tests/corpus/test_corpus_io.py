@@ -152,3 +152,33 @@ def test_cli_row_group_bytes_flag(tmp_path):
                cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert _groups(tmp_path / "k.parquet") == _expected(80, 12 * 1024 // 1021)
+
+
+def test_parquet_run_loads_no_compute_module_and_takes_jemalloc(tmp_path):
+    """A Parquet dedup in a fresh process: pyarrow.compute (~20 MB) never loads (rows are
+    sliced, not taken, even around a skipped bad row); Arrow's pool is jemalloc when
+    pyarrow has it, and ARROW_DEFAULT_MEMORY_POOL is left as it was (unset)."""
+    docs = _docs(60)
+    rows = [*docs[:7], {"id": None, "text": "x", "score": 0}, *docs[7:]]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet", row_group_size=20)
+    code = (
+        "import os, sys\n"
+        "from simstore import corpus\n"
+        "corpus.dedup_corpus(['in.parquet'], 'k.parquet', chunk_docs=16, skip_bad=True)\n"
+        "corpus.dedup_corpus(['in.parquet'], 'k.jsonl', chunk_docs=16, skip_bad=True)\n"
+        "import pyarrow as pa\n"
+        "try:\n"
+        "    pa.jemalloc_memory_pool()\n"
+        "    has = True\n"
+        "except NotImplementedError:\n"
+        "    has = False\n"
+        "print('pyarrow.compute' in sys.modules, 'pandas' in sys.modules,\n"
+        "      pa.default_memory_pool().backend_name == 'jemalloc' or not has,\n"
+        "      os.environ.get('ARROW_DEFAULT_MEMORY_POOL'))\n")
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    env["PYTHONPATH"] = str(ROOT)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["False", "False", "True", "None"]
+    assert pq.read_table(tmp_path / "k.parquet").num_rows == 48
