@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from .._files import TempFile
 from ..exceptions import SimstoreValueError
+from .compressed import WriteBehind
 from .parquet import ROW_GROUP_BYTES, ParquetOut
 from .readers import Chunk
 from .sources import JSONL_SUFFIXES, PARQUET_SUFFIXES, ReadOptions, Source, _suffixes
@@ -50,12 +51,12 @@ def output_kind(path: str, sources: list[Source]) -> str:
 
 
 def _text_stream(out: TempFile) -> IO[bytes]:
-    """The temporary's file, compressed by the destination's suffix."""
+    """The temporary's file, compressed by the destination's suffix (on a helper thread)."""
     comp, _ = _suffixes(out.path)
     opener = _OPENERS.get(comp)
     if opener is None:
         return out.file
-    return opener(out.file, "wb")  # type: ignore[no-any-return, operator]
+    return WriteBehind(opener(out.file, "wb"))  # type: ignore[operator, return-value]
 
 
 def _json_line(obj: dict[str, Any]) -> bytes:
