@@ -1,10 +1,11 @@
 """Compressed JSON lines near the speed of plain ones: (de)compression on a helper thread.
 
-zlib, bz2 and lzma release the GIL while they work, so on a second core the
+The compressors release the GIL while they work, so on a second core the
 compression of an output (:class:`WriteBehind`) and the inflating of a ``.gz``
 input (:class:`GzipReadAhead`) run beside parsing and fingerprinting instead of
 between them. The bytes read and written are the same as without the thread; an
-error on the thread is raised in the caller where it would have been met.
+error on the thread is raised in the caller where it would have been met. gzip is
+deflated and inflated by :data:`DEFLATE`: ISA-L's when installed, else zlib.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ import io
 import queue
 import threading
 import zlib
+from types import ModuleType
 from typing import IO, Any
+
+try:  # ISA-L (the ``gzip`` extra): at level 1 it deflates 4x as fast as zlib to the same
+    from isal import isal_zlib as DEFLATE  # size, inflates 1.5x as fast (docs/benchmarks.md)
+except ImportError:  # pragma: no cover - the extra is in the test environment
+    DEFLATE = zlib
 
 _PIECE = 64 << 10  # compressed bytes inflated at a time (an error loses at most this)
 _BLOCK = 1 << 20  # the most bytes one inflate step makes, whatever the ratio
@@ -48,10 +55,11 @@ class GzipReadAhead(io.RawIOBase, _Worker):
     the reader; wrap it in ``io.BufferedReader`` to read lines. A truncated file raises
     EOFError and corrupt data zlib.error, after every byte before the fault."""
 
-    def __init__(self, raw: IO[bytes]) -> None:
+    def __init__(self, raw: IO[bytes], codec: ModuleType = DEFLATE) -> None:
         io.RawIOBase.__init__(self)
         _Worker.__init__(self, "simstore-gunzip")
         self._raw = raw
+        self._codec = codec
         self._block = memoryview(b"")
         self._done = False
         self.thread.start()
@@ -62,6 +70,8 @@ class GzipReadAhead(io.RawIOBase, _Worker):
     def _main(self) -> None:
         try:
             self._inflate()
+        except self._codec.error as exc:  # ISA-L's own class: zlib's, as gzip raises
+            self.put(zlib.error(str(exc)))
         except BaseException as exc:  # noqa: BLE001 - handed to the reader, raised there
             self.put(exc)
         else:
@@ -78,7 +88,7 @@ class GzipReadAhead(io.RawIOBase, _Worker):
                     data = data.lstrip(b"\0")  # zero padding after a member, as gzip allows
                     if not data:
                         break
-                    d = zlib.decompressobj(31)
+                    d = self._codec.decompressobj(31)
                 out = d.decompress(data, _BLOCK)
                 if out and not self.put(out):
                     return
@@ -173,3 +183,23 @@ class WriteBehind(_Worker):
                 raise
         if self._error is not None:
             raise self._error
+
+
+class GzipWriter:
+    """One gzip member (no file name, time 0: the same bytes for the same input) written
+    to a binary stream at ``level``; :meth:`close` ends the member, the stream stays open."""
+
+    def __init__(self, raw: IO[bytes], level: int, codec: ModuleType = DEFLATE) -> None:
+        self.raw = raw
+        self._c: Any = codec.compressobj(level, codec.DEFLATED, 31)
+
+    def write(self, data: bytes) -> int:
+        out = self._c.compress(data)
+        if out:
+            self.raw.write(out)
+        return len(data)
+
+    def close(self) -> None:
+        if self._c is not None:
+            self.raw.write(self._c.flush())
+            self._c = None
