@@ -169,6 +169,23 @@ def size_arg(text: str) -> int:
     return v
 
 
+_BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def bytes_arg(text: str) -> int:
+    """A positive number of bytes: 33554432, 32M, 32MiB, 512k (units of 1024)."""
+    t = text.strip().lower().replace("_", "").removesuffix("b").removesuffix("i")
+    unit = t[-1:] if t[-1:] in _BYTE_UNITS else ""
+    try:
+        v = int(t[: len(t) - len(unit)]) * _BYTE_UNITS[unit]
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive number of bytes, e.g. 33554432, 32M or 512k (got {text!r})")
+    return v
+
+
 def seconds_arg(text: str) -> float:
     try:
         v = float(text)

@@ -224,6 +224,7 @@ def cmd_dedup_corpus(args: argparse.Namespace, out: Out) -> int:
         s = dedup_corpus(
             args.inputs, args.output, args.removed, threshold=args.threshold, k=args.k,
             store=args.store, keep=args.keep, skip_bad=args.skip_bad, exact=args.exact,
+            row_group_bytes=args.row_group_bytes,
             on_bad=_skip_printer(args), progress=progress_of(args), **_read_kw(args),
         )
     except Interrupted as exc:

@@ -8,12 +8,13 @@ import textwrap
 from typing import Any
 
 from .. import __version__
+from ..corpus.parquet import ROW_GROUP_BYTES
 from ..corpus.sources import CHUNK_DOCS
 from ..native.core import MAX_K
 from ..text.fingerprinting import SIGNATURE_CONFIG
 from . import _spark
 from ._admin import cmd_compact, cmd_init, cmd_plan, cmd_rebuild, cmd_stats, cmd_verify
-from ._common import PROG, k_arg, seconds_arg, size_arg, sketch_bits_arg, threshold_arg
+from ._common import PROG, bytes_arg, k_arg, seconds_arg, size_arg, sketch_bits_arg, threshold_arg
 from ._load import cmd_add, cmd_dedup_corpus, cmd_index
 from ._search import cmd_dedup, cmd_export, cmd_fingerprint, cmd_query
 
@@ -305,6 +306,11 @@ def build_parser() -> CliParser:
                    "estimate (without --store: two passes, the sets go to a temporary file, "
                    "8 bytes per distinct shingle; with --store, keep first only: the store "
                    "must keep shingle sets, a new one is created so)")
+    p.add_argument("--row-group-bytes", type=bytes_arg, default=ROW_GROUP_BYTES,
+                   metavar="BYTES",
+                   help="Parquet output: a row group holds the input's rows per group, or "
+                   "fewer to stay under BYTES of uncompressed data (each group is built in "
+                   "memory) (default 32M; units k, M, G of 1024)")
     _inputs(p)
 
     p = add("spark-dedup", _spark.cmd_spark_dedup, _spark.HELP,

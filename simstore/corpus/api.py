@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._validate import check_int
 from ..exceptions import NotExactStoreError, OutputPathError, SimstoreError, SimstoreValueError
 from ..search.greedy import Representatives, representative_clusters
 from ..search.similar import check_threshold
@@ -41,7 +42,7 @@ from ..store import DEFAULT_K, SimStore
 from ..text.fingerprinting import SIGNATURE_CONFIG
 from .exact import exact_dedup
 from .ingest import CorpusRun, Decided, Mode, Stream, committing, tally
-from .parquet import MissingDependencyError, store_table
+from .parquet import ROW_GROUP_BYTES, MissingDependencyError, store_table
 from .progress import SILENT, Progress
 from .readers import Chunk, bad_handler, check_all, iter_chunks
 from .sources import BadInputError, Inputs, ReadOptions
@@ -173,7 +174,8 @@ def dedup_corpus(
     threshold: float | None = None, k: int | None = None,
     store: SimStore | str | os.PathLike[str] | None = None, keep: str = "first",
     skip_bad: bool = False, on_bad: Callable[[str, str], None] | None = None,
-    progress: Progress | None = None, exact: bool = False, **read: Any,
+    progress: Progress | None = None, exact: bool = False,
+    row_group_bytes: int = ROW_GROUP_BYTES, **read: Any,
 ) -> CorpusSummary:
     """Write the corpus without near-duplicates to ``output``; see the module docstring.
 
@@ -196,6 +198,9 @@ def dedup_corpus(
     one (keep="first" only), the store must keep shingle sets (a new path is
     created with ``exact=True``; another store is refused with
     :class:`NotExactStoreError`) and decides each chunk as ``add_if_new_many`` does.
+    row_group_bytes: a Parquet output's row groups hold the input's rows per group, or
+    fewer when the next row would take one over this many bytes of Arrow data (32 MiB):
+    a group is built in memory before it is written.
     """
     if k is not None and threshold is not None:
         raise SimstoreValueError("give 'threshold' (Jaccard) or 'k' (Hamming), not both")
@@ -203,6 +208,7 @@ def dedup_corpus(
         threshold = check_threshold(0.9 if threshold is None else threshold)
     if not isinstance(keep, str) or not keep:
         raise SimstoreValueError("'keep' must be 'first', 'longest' or a field name")
+    row_group_bytes = check_int(row_group_bytes, "row_group_bytes", 1)
     if exact and k is not None:
         raise SimstoreValueError("'exact' (--exact) needs a Jaccard 'threshold', not 'k'")
     if exact and store is not None and keep != "first":
@@ -214,7 +220,7 @@ def dedup_corpus(
     output = os.fspath(output)
     removed = None if removed is None else os.fspath(removed)
     _check_outputs(inputs, output, removed)
-    out = Outputs(output, removed)  # every output path checked before any input is read
+    out = Outputs(output, removed, row_group_bytes)  # every path checked before input is read
     try:
         return _dedup(inputs, out, threshold=threshold, k=k, store=store, keep=keep,
                       skip_bad=skip_bad, on_bad=on_bad, progress=progress, read=read, exact=exact)

@@ -2,34 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import SimstoreError
+from ._arrow import MissingDependencyError, pyarrow  # noqa: F401 - the error re-exported
 from .records import BadRecord, Chunk, check_doc_id, keep_value
 
 if TYPE_CHECKING:
     from .records import OnBad
     from .sources import ReadOptions, Source
 
-
 _READ_BUFFER = 1 << 20
-
-
-class MissingDependencyError(SimstoreError, ImportError):
-    """An optional dependency (pyarrow, for Parquet and Arrow) is not installed."""
-
-
-def pyarrow() -> Any:
-    """The pyarrow module, or MissingDependencyError saying how to install it."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet  # noqa: F401 - loads pa.parquet
-    except ImportError:
-        raise MissingDependencyError(
-            "Parquet and Arrow need pyarrow: pip install 'simstore[parquet]'"
-        ) from None
-    return pa
 
 
 def _is_string(t: Any) -> bool:
@@ -70,11 +55,14 @@ def parquet_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Ch
         on_bad(src.name, problem)
         yield Chunk("parquet", src, nbytes=src.size)
         return
-    total = max(pf.metadata.num_rows, 1)
+    meta = pf.metadata
+    total = max(meta.num_rows, 1)
+    group_rows = max((meta.row_group(i).num_rows for i in range(meta.num_row_groups)),
+                     default=0)
     columns = None if opts.with_rows else list(dict.fromkeys(wanted))
     row = 0
     done = 0
-    batches = pf.iter_batches(batch_size=opts.chunk_docs, columns=columns)
+    batches = pf.iter_batches(batch_size=opts.chunk_docs, columns=columns, use_threads=False)
     while True:
         try:
             batch = next(batches)
@@ -83,7 +71,7 @@ def parquet_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Ch
         except (OSError, pa.ArrowException) as exc:
             on_bad(f"{src.name}:row {row + 1}", f"cannot read on ({exc})")
             break
-        chunk = Chunk("parquet", src)
+        chunk = Chunk("parquet", src, group_rows=group_rows)
         ids = batch.column(opts.id_field).to_pylist()
         texts = batch.column(opts.text_field).to_pylist()
         values = (batch.column(opts.keep_field).to_pylist() if opts.keep_field
@@ -104,7 +92,8 @@ def parquet_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Ch
             chunk.where.append(row + i + 1)
             chunk.values.append(v)
         if opts.with_rows:
-            chunk.batch = batch if len(good) == len(ids) else batch.take(good)
+            chunk.batch = batch
+            chunk.rows = None if len(good) == len(ids) else good
         row += len(ids)
         now = src.size * row // total
         chunk.nbytes, done = now - done, now
@@ -112,33 +101,91 @@ def parquet_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Ch
     yield Chunk("parquet", src, nbytes=src.size - done)
 
 
-class ParquetOut:
-    """Kept rows written to one Parquet file; every input must share the first's schema."""
+ROW_GROUP_BYTES = 32 << 20  # the default cap of an output row group's Arrow data
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+
+class ParquetOut:
+    """Kept rows written to one Parquet file; every input must share the first's schema.
+
+    Row groups hold as many rows as the input's (its largest group), or fewer when the
+    next row would take the group over ``row_group_bytes`` of Arrow data (a row larger
+    than that is a group alone): a group is built in memory, so an input written as one
+    huge group must not make one. Rows wait as zero-copy slices of the batches read.
+    """
+
+    def __init__(self, sink: Any, row_group_bytes: int = ROW_GROUP_BYTES) -> None:
+        self.sink = sink
+        self.row_group_bytes = row_group_bytes
         self._writer: Any = None
         self._schema: Any = None
+        self._parts: list[Any] = []
+        self._rows = 0
+        self._bytes = 0
 
-    def write(self, batch: Any, name: str) -> None:
+    def write(self, batch: Any, name: str, group_rows: int) -> None:
+        """Add rows (a RecordBatch) read from input ``name``, whose groups hold
+        ``group_rows`` rows; a full row group is written at once."""
+        batch = self._conformed(batch, name)
+        limit = group_rows or sys.maxsize
+        while batch.num_rows:
+            n = min(batch.num_rows, limit - self._rows)
+            if self._bytes + batch.slice(0, n).nbytes > self.row_group_bytes:
+                n = _rows_within(batch, n, self.row_group_bytes - self._bytes)
+                if n == 0 and self._parts:
+                    self._flush()
+                    continue
+                n = max(n, 1)
+            part = batch.slice(0, n)
+            self._parts.append(part)
+            self._rows += n
+            self._bytes += part.nbytes
+            batch = batch.slice(n)
+            if self._rows >= limit or batch.num_rows:
+                self._flush()
+
+    def _conformed(self, batch: Any, name: str) -> Any:
+        """The batch in the output's schema (the first input's), else SimstoreError."""
         pa = pyarrow()
-        if self._writer is None:
+        if self._schema is None:
             self._schema = batch.schema
-            self._writer = pa.parquet.ParquetWriter(self.path, self._schema)
+            self._writer = pa.parquet.ParquetWriter(self.sink, self._schema)
         elif not batch.schema.equals(self._schema):
             try:
-                batch = pa.Table.from_batches([batch]).cast(self._schema)
+                table = pa.Table.from_batches([batch]).cast(self._schema)
             except (pa.ArrowException, ValueError):
                 raise SimstoreError(
                     f"{name}: its columns differ from the first Parquet input's "
                     f"({self._schema}); Parquet output needs one schema (write JSONL instead)"
                 ) from None
-        self._writer.write(batch)
+            return table.to_batches()[0]  # one batch in, one out
+        return batch
+
+    def _flush(self) -> None:
+        """Write the waiting rows as one row group."""
+        if not self._parts:
+            return
+        table = pyarrow().Table.from_batches(self._parts, self._schema)
+        self._parts, self._rows, self._bytes = [], 0, 0
+        self._writer.write_table(table, row_group_size=table.num_rows)
 
     def close(self) -> None:
         if self._writer is not None:
+            self._flush()
             self._writer.close()
             self._writer = None
+
+
+def _rows_within(batch: Any, most: int, room: int) -> int:
+    """The most leading rows of ``batch`` (at most ``most``) whose Arrow data fits in
+    ``room`` bytes (a slice's size grows with its rows: a binary search)."""
+    lo, hi = 0, most
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if batch.slice(0, mid).nbytes <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def write_items(items: Iterator[tuple[Any, int]], path: str,

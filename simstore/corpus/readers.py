@@ -13,10 +13,12 @@ validation pass: everything read and parsed, nothing kept.
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import Iterator, Sequence
 from typing import IO
 
 from ..store.format import DocId
+from .compressed import GzipReadAhead
 from .parquet import parquet_chunks
 from .progress import Progress
 from .records import BadRecord, Chunk, OnBad, check_doc_id, keep_value, load_json
@@ -104,7 +106,11 @@ def _text_document(src: Source, opts: ReadOptions, on_bad: OnBad) -> str | None:
 def _jsonl_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Chunk]:
     raw = open(src.path, "rb")  # noqa: SIM115 - closed below
     comp, _ = _suffixes(src.path)
-    stream: IO[bytes] = COMPRESSED[comp](raw) if comp else raw
+    stream: IO[bytes] = raw
+    if comp == ".gz":
+        stream = io.BufferedReader(GzipReadAhead(raw), 1 << 20)
+    elif comp:
+        stream = COMPRESSED[comp](raw)
     chunk = Chunk("jsonl", src)
     size = 0
     pos = 0

@@ -30,11 +30,28 @@ class Chunk:
     where: list[Any] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
     raw: list[bytes] = field(default_factory=list)
-    batch: Any = None  # pyarrow RecordBatch of the chunk's rows (Parquet, with_rows)
+    batch: Any = None  # pyarrow RecordBatch the chunk's rows were read as (Parquet, with_rows)
+    rows: list[int] | None = None  # batch row of each document when bad rows were left out
+    group_rows: int = 0  # rows per row group of the Parquet input (its largest group)
     nbytes: int = 0  # input bytes consumed, for progress
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def batch_runs(self, keep: list[int]) -> list[Any]:
+        """The batch's rows of documents ``keep`` (in order) as zero-copy slices, one per run
+        of adjacent rows: no copy, no ``take`` (which would load pyarrow.compute)."""
+        rows = keep if self.rows is None else [self.rows[i] for i in keep]
+        runs = []
+        start = prev = rows[0] if rows else 0
+        for r in rows[1:]:
+            if r != prev + 1:
+                runs.append(self.batch.slice(start, prev + 1 - start))
+                start = r
+            prev = r
+        if rows:
+            runs.append(self.batch.slice(start, prev + 1 - start))
+        return runs
 
     def location(self, i: int) -> str:
         """``file:line`` of document i (``file:row N`` for Parquet, the path of a text file)."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from ..exceptions import SimstoreValueError
+from ._arrow import pyarrow
 
 COMPRESSED: dict[str, Callable[[IO[bytes]], Any]] = {
     ".gz": lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
@@ -169,9 +170,7 @@ def _parquet_column_bytes(path: str, columns: Sequence[str]) -> int | None:
     """Uncompressed bytes of the columns per the file's metadata: a Parquet file's progress
     counts text, as a JSON-lines file's does (None: no pyarrow or unreadable, said later)."""
     try:
-        import pyarrow.parquet as pq
-
-        meta = pq.read_metadata(path)
+        meta = pyarrow().parquet.read_metadata(path)
     except Exception:  # noqa: BLE001 - reading the file reports its problem properly
         return None
     names = set(columns)

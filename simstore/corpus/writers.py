@@ -12,24 +12,28 @@ be written is refused first. JSONL outputs are compressed by their suffix
 from __future__ import annotations
 
 import bz2
-import gzip
 import json
 import lzma
+from collections.abc import Callable
 from functools import partial
 from typing import IO, Any
 
 from .._files import TempFile
 from ..exceptions import SimstoreValueError
-from .parquet import ParquetOut
+from .compressed import GzipWriter, WriteBehind
+from .parquet import ROW_GROUP_BYTES, ParquetOut
 from .readers import Chunk
 from .sources import JSONL_SUFFIXES, PARQUET_SUFFIXES, ReadOptions, Source, _suffixes
 
-# zlib level 1 (gzip -1): on JSON lines of real text 59 MB/s for a 0.32 ratio, where the
-# default 9 gives 19 MB/s for 0.275 (level 6: 20 MB/s): writing .gz then costs about what
-# reading it does, instead of dominating the run.
+# Level 1 (gzip -1): on JSON lines of real text zlib makes 59 MB/s for a 0.32 ratio, where
+# the default 9 gives 19 MB/s for 0.275 (level 6: 20 MB/s); ISA-L's level 1 (compressed.DEFLATE,
+# when installed) 314 MB/s for the same ratio. Writing .gz then costs less than reading it.
 GZIP_LEVEL = 1
-_OPENERS = {".gz": partial(gzip.open, compresslevel=GZIP_LEVEL), ".bz2": bz2.open,
-            ".xz": lzma.open}
+_OPENERS: dict[str, Callable[[IO[bytes]], Any]] = {
+    ".gz": partial(GzipWriter, level=GZIP_LEVEL),
+    ".bz2": partial(bz2.open, mode="wb"),
+    ".xz": partial(lzma.open, mode="wb"),
+}
 
 
 def output_kind(path: str, sources: list[Source]) -> str:
@@ -50,12 +54,12 @@ def output_kind(path: str, sources: list[Source]) -> str:
 
 
 def _text_stream(out: TempFile) -> IO[bytes]:
-    """The temporary's file, compressed by the destination's suffix."""
+    """The temporary's file, compressed by the destination's suffix (on a helper thread)."""
     comp, _ = _suffixes(out.path)
     opener = _OPENERS.get(comp)
     if opener is None:
         return out.file
-    return opener(out.file, "wb")  # type: ignore[no-any-return, operator]
+    return WriteBehind(opener(out.file))  # type: ignore[return-value]
 
 
 def _json_line(obj: dict[str, Any]) -> bytes:
@@ -69,14 +73,15 @@ def _json_line(obj: dict[str, Any]) -> bytes:
 class KeptWriter:
     """Kept documents: JSONL lines as read (all fields), Parquet rows, or {id, text} lines."""
 
-    def __init__(self, out: TempFile, kind: str, id_field: str, text_field: str) -> None:
+    def __init__(self, out: TempFile, kind: str, id_field: str, text_field: str,
+                 row_group_bytes: int = ROW_GROUP_BYTES) -> None:
         self.out = out
         self.kind = kind
         self.id_field, self.text_field = id_field, text_field
         self._fh: IO[bytes] | None = None
         self._pq: ParquetOut | None = None
         if kind == "parquet":
-            self._pq = ParquetOut(self.out.file)  # type: ignore[arg-type]
+            self._pq = ParquetOut(self.out.file, row_group_bytes)
         else:
             self._fh = _text_stream(self.out)
         self.written = 0
@@ -87,15 +92,15 @@ class KeptWriter:
             return
         self.written += len(keep)
         if self._pq is not None:
-            batch = chunk.batch if len(keep) == len(chunk) else chunk.batch.take(keep)
             assert chunk.source is not None
-            self._pq.write(batch, chunk.source.name)
+            for run in chunk.batch_runs(keep):
+                self._pq.write(run, chunk.source.name, chunk.group_rows)
             return
         assert self._fh is not None
         if chunk.kind == "jsonl":
             self._fh.write(b"".join(chunk.raw[i] for i in keep))
         elif chunk.kind == "parquet":
-            rows = chunk.batch.take(keep).to_pylist()
+            rows = [r for run in chunk.batch_runs(keep) for r in run.to_pylist()]
             self._fh.write(b"".join(_json_line(r) for r in rows))
         else:
             self._fh.write(b"".join(
@@ -148,8 +153,10 @@ class Outputs:
     writers once the inputs' format is known.
     """
 
-    def __init__(self, output: str, removed: str | None) -> None:
+    def __init__(self, output: str, removed: str | None,
+                 row_group_bytes: int = ROW_GROUP_BYTES) -> None:
         self.kept_path, self.removed_path = output, removed
+        self.row_group_bytes = row_group_bytes
         self._kept_tmp = TempFile(output, "-o")
         try:
             self._removed_tmp = TempFile(removed, "--removed") if removed else None
@@ -161,7 +168,8 @@ class Outputs:
         self.closed = False
 
     def start(self, kind: str, opts: ReadOptions) -> Outputs:
-        self._kept = KeptWriter(self._kept_tmp, kind, opts.id_field, opts.text_field)
+        self._kept = KeptWriter(self._kept_tmp, kind, opts.id_field, opts.text_field,
+                                self.row_group_bytes)
         if self._removed_tmp is not None:
             self.removed = RemovedWriter(self._removed_tmp)
         return self
