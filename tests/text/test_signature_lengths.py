@@ -171,3 +171,24 @@ def test_hash_sets_of_every_size_equal_the_reference(size):
                                     cfg.sketch_bits, cfg.bands, cfg.rows)
     words, keys = reference_signature_of_hashes({int(x) for x in h}, cfg)
     assert (sk[0].tolist(), bk[0].tolist()) == (words, keys)
+
+
+def test_densify_tables_are_checked_against_the_shape():
+    """The C core refuses a densify table of another seed or size; the binding refuses bad sizes."""
+    cfg = SIGNATURE_CONFIG
+    h = np.array([1, 2, 3], dtype=np.uint64)
+    off = np.array([0, 3], dtype=np.int64)
+    sk = np.empty((1, cfg.sketch_bits // 64), dtype=np.uint64)
+    bk = np.empty((1, cfg.bands), dtype=np.uint64)
+    u32, u64 = (lambda a: _core.ffi.from_buffer("uint32_t[]", a)), _core._u64_ptr
+    right_s = _core.densify_table(cfg.seed, 2 * cfg.sketch_bits)
+    right_b = _core.densify_table(cfg.seed, cfg.bands * cfg.rows)
+    for ts, tb in ((_core.densify_table(cfg.seed + 1, 2 * cfg.sketch_bits), right_b),
+                   (right_s, _core.densify_table(cfg.seed, cfg.bands * cfg.rows + 1))):
+        rc = _core.lib.ss_signature_hashes(u64(h), _core.ffi.from_buffer("int64_t[]", off), 1,
+                                           cfg.seed, cfg.sketch_bits, cfg.bands, cfg.rows,
+                                           u32(ts), u32(tb), u64(sk), u64(bk))
+        assert rc == -2
+    for bad in (0, -1, 8193):
+        with pytest.raises(simstore.SimstoreError):
+            _core.densify_table(0, bad)
