@@ -26,7 +26,7 @@
 #define DENSIFY_ATTEMPTS 32
 #define MAX_BINS 8192 /* 2 * the largest sketch_bits; bin indices fit 16 bits */
 #define TABLE_HEAD 2  /* a densify table starts with its nbins and seed */
-#define NO_PICK UINT32_MAX /* above every (try << 16 | bin) */
+#define FALLBACK ((uint32_t)(DENSIFY_ATTEMPTS + 1) << 16) /* after every try */
 /* A document with at most 1 / SPARSE_SHARE of its bins occupied densifies
  * through the table (32 table entries per occupied bin); a denser one by
  * hashing its empty bins' tries (few each). Measured: the two cost about the
@@ -108,14 +108,19 @@ static inline size_t scaled(uint64_t x, size_t n) {
 /* One-permutation MinHash of h[0..n) into the sketch and the band bins
  * (one pass, two independent hash chains per feature). */
 static void fill_bins(const sig_state *g, const uint64_t *h, size_t n) {
+    /* Locals, not g's fields: a store to a bin may alias them (the build
+     * has -fno-strict-aliasing), which would reload them every iteration
+     * and keep the resets from vectorizing. */
     uint64_t *sb = g->sbins, *bb = g->bbins, *so = g->socc, *bo = g->bocc;
-    for (size_t i = 0; i < g->nsketch; i++) sb[i] = BIN_EMPTY;
-    for (size_t i = 0; i < g->nband; i++) bb[i] = BIN_EMPTY;
-    memset(so, 0, occ_words(g->nsketch) * sizeof(uint64_t));
-    memset(bo, 0, occ_words(g->nband) * sizeof(uint64_t));
+    const size_t ns = g->nsketch, nb = g->nband;
+    const uint64_t salt_s = g->salt_s, salt_b = g->salt_b;
+    for (size_t i = 0; i < ns; i++) sb[i] = BIN_EMPTY;
+    for (size_t i = 0; i < nb; i++) bb[i] = BIN_EMPTY;
+    memset(so, 0, occ_words(ns) * sizeof(uint64_t));
+    memset(bo, 0, occ_words(nb) * sizeof(uint64_t));
     for (size_t i = 0; i < n; i++) {
-        uint64_t x = ss__fmix64(h[i] ^ g->salt_s), y = ss__fmix64(h[i] ^ g->salt_b);
-        size_t bx = scaled(x >> 32, g->nsketch), by = scaled(y >> 32, g->nband);
+        uint64_t x = ss__fmix64(h[i] ^ salt_s), y = ss__fmix64(h[i] ^ salt_b);
+        size_t bx = scaled(x >> 32, ns), by = scaled(y >> 32, nb);
         uint64_t vx = x & 0xffffffffULL, vy = y & 0xffffffffULL;
         sb[bx] = vx < sb[bx] ? vx : sb[bx];
         bb[by] = vy < bb[by] ? vy : bb[by];
@@ -200,24 +205,31 @@ static void densify_hashing(const uint64_t *bins, size_t nbins, uint64_t salt_d,
     }
 }
 
-/* The same densification through a densify table, for a sparse document:
- * each empty bin takes the least (try << 16 | bin) among the occupied bins'
- * lists, else the first occupied bin from its after[] on (next[] holds, for
- * each bin, the first occupied one from it on, cyclically). An occupied bin
- * picks itself (try 0). occ is the occupancy bitmap; pick/next are scratch
- * of nbins. */
+/* The same densification through a densify table, for a sparse document.
+ * pick[i] holds bin i's best (try << 16 | source bin) so far: first its
+ * fallback, try 33, the first occupied bin from its after[] on (next[] holds,
+ * for each bin, the first occupied one from it on, cyclically); then the
+ * least over the occupied bins' lists; an occupied bin picks itself (try 0).
+ * occ is the occupancy bitmap; pick/next are scratch of nbins. */
 static void densify_table(const uint64_t *bins, const uint64_t *occ,
                           size_t nbins, const uint32_t *table, uint32_t *out,
                           uint32_t *pick, uint32_t *next) {
     const uint32_t *start = table + TABLE_HEAD, *after = start + nbins + 1;
     const uint32_t *inv = after + nbins;
+    const size_t words = occ_words(nbins);
     size_t first = nbins, k = 0;
-    memset(pick, 0xff, nbins * sizeof(uint32_t)); /* NO_PICK */
-    for (size_t w = 0; w < occ_words(nbins); w++) {
+    for (size_t w = 0; w < words; w++) {
         for (uint64_t x = occ[w]; x; x &= x - 1) {
             uint32_t j = (uint32_t)(64 * w + (size_t)__builtin_ctzll(x));
             first = first < j ? first : j;
             while (k <= j) next[k++] = j;
+        }
+    }
+    while (k < nbins) next[k++] = (uint32_t)first;
+    for (size_t i = 0; i < nbins; i++) pick[i] = FALLBACK | next[after[i]];
+    for (size_t w = 0; w < words; w++) {
+        for (uint64_t x = occ[w]; x; x &= x - 1) {
+            uint32_t j = (uint32_t)(64 * w + (size_t)__builtin_ctzll(x));
             for (uint32_t e = start[j]; e < start[j + 1]; e++) {
                 uint32_t i = inv[e] >> 6, c = (inv[e] & 63) << 16 | j;
                 pick[i] = c < pick[i] ? c : pick[i];
@@ -225,11 +237,7 @@ static void densify_table(const uint64_t *bins, const uint64_t *occ,
             pick[j] = j;
         }
     }
-    while (k < nbins) next[k++] = (uint32_t)first;
-    for (size_t i = 0; i < nbins; i++) { /* a mask, not a branch: p is random */
-        uint32_t p = pick[i], picked = (uint32_t)0 - (uint32_t)(p != NO_PICK);
-        out[i] = (uint32_t)bins[(p & 0xffff & picked) | (next[after[i]] & ~picked)];
-    }
+    for (size_t i = 0; i < nbins; i++) out[i] = (uint32_t)bins[pick[i] & 0xffff];
 }
 
 /* Densification by whichever way costs less for this occupancy. */
