@@ -4,7 +4,8 @@ Standalone (numpy and simstore only), so ``doclen --base REV`` can copy it aside
 and run it in a fresh process whose PYTHONPATH is another tree: ``import
 simstore`` then gets that tree's package. It uses only ``fingerprints`` and
 ``signatures(texts, threads=1)``, which every compared revision has. As a
-script it reads a JSON file of texts by length and prints one JSON object.
+script it reads a JSON file of texts by length and prints one JSON object; with
+--once it makes one call for ``doclen --instructions`` to count under callgrind.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "fingerprints": simstore.fingerprints,
     "signatures": simstore.signatures,
 }
+C_ENTRIES = {"fingerprints": "ss_fingerprint_*", "signatures": "ss_signature_*"}
+"""The C entry points each function's work runs in: what callgrind counts (--toggle-collect)."""
 
 
 def time_batch(fn: Callable[[], Any], reps: int) -> tuple[list[float], list[float]]:
@@ -50,10 +53,17 @@ def main() -> None:
     """Read --texts (JSON: length -> texts), print the rows and simstore's file as JSON."""
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--texts", required=True, help="JSON file: {length: [text, ...]}")
-    p.add_argument("--reps", type=int, required=True, help="timed calls per case")
+    p.add_argument("--reps", type=int, default=5, help="timed calls per case")
+    p.add_argument("--once", nargs=3, metavar=("FUNCTION", "LENGTH", "DOCS"),
+                   help="instead: one call of FUNCTION on the first DOCS texts of LENGTH")
     args = p.parse_args()
     with open(args.texts, encoding="utf-8") as f:
         texts = json.load(f)
+    if args.once:
+        what, length, docs = args.once
+        FUNCTIONS[what](texts[length][: int(docs)], threads=1)
+        print(json.dumps({"simstore_file": simstore.__file__}))
+        return
     print(json.dumps({"simstore_file": simstore.__file__, "rows": measure(texts, args.reps)}))
 
 

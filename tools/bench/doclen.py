@@ -12,6 +12,9 @@ With ``--base REV`` simstore is measured in two trees in the same run: REV
 checked out under .bench/doclen/ and built, and this checkout. Each round runs
 one fresh process per tree (``_doclen_probe.py``, order alternating) and the
 peers in this process; the summary is head / base of the median per document.
+``--instructions`` adds, per tree, the instructions callgrind counts in the C entry
+points of one call over --instr-docs documents: a count that other work on the
+machine does not change, unlike the times.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,6 +62,10 @@ def add_parser(sub: Any) -> None:
                    help="also measure this revision (any commit-ish) in the same run")
     p.add_argument("--rounds", type=int, default=3,
                    help="with --base: rounds, one process per tree each (default 3)")
+    p.add_argument("--instructions", action="store_true",
+                   help="with --base: also count instructions per document under callgrind")
+    p.add_argument("--instr-docs", type=int, default=300,
+                   help="documents per length in the counted call (default 300)")
     p.add_argument("--seed", type=int, default=20261125, help="corpus seed (default %(default)s)")
     p.add_argument("--out", type=Path, default=None, help="write the JSON result here")
     p.set_defaults(func=cmd_doclen)
@@ -95,15 +103,21 @@ def _peers(texts: list[str], peer_docs: int) -> dict[str, tuple[list[str], Calla
 def _probe(tree: Path, script: Path, texts_file: Path, reps: int) -> list[dict[str, Any]]:
     """The probe's rows from a fresh process that imports tree's simstore."""
     cmd = [sys.executable, str(script), "--texts", str(texts_file), "--reps", str(reps)]
+    rows: list[dict[str, Any]] = _run_probe(cmd, tree, script)[0]["rows"]
+    return rows
+
+
+def _run_probe(cmd: list[str], tree: Path, script: Path) -> tuple[dict[str, Any], str]:
+    """The JSON a probe command printed and its stderr; SystemExit if it failed or imported
+    simstore from elsewhere than tree."""
     proc = subprocess.run(cmd, cwd=script.parent, env={**os.environ, "PYTHONPATH": str(tree)},
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"the probe failed in {tree}:\n{proc.stderr.strip()[-3000:]}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     if not Path(out["simstore_file"]).resolve().is_relative_to(tree.resolve()):
         raise SystemExit(f"the probe for {tree} imported simstore from {out['simstore_file']}")
-    rows: list[dict[str, Any]] = out["rows"]
-    return rows
+    return out, proc.stderr
 
 
 class _Samples:
@@ -113,6 +127,7 @@ class _Samples:
         self.wall: dict[tuple[str, str], list[float]] = defaultdict(list)
         self.cpu: dict[tuple[str, str], list[float]] = defaultdict(list)
         self.docs: dict[tuple[str, str], list[str]] = {}
+        self.rounds: dict[tuple[str, str], list[float]] = defaultdict(list)
 
     def add(self, impl: str, length: str, texts: list[str], walls: list[float],
             cpus: list[float]) -> None:
@@ -120,6 +135,7 @@ class _Samples:
         self.docs[key] = texts
         self.wall[key] += [w / len(texts) for w in walls]
         self.cpu[key] += [c / len(texts) for c in cpus]
+        self.rounds[key].append(float(np.median(walls)) / len(texts))
 
     def report(self, rep: Report) -> dict[str, float]:
         """One row per (impl, length) in us per document; the wall medians by 'impl | length'."""
@@ -131,15 +147,18 @@ class _Samples:
             rep.row(impl, f"{length} B", Stats.of(walls).scaled(_US), "us/doc",
                     cpu_us_per_doc=float(np.median(self.cpu[key])) * _US,
                     mb_s=_bytes(texts) / len(texts) / med / MB, docs=len(texts),
-                    mean_bytes=round(_bytes(texts) / len(texts), 1))
+                    mean_bytes=round(_bytes(texts) / len(texts), 1),
+                    round_medians_us=[round(v * _US, 2) for v in self.rounds[key]])
             medians[f"{impl} | {length}"] = med * _US
         return medians
 
 
 def cmd_doclen(args: argparse.Namespace) -> dict[str, Any]:
     """simstore fingerprints/signatures and peers, us per document at each length."""
+    if args.instructions and args.base is None:
+        raise SystemExit("--instructions needs --base")
     params = {k: getattr(args, k) for k in ("lengths", "docs", "peer_docs", "reps", "base",
-                                            "rounds", "seed")}
+                                            "rounds", "instructions", "instr_docs", "seed")}
     rep = Report("doclen", params)
     texts = {str(n): _corpus.english_documents(args.docs, n, args.seed) for n in args.lengths}
     peers = {n: _peers(t, args.peer_docs) for n, t in texts.items()}
@@ -171,6 +190,9 @@ def cmd_doclen(args: argparse.Namespace) -> dict[str, Any]:
             for what in _doclen_probe.FUNCTIONS for n in texts}
         for k, v in out["head_over_base"].items():
             rep.note(f"head / base, median us per document, {k} B: {v:.3f}")
+        for k, v in out.get("instructions_per_doc", {}).items():
+            rep.note(f"instructions per document (callgrind), {k} B: base {v['base']:,.0f}, "
+                     f"head {v['head']:,.0f}, head / base {v['head'] / v['base']:.3f}")
     result = rep.to_dict()
     result.update(out)
     result["headline_us_per_doc"] = {k: round(v, 2) for k, v in medians.items()}
@@ -201,12 +223,36 @@ def _two_trees(args: argparse.Namespace, texts: dict[str, list[str]],
                 print(f"  round {r + 1}: {side} (load {load_average()[0]:.2f})", flush=True)
                 add_rows(f"{side}: ", _probe(trees[side], script, texts_file, args.reps))
             peer_round()
+        counts = _instructions(trees, script, texts_file, args) if args.instructions else {}
     finally:
         if made:
             msg = remove_worktree(base)
             if msg:
                 print(f"  note: {msg}", flush=True)
         shutil.rmtree(run_dir, ignore_errors=True)
-    return {"base": {"rev": args.base, "commit": base_sha},
+    return {"instructions_per_doc": counts, "base": {"rev": args.base, "commit": base_sha},
             "head": {"commit": git("rev-parse", "HEAD"), "dirty_package": bool(
                 git("status", "--porcelain", "--", "simstore", "csrc"))}}
+
+
+def _instructions(trees: dict[str, Path], script: Path, texts_file: Path,
+                  args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """'function | length' -> {tree: instructions per document}, counted by callgrind."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (callgrind) on the PATH")
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for side, tree in trees.items():
+        for what, entry in _doclen_probe.C_ENTRIES.items():
+            for length in map(str, args.lengths):
+                cmd = ["valgrind", "--tool=callgrind", f"--toggle-collect={entry}",
+                       "--callgrind-out-file=/dev/null", sys.executable, str(script),
+                       "--texts", str(texts_file), "--once", what, length, str(args.instr_docs)]
+                stderr = _run_probe(cmd, tree, script)[1]
+                found = re.search(r"Collected : (\d+)", stderr)
+                if found is None:
+                    raise SystemExit(f"callgrind counted nothing in {tree}:\n{stderr[-3000:]}")
+                docs = min(args.instr_docs, args.docs)
+                out[f"{what} | {length}"][side] = int(found.group(1)) / docs
+                print(f"  instructions: {side} {what} {length} B: "
+                      f"{out[f'{what} | {length}'][side]:,.0f} per document", flush=True)
+    return dict(out)
