@@ -92,8 +92,8 @@ static int sig_init(sig_state *g, uint32_t seed, int sketch_bits, int bands,
     g->pend = malloc(most * sizeof(uint32_t));
     g->last = malloc(most * sizeof(uint32_t));
     g->flips = malloc(g->sketch_bits);
-    if (!g->sbins || !g->bbins || !g->socc || !g->bocc || !g->sdense || !g->bdense || !g->pend ||
-        !g->last || !g->flips) {
+    if (!g->sbins || !g->bbins || !g->socc || !g->bocc || !g->sdense ||
+        !g->bdense || !g->pend || !g->last || !g->flips) {
         sig_free(g);
         return -1;
     }
@@ -159,8 +159,10 @@ int ss_densify_table(uint32_t seed, size_t nbins, uint32_t *out) {
     for (uint64_t i = 0; i < nbins; i++)
         for (uint64_t a = 1; a <= DENSIFY_ATTEMPTS; a++)
             inv[after[densify_try(salt_d, i, a, nbins)]++] = (uint32_t)(i << 6 | a);
-    for (uint64_t i = 0; i < nbins; i++)
-        after[i] = (uint32_t)((densify_try(salt_d, i, DENSIFY_ATTEMPTS, nbins) + 1) % nbins);
+    for (uint64_t i = 0; i < nbins; i++) {
+        size_t last = densify_try(salt_d, i, DENSIFY_ATTEMPTS, nbins);
+        after[i] = (uint32_t)((last + 1) % nbins);
+    }
     return 0;
 }
 
