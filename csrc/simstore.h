@@ -268,7 +268,19 @@ int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
  * uint64 words, bit p in word p / 64) and one key per band (murmur3_x64_128
  * low 64 bits of its rows values as little-endian uint32, seed s + 1 + band).
  * Valid shapes: b a multiple of 64 in 64..4096, bands 1..64, rows 1..32,
- * bands * rows <= 1024. The exact scheme is simstore/text/reference.py's. */
+ * bands * rows <= 1024. The exact scheme is simstore/text/reference.py's.
+ * Each call takes the densify tables of its shape: one of 2b bins and one of
+ * bands * rows bins, both for seed s (a table of another size or seed is a
+ * bad argument). */
+
+/* The uint32 words of the densify table of nbins bins, 0 if nbins is not
+ * 1..8192. */
+size_t ss_densify_table_words(size_t nbins);
+/* The densify table of nbins bins (1..8192) for seed into out (of
+ * ss_densify_table_words(nbins) words): which bins' tries reach each bin.
+ * It depends on nothing else, so callers build it once per shape. Returns 0,
+ * -2 bad arguments. */
+int ss_densify_table(uint32_t seed, size_t nbins, uint32_t *out);
 
 /* Signatures of given hash sets: set d is hashes[offsets[d] .. offsets[d+1])
  * (at least one hash; repeats do not matter). out_sketch holds ndocs rows of
@@ -276,7 +288,8 @@ int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
  * out of memory, -2 bad arguments (shape, or an empty or reversed set). */
 int ss_signature_hashes(const uint64_t *hashes, const int64_t *offsets,
                         size_t ndocs, uint32_t seed, int sketch_bits,
-                        int bands, int rows, uint64_t *out_sketch,
+                        int bands, int rows, const uint32_t *sketch_table,
+                        const uint32_t *band_table, uint64_t *out_sketch,
                         uint64_t *out_bands);
 /* Fused pipeline: ss_fingerprint_texts (fingerprints into out_fp, distinct
  * feature counts into out_nfeatures) plus the signature of each document's
@@ -285,9 +298,10 @@ int ss_signature_hashes(const uint64_t *hashes, const int64_t *offsets,
  * Returns 0, -1 out of memory, -2 bad arguments. */
 int ss_signature_texts(const uint8_t *text, const int64_t *offsets,
                        size_t ndocs, int ngram, uint32_t seed, int weighting,
-                       int sketch_bits, int bands, int rows, uint64_t *out_fp,
-                       uint64_t *out_sketch, uint64_t *out_bands,
-                       int64_t *out_nfeatures);
+                       int sketch_bits, int bands, int rows,
+                       const uint32_t *sketch_table, const uint32_t *band_table,
+                       uint64_t *out_fp, uint64_t *out_sketch,
+                       uint64_t *out_bands, int64_t *out_nfeatures);
 /* out[i] = popcount(q XOR sketches[i]) over words uint64 words per sketch
  * (1..64). Returns 0, -2 bad arguments. */
 int ss_sketch_distance_one(const uint64_t *q, const uint64_t *sketches,
@@ -315,9 +329,10 @@ int ss_fingerprint_utf8(const uint8_t *text, const int64_t *offsets,
                         uint64_t *out, int64_t *out_nfeatures);
 int ss_signature_utf8(const uint8_t *text, const int64_t *offsets,
                       size_t ndocs, int ngram, uint32_t seed, int weighting,
-                      int sketch_bits, int bands, int rows, uint64_t *out_fp,
-                      uint64_t *out_sketch, uint64_t *out_bands,
-                      int64_t *out_nfeatures);
+                      int sketch_bits, int bands, int rows,
+                      const uint32_t *sketch_table, const uint32_t *band_table,
+                      uint64_t *out_fp, uint64_t *out_sketch,
+                      uint64_t *out_bands, int64_t *out_nfeatures);
 /* For inspection and tests: the NFKC form of one UTF-8 text, and its tokens
  * joined by one space, into out (UTF-8). Return the length (written only
  * when it is <= cap: call again with more room), -1 out of memory. */

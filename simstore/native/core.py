@@ -6,6 +6,7 @@ inputs first (see ``_validate``), this module only marshals buffers.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -356,6 +357,27 @@ def sort_table(
 # --- signatures ---
 
 
+@functools.lru_cache(maxsize=16)
+def densify_table(seed: int, nbins: int) -> np.ndarray:
+    """The C core's densify table of nbins bins for seed (read-only uint32), built once.
+
+    Every signature call of a shape passes the tables of its sketch and band bins.
+    """
+    words = lib.ss_densify_table_words(max(nbins, 0))
+    out = np.empty(max(words, 1), dtype=np.uint32)
+    rc = lib.ss_densify_table(seed, nbins, ffi.from_buffer("uint32_t[]", out)) if words else -2
+    if rc != 0:
+        raise_for(rc, f"building the densify table of {nbins} bins")
+    out.flags.writeable = False
+    return out
+
+
+def _densify_tables(seed: int, sketch_bits: int, bands: int, rows: int) -> tuple[Any, Any]:
+    """cffi pointers to the sketch and band densify tables of a signature shape."""
+    return (ffi.from_buffer("uint32_t[]", densify_table(seed, 2 * sketch_bits)),
+            ffi.from_buffer("uint32_t[]", densify_table(seed, bands * rows)))
+
+
 def signature_hashes(
     hashes: np.ndarray, offsets: np.ndarray, seed: int, sketch_bits: int, bands: int, rows: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -365,7 +387,8 @@ def signature_hashes(
     keys = np.empty((ndocs, bands), dtype=np.uint64)
     rc = lib.ss_signature_hashes(
         _u64_ptr(hashes), ffi.from_buffer("int64_t[]", offsets), ndocs, seed,
-        sketch_bits, bands, rows, _u64_ptr(sketches), _u64_ptr(keys),
+        sketch_bits, bands, rows, *_densify_tables(seed, sketch_bits, bands, rows),
+        _u64_ptr(sketches), _u64_ptr(keys),
     )
     if rc != 0:
         raise_for(rc, "computing signatures of hash sets")
@@ -388,8 +411,8 @@ def signature_texts(
     fn = lib.ss_signature_utf8 if unicode else lib.ss_signature_texts
     rc = fn(
         blob, ffi.from_buffer("int64_t[]", offsets), ndocs, ngram, seed, weighting,
-        sketch_bits, bands, rows, _u64_ptr(fps), _u64_ptr(sketches), _u64_ptr(keys),
-        ffi.from_buffer("int64_t[]", nfeat),
+        sketch_bits, bands, rows, *_densify_tables(seed, sketch_bits, bands, rows),
+        _u64_ptr(fps), _u64_ptr(sketches), _u64_ptr(keys), ffi.from_buffer("int64_t[]", nfeat),
     )
     if rc != 0:
         raise_for(rc, "computing signatures of texts")

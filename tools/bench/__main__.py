@@ -16,6 +16,7 @@ from .ab import cmd_ab
 from .all import cmd_all
 from .corpus import add_corpus_options, cmd_corpus
 from .crawl import add_crawl_options, cmd_crawl
+from .doclen import add_parser as add_doclen_parser
 from .exact_store import add_parser as add_exact_store_parser
 from .find_all import cmd_find_all
 from .fingerprint import cmd_fingerprint
@@ -253,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_memlimit_parser(sub)
     add_writes_parser(sub)
     add_exact_store_parser(sub)
+    add_doclen_parser(sub)
     return p
 
 
