@@ -378,6 +378,9 @@ class RunTables(merges.MergeJob):
                         for db in self.run_dbs]
                 sets = [_probe.RunSet(i if i < nt else 0, [r for _, r in rr],
                                       [f for f, _ in rr]) for i, rr in enumerate(runs)]
+        for rs in sets:  # a set this small would be fetched whole by its first probe
+            if rs.loaded < rs.nruns <= WHOLE_AT:
+                rs.load(range(rs.nruns))
         got = self._levels[level] = _Level(gen, epoch, sets)
         return got
 
