@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import lmdb
+
 from ..exceptions import (
     ConfigMismatchError,
     CorruptStoreError,
@@ -145,12 +147,26 @@ def write_meta(txn: Any, meta: Any, layout: Layout, config: FingerprintConfig | 
         txn.put(b"fingerprint", F.to_json(config.to_dict()), db=meta)
 
 
+def _begin(env: Any, write: bool) -> Any:
+    """A transaction of a just opened environment, adopting a map another process grew
+    since (MDB_MAP_RESIZED: a writer elsewhere grew the store between open and here)."""
+    for _ in range(_RESIZE_TRIES):
+        try:
+            return env.begin(write=write)
+        except lmdb.MapResizedError:
+            env.set_mapsize(0)  # take the size the store now records
+    return env.begin(write=write)
+
+
+_RESIZE_TRIES = 8
+
+
 def create(env: Any, path: str, layout: Layout, config: FingerprintConfig,
            map_epoch: Callable[[], int] | None = None, exact: bool = False) -> Handles | None:
     """Write a new store's metadata and databases; None if another process won the race.
 
     exact: keep each doc's shingle set (a similarity config only: the caller checks)."""
-    txn = env.begin(write=True)
+    txn = _begin(env, write=True)
     try:
         if txn.get(b"meta") is not None:
             return None
@@ -176,7 +192,7 @@ def load(
 ) -> Handles:
     """Read the recorded layout, config and exact option, check them against the caller's,
     bind."""
-    txn = env.begin(write=False)
+    txn = _begin(env, write=False)
     try:
         if txn.get(b"meta") is None:
             raise NotAStoreError(

@@ -1328,3 +1328,29 @@ def test_short_run_records_are_copied_long_ones_viewed() -> None:
         first, run = parse_run(key, memoryview(val), 2, copy_below)
         assert first == 15 and run.keys.tolist() == keys.tolist()
         assert np.shares_memory(run.keys, np.frombuffer(val, dtype=np.uint8)) == shared
+
+
+def test_open_adopts_a_map_grown_between_its_open_and_first_read(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Another process grows the map after this one's lmdb.open and before its first
+    transaction (MDB_MAP_RESIZED there): the open adopts the new size and answers."""
+    import simstore.store.schema as schema
+
+    path = tmp_path / "s"
+    with SimStore(path, k=3, map_size=1 << 20) as s:
+        s.add("a", 12345)
+    real_load = schema.load
+
+    def load_after_growth(env: Any, *args: Any, **kw: Any) -> Any:
+        r = run_py(f"""
+from simstore.store import SimStore
+with SimStore({str(path)!r}) as s:
+    s.add_many(["%03d" % i + "x" * 60_000 for i in range(40)], list(range(40)))
+""")
+        assert r.returncode == 0, r.stderr
+        assert env.info()["map_size"] < 4 << 20  # this process's map is the old one
+        return real_load(env, *args, **kw)
+
+    monkeypatch.setattr(schema, "load", load_after_growth)
+    with SimStore(path, map_size=1 << 20) as s:
+        assert [m.doc_id for m in s.query(12345, 0)] == ["a"] and len(s) == 41
