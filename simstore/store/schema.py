@@ -13,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import lmdb
-
 from ..exceptions import (
     ConfigMismatchError,
     CorruptStoreError,
@@ -147,26 +145,23 @@ def write_meta(txn: Any, meta: Any, layout: Layout, config: FingerprintConfig | 
         txn.put(b"fingerprint", F.to_json(config.to_dict()), db=meta)
 
 
-def _begin(env: Any, write: bool) -> Any:
-    """A transaction of a just opened environment, adopting a map another process grew
-    since (MDB_MAP_RESIZED: a writer elsewhere grew the store between open and here)."""
-    for _ in range(_RESIZE_TRIES):
-        try:
-            return env.begin(write=write)
-        except lmdb.MapResizedError:
-            env.set_mapsize(0)  # take the size the store now records
-    return env.begin(write=write)
+Begin = Callable[[bool], Any]  # a transaction (write: bool) of the store's environment
 
 
-_RESIZE_TRIES = 8
+def _plain(env: Any) -> Begin:
+    """env's own begin (its caller handles a map another process grew)."""
+    return lambda write: env.begin(write=write)
 
 
 def create(env: Any, path: str, layout: Layout, config: FingerprintConfig,
-           map_epoch: Callable[[], int] | None = None, exact: bool = False) -> Handles | None:
+           map_epoch: Callable[[], int] | None = None, exact: bool = False,
+           begin: Begin | None = None) -> Handles | None:
     """Write a new store's metadata and databases; None if another process won the race.
 
-    exact: keep each doc's shingle set (a similarity config only: the caller checks)."""
-    txn = _begin(env, write=True)
+    exact: keep each doc's shingle set (a similarity config only: the caller checks).
+    begin: how to start the transaction (a store's handle adopts a map another process
+    grew since the open); env.begin by default."""
+    txn = (begin or _plain(env))(True)
     try:
         if txn.get(b"meta") is not None:
             return None
@@ -189,10 +184,11 @@ def create(env: Any, path: str, layout: Layout, config: FingerprintConfig,
 def load(
     env: Any, path: str, want_k: int | None, want_config: FingerprintConfig | None,
     map_epoch: Callable[[], int] | None = None, want_exact: bool | None = None,
+    begin: Begin | None = None,
 ) -> Handles:
     """Read the recorded layout, config and exact option, check them against the caller's,
-    bind."""
-    txn = _begin(env, write=False)
+    bind (begin: as for :func:`create`)."""
+    txn = (begin or _plain(env))(False)
     try:
         if txn.get(b"meta") is None:
             raise NotAStoreError(

@@ -158,14 +158,17 @@ class SimStore(MappingMethods, SimilarityMethods):
         path = self._env.path
         envobj = self._env  # not self: the handles must not keep the store alive
         epoch = lambda: envobj.epoch  # noqa: E731 - the run tables' map epoch
+        # the handle's begin adopts a map another process grew since the open; a store
+        # being created aside (create_aside) has an environment of its own, unshared
+        begin = envobj.begin if envobj.env is env else None
         with self._env.translated():
             h = None
             if creating:
                 h = _schema.create(env, path, self._layout, self._config, epoch,
-                                   exact=bool(self._want_exact))
+                                   exact=bool(self._want_exact), begin=begin)
             if h is None:
                 h = _schema.load(env, path, self._want_k, self._want_config, epoch,
-                                 self._want_exact)
+                                 self._want_exact, begin=begin)
         self._h = h
         self._layout = h.layout
         self._config = h.config
