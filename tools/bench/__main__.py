@@ -47,15 +47,16 @@ def _reps(text: str) -> int:
     return v
 
 
-def _pair(kind: type) -> Any:
-    """A parser of "LO,HI" (LO <= HI) into a tuple of two kind."""
+def _pair(kind: type, zero: bool = False) -> Any:
+    """A parser of "LO,HI" (0 < LO <= HI; with zero, 0 <= LO) into a tuple of two kind."""
     def parse(text: str) -> tuple[Any, Any]:
         try:
             lo, hi = (kind(v.replace("_", "")) for v in text.split(","))
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text} is not a valid LO,HI pair") from None
-        if not 0 < lo <= hi:
-            raise argparse.ArgumentTypeError(f"{text} is not a valid range, must be 0 < LO <= HI")
+        if not (0 <= lo if zero else 0 < lo) or lo > hi:
+            raise argparse.ArgumentTypeError(
+                f"{text} is not a valid range, must be {'0 <=' if zero else '0 <'} LO <= HI")
         return lo, hi
     return parse
 
@@ -249,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab.set_defaults(func=cmd_ab)
 
     add_spark_parser(sub, common, _positive, _sizes, DEFAULT_WORKDIR)
-    add_spark_cluster_parser(sub, common, _positive, _sizes, DEFAULT_WORKDIR)
+    add_spark_cluster_parser(sub, common, _positive, _sizes, _pair, DEFAULT_WORKDIR)
     add_readers_parser(sub)
     add_memlimit_parser(sub)
     add_writes_parser(sub)

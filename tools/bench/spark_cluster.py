@@ -390,10 +390,20 @@ def one_size(rep: Report, args: argparse.Namespace, spark: Any, rest: Rest, n: i
         shutil.rmtree(src, ignore_errors=True)
 
 
-def add_parser(sub: Any, common: Any, positive: Any, sizes: Any, default_workdir: Path) -> None:
-    """Register the ``spark-cluster`` sub-command."""
-    def pair(kind: Any) -> Any:
-        return lambda s: tuple(kind(v) for v in s.split(","))
+def add_parser(sub: Any, common: Any, positive: Any, sizes: Any, pair: Any,
+               default_workdir: Path) -> None:
+    """Register the ``spark-cluster`` sub-command (the value parsers are tools.bench's)."""
+    def share(text: str) -> float:
+        v = float(text)
+        if not 0 < v <= 1:
+            raise argparse.ArgumentTypeError(f"{text} is not a valid share, must be in (0, 1]")
+        return v
+
+    def seconds(text: str) -> float:
+        v = float(text)
+        if not v > 0:
+            raise argparse.ArgumentTypeError(f"{text} is not a valid time, must be > 0")
+        return v
 
     sp = sub.add_parser("spark-cluster", help="text near-duplicates on a Spark standalone "
                                               "cluster: simstore.spark vs Spark ML MinHashLSH",
@@ -402,7 +412,7 @@ def add_parser(sub: Any, common: Any, positive: Any, sizes: Any, default_workdir
     common(sp)
     sp.add_argument("--sizes", type=sizes, default=[100_000, 300_000, 1_000_000],
                     help="corpus sizes N, comma-separated (default 100000,300000,1000000)")
-    sp.add_argument("--threshold", type=float, default=0.9,
+    sp.add_argument("--threshold", type=share, default=0.9,
                     help="Jaccard threshold t (MinHashLSH distance 1 - t; default %(default)s)")
     sp.add_argument("--lsh-tables", type=positive, default=5,
                     help="MinHashLSH numHashTables (default %(default)s: a pair at Jaccard "
@@ -411,15 +421,15 @@ def add_parser(sub: Any, common: Any, positive: Any, sizes: Any, default_workdir
                     help="largest N given to MinHashLSH (default %(default)s)")
     sp.add_argument("--simstore-max", type=int, default=10_000_000,
                     help="largest N given to simstore.spark (default %(default)s)")
-    sp.add_argument("--cap", type=float, default=1200,
+    sp.add_argument("--cap", type=seconds, default=1200,
                     help="seconds after which a run is cancelled (default %(default)s)")
     sp.add_argument("--block", type=positive, default=100_000,
                     help="rows per generated block (one generating task; default %(default)s)")
     sp.add_argument("--words", type=pair(int), default=(40, 120),
                     help="LO,HI words per document (default 40,120)")
-    sp.add_argument("--planted", type=float, default=0.05,
+    sp.add_argument("--planted", type=share, default=0.05,
                     help="share of rows that are near copies (default %(default)s)")
-    sp.add_argument("--edits", type=pair(int), default=(0, 3),
+    sp.add_argument("--edits", type=pair(int, zero=True), default=(0, 3),
                     help="LO,HI words replaced in a near copy (default 0,3)")
     sp.add_argument("--sample", type=positive, default=2000,
                     help="returned pairs whose exact Jaccard is computed (default %(default)s)")
