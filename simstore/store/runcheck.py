@@ -22,12 +22,12 @@ from .runfile import (
     Job,
     State,
     band_rows,
-    index_problem,
     mix_xor,
     read_level,
     table_name,
     tombstones,
 )
+from .runindex import index_problem
 
 
 class RunTables(Protocol):

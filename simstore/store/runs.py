@@ -87,17 +87,16 @@ from .runfile import (
     State,
     band_rows,
     drop_level,
-    index_levels,
     mix,
     mix_xor,
     new_gen,
     parse_run,
     put_runs,
-    read_index,
     read_runs,
     table_name,
     tombstone_key,
 )
+from .runindex import index_levels, read_index
 
 __all__ = ["RunBands", "RunTables", "State"]
 
