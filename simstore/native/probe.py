@@ -133,6 +133,7 @@ class RunSet:
         self.loaded = 0  # runs with their keys
         arr = ffi.new("ss_run[]", len(runs))
         self._refs: list[Any] = []
+        self._held: list[Run | None] = list(runs)  # the runs loaded, by index
         for i, run in enumerate(runs):
             if run is None:
                 arr[i].kw, arr[i].vw = kw, 4  # vw: any width once loaded
@@ -190,7 +191,13 @@ class RunSet:
                 raise InvalidConfigError(
                     f"simstore: run {i} does not fit its place in the set (key width, "
                     "first key or directory)")
+            self._held[i] = run
         return len(idxs)
+
+    def held(self) -> dict[int, Run]:
+        """The runs loaded so far, by first key."""
+        return {int(f): r for f, r in zip(self.firsts.tolist(), self._held, strict=True)
+                if r is not None}
 
     def fill(self, c: Any, check: bool = True) -> None:
         """Point a C ss_runset at this set (checked when built)."""

@@ -42,12 +42,18 @@ FORMAT = "simstore"
 # keys (simstore.store.runfile), so a reader opens a level by one record and fetches a
 # run when a probe first needs it; a simstore that does not keep the index refuses to
 # write them. A write brings 3-5 to 7 and 6 to 8.
-FORMAT_VERSION = 7
-EXACT_FORMAT_VERSION = 8
-FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
+# 9 and 10: formats 7 and 8 whose merge under way is visible: its target level is in the
+# state from the start, and each slice deletes the sources' runs it has merged, so the
+# pages of a merge's sources are freed (and reused) as it goes, not at its end
+# (simstore.store.merges); a simstore that hides the target would lose those entries.
+# A write brings 3-5 and 7 to 9, 6 and 8 to 10.
+FORMAT_VERSION = 9
+EXACT_FORMAT_VERSION = 10
+FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 RUNS_FROM = 3  # the first format version with run tables
 RUN_DIRS_FROM = 4  # the first whose runs carry directories
 RUN_INDEX_FROM = 7  # the first whose levels have index records
+VISIBLE_MERGE_FROM = 9  # the first whose merge target is a level of the state
 MAX_DOC_ID_BYTES = 1 << 16
 MAX_KEY_BYTES = 511  # LMDB's key limit: longer ids are keyed by a digest
 _FP_END = 9  # a record is [version byte][fingerprint: bytes 1..8][encoded id]
@@ -395,6 +401,12 @@ def has_run_dirs(meta: dict[str, Any]) -> bool:
 def has_run_index(meta: dict[str, Any]) -> bool:
     """Whether every level of such a store has its index record."""
     return int(meta["version"]) >= RUN_INDEX_FROM
+
+
+def has_visible_merges(meta: dict[str, Any]) -> bool:
+    """Whether a merge under way in such a store keeps its target in the state and
+    deletes its sources' runs slice by slice (older simstores expect them whole)."""
+    return int(meta["version"]) >= VISIBLE_MERGE_FROM
 
 
 def is_known_format(meta: dict[str, Any]) -> bool:

@@ -28,15 +28,20 @@ from .runfile import (
     drop_level,
     key_after,
     new_gen,
+    next_gen,
     pack_cursors,
     slice_level,
     tombstone_key,
     tombstones,
+    trim_level,
     unpack_cursors,
 )
+from .runindex import append_index, read_index
 
 LEVEL_RATIO = 4  # a level absorbs the newer ones once they hold 1 / LEVEL_RATIO of its docs
-MERGE_STEP = 1 << 16  # entries per run database a write merges, at least (a merge under way)
+MERGE_STEP = 1 << 14  # entries per run database a write merges, at least (a merge under way):
+# small slices let a merge reuse the pages its own earlier slices freed (LMDB frees a
+# page for reuse two commits after the one that freed it)
 MERGE_PER_DOC = 16  # ... or this many per doc the write added, if more
 STALE_SHARE = 8  # merge every level when stale entries exceed live / STALE_SHARE
 _MASK = (1 << 64) - 1
@@ -82,61 +87,108 @@ class MergeJob:
                 return lid
         raise CorruptStoreError(f"the run tables hold {len(st.levels)} levels, too many")
 
-    def _start(self, txn: Any, st: State) -> Job | None:
-        """Begin the merge that is due, if any (records it, nothing merged yet)."""
+    def _start(self, txn: Any, st: State) -> tuple[Job | None, State]:
+        """Begin the merge that is due, if any: its record, and its target as an empty level
+        (covering no ids yet) just before its sources in the state; the new state."""
         live = int(txn.stat(self._docs)["entries"])
         first = due([hi - lo for _, lo, hi in st.bounds()], st.stale, live)
         if first is None:
-            return None
+            return None, st
         lo = st.bounds()[first][1]
         sources = st.levels[first:]
         job = Job(self._free_id(txn, st), new_gen(), sources,
                   tombstones(txn, self._meta, lo, sources[-1].hi))
         for db in self.run_dbs:
             drop_level(txn, db, job.target)
+            append_index(txn, db, job.target, np.empty(0, dtype=np.uint64))
         txn.put(MERGE_KEY, job.pack(), db=self._meta)
         txn.put(CURSOR_KEY, pack_cursors([0] * len(self.run_dbs)), db=self._meta)
-        return job
+        target = Level(job.target, job.gen, lo)
+        return job, st._replace(levels=st.levels[:first] + (target,) + st.levels[first:])
+
+    def _adopt(self, txn: Any, st: State) -> State:
+        """Bring a merge that an older simstore (formats 3-8) left under way to this one's
+        way: its target goes into the state and the sources lose the runs it has merged."""
+        raw = txn.get(MERGE_KEY, db=self._meta)
+        if raw is None or txn.get(CLEAN_KEY, db=self._meta) is not None:
+            return st
+        job = Job.unpack(raw)
+        if job.target in st.gens():
+            return st
+        at = self._sources_at(st, job, 0)
+        cursors = unpack_cursors(txn.get(CURSOR_KEY, db=self._meta), len(self.run_dbs))
+        for db, c in zip(self.run_dbs, cursors, strict=True):
+            if read_index(txn, db, job.target) is None:
+                append_index(txn, db, job.target, np.empty(0, dtype=np.uint64))
+            for lv in job.sources:
+                trim_level(txn, db, lv.id, c)
+        lo = st.bounds()[at][1]
+        target = Level(job.target, job.gen, lo)
+        ids = {lv.id for lv in job.sources}
+        levels = tuple(lv._replace(gen=next_gen(lv.gen)) if lv.id in ids else lv
+                       for lv in st.levels)
+        return st._replace(levels=levels[:at] + (target,) + levels[at:])
 
     def _merge(self, txn: Any, st: State, job: Job, budget: int) -> tuple[State, int | None]:
         """Merge up to ``budget`` entries per run database of the job's sources into its
-        target, then swap it in and delete up to ``budget`` of its tombstones a write; the
-        new state and the budget left once the job is done (else None)."""
+        target and delete the sources' runs merged in full, then, once all are, swap it
+        in and delete up to ``budget`` of its tombstones a write; the new state and the
+        budget left once the job is done (else None).
+
+        Readers see the target from the start: each slice gives it and its sources
+        new generations of their lineages, so every entry is in a level they probe
+        (the target below the cursor, the sources from it), and the sources' pages
+        are freed as the merge goes, for its next slices to reuse.
+        """
         cleaned = txn.get(CLEAN_KEY, db=self._meta)
         if cleaned is not None:  # swapped in already: its tombstones go
             return st, self._clean(txn, job, int.from_bytes(cleaned, "little"), budget)
         cursors = unpack_cursors(txn.get(CURSOR_KEY, db=self._meta), len(self.run_dbs))
         left = budget
         for i, db in enumerate(self.run_dbs):
-            c = cursors[i]
-            srcs = [LevelRuns(txn, db, lv.id) for lv in job.sources]
-            spent = 0
-            while c is not None and spent < budget:
-                step = min(budget - spent, MERGE_STEP)
-                ends = [e for e in (key_after(r, c, step) for r in srcs) if e is not None]
-                hi = min(ends) if ends else None
-                if hi == c:  # a key more frequent than a step: take all of it
-                    hi = c + 1 if c < _MASK else None
-                parts = [slice_level(r, c, hi) for r in srcs]
-                keys = np.concatenate([p[0] for p in parts])
-                vals = np.concatenate([p[1] for p in parts])
-                spent += max(len(keys), 1)
-                if len(parts) > 1:
-                    order = np.argsort(keys, kind="stable")
-                    keys, vals = keys[order], vals[order]
-                if len(job.gone):  # sorted: a binary search a value
-                    at = np.minimum(np.searchsorted(job.gone, vals), len(job.gone) - 1)
-                    keep = job.gone[at] != vals
-                    keys, vals = keys[keep], vals[keep]
-                self._put(txn, i, job.target, keys, vals)
-                c = hi
-            cursors[i] = c
+            if cursors[i] is None:
+                continue
+            cursors[i], spent = self._slice(txn, i, db, job, cursors[i], budget)
+            for lv in job.sources:
+                trim_level(txn, db, lv.id, cursors[i])
             left = min(left, budget - spent)
+        changed = {job.target} | {lv.id for lv in job.sources}
+        st = st._replace(levels=tuple(lv._replace(gen=next_gen(lv.gen)) if lv.id in changed
+                                      else lv for lv in st.levels))
         if any(c is not None for c in cursors):
             txn.put(CURSOR_KEY, pack_cursors(cursors), db=self._meta)
             return st, None
         st = self._swap(txn, st, job)
         return st, self._clean(txn, job, 0, max(left, 0))
+
+    def _slice(self, txn: Any, i: int, db: Any, job: Job, c: int, budget: int
+               ) -> tuple[int | None, int]:
+        """Merge the sources' entries from key c on into the target, up to budget of them
+        (whole keys), in run database i; the next key to merge (None: all done) and how
+        many entries it took."""
+        srcs = [LevelRuns(txn, db, lv.id) for lv in job.sources]
+        spent = 0
+        cur: int | None = c
+        while cur is not None and spent < budget:
+            step = min(budget - spent, MERGE_STEP)
+            ends = [e for e in (key_after(r, cur, step) for r in srcs) if e is not None]
+            hi = min(ends) if ends else None
+            if hi == cur:  # a key more frequent than a step: take all of it
+                hi = cur + 1 if cur < _MASK else None
+            parts = [slice_level(r, cur, hi) for r in srcs]
+            keys = np.concatenate([p[0] for p in parts])
+            vals = np.concatenate([p[1] for p in parts])
+            spent += max(len(keys), 1)
+            if len(parts) > 1:
+                order = np.argsort(keys, kind="stable")
+                keys, vals = keys[order], vals[order]
+            if len(job.gone):  # sorted: a binary search a value
+                at = np.minimum(np.searchsorted(job.gone, vals), len(job.gone) - 1)
+                keep = job.gone[at] != vals
+                keys, vals = keys[keep], vals[keep]
+            self._put(txn, i, job.target, keys, vals)
+            cur = hi
+        return cur, spent
 
     def _clean(self, txn: Any, job: Job, done: int, budget: int) -> int | None:
         """Delete up to ``budget`` more of the tombstones a swapped-in merge honoured (done
@@ -152,17 +204,28 @@ class MergeJob:
             txn.delete(key, db=self._meta)
         return budget - (end - done)
 
+    @staticmethod
+    def _sources_at(st: State, job: Job, skip: int) -> int:
+        """Where the job's sources begin in the state's levels (after ``skip`` levels
+        from its target, when that is there); by id and end, as their generations
+        change with every slice."""
+        n, want = len(job.sources), [(lv.id, lv.hi) for lv in job.sources]
+        for j in range(len(st.levels) - n + 1):
+            if [(lv.id, lv.hi) for lv in st.levels[j:j + n]] == want and (
+                not skip or (j and st.levels[j - 1].id == job.target)
+            ):
+                return j
+        raise CorruptStoreError("the run tables' merge names levels the state does not")
+
     def _swap(self, txn: Any, st: State, job: Job) -> State:
-        """The merged level replaces its sources in the state, their runs go; the stale
-        count drops by the tombstones the merge honoured (deleted by _clean)."""
-        n = len(job.sources)
-        at = next((j for j in range(len(st.levels)) if st.levels[j:j + n] == job.sources),
-                  None)
-        if at is None:
-            raise CorruptStoreError("the run tables' merge names levels the state does not")
+        """The merged level replaces its sources in the state (their records go: the runs
+        are gone already); the stale count drops by the tombstones the merge honoured
+        (deleted by _clean)."""
+        at = self._sources_at(st, job, 1)
         for db in self.run_dbs:
             for lv in job.sources:
                 drop_level(txn, db, lv.id)
-        target = Level(job.target, job.gen, job.sources[-1].hi)
-        return st._replace(levels=st.levels[:at] + (target,) + st.levels[at + n:],
-                       stale=max(st.stale - len(job.gone), 0))
+        target = Level(job.target, next_gen(st.levels[at - 1].gen), job.sources[-1].hi)
+        rest = st.levels[at + len(job.sources):]
+        return st._replace(levels=st.levels[:at - 1] + (target,) + rest,
+                           stale=max(st.stale - len(job.gone), 0))

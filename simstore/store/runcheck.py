@@ -5,11 +5,16 @@ range of internal ids, plus the stale rows of removed docs, which are as many
 as the state counts and (from format 5) each have a tombstone; the recent docs
 match the state's hash; no table is left over from another layout. Reads copies of the runs
 (with their order checked), never the in-place views of queries.
+
+While a merge is under way its target level covers its sources' ids: it holds the
+rows below the job's cursor of that run database, the sources those from it on
+(their rows below it, in a run not yet passed in full, are copies and are not
+counted), and the stale rows it has left out are no longer in any level.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -17,6 +22,7 @@ from ..exceptions import CorruptStoreError
 from ..native import core as _core
 from .runfile import (
     CLEAN_KEY,
+    CURSOR_KEY,
     EMPTY,
     MERGE_KEY,
     Job,
@@ -26,8 +32,30 @@ from .runfile import (
     read_level,
     table_name,
     tombstones,
+    unpack_cursors,
 )
 from .runindex import index_problem
+
+
+class _Merging(NamedTuple):
+    """A merge under way as the checks see it."""
+
+    job: Job
+    cursors: list[int | None]  # per run database
+    lo: int  # its sources' first id
+
+
+def _merging(rt: RunTables, txn: Any, st: State) -> _Merging | None:
+    """The merge under way whose target is a level of the state, if any."""
+    raw = txn.get(MERGE_KEY, db=rt.meta_db())
+    if raw is None or txn.get(CLEAN_KEY, db=rt.meta_db()) is not None:
+        return None
+    job = Job.unpack(raw)
+    if job.target not in st.gens():
+        return None
+    cursors = unpack_cursors(txn.get(CURSOR_KEY, db=rt.meta_db()), len(rt.run_dbs))
+    lo = next(lo for lv, lo, _ in st.bounds() if lv.id == job.target)
+    return _Merging(job, cursors, lo)
 
 
 class RunTables(Protocol):
@@ -71,8 +99,10 @@ def check_tables(rt: RunTables, txn: Any, iids: np.ndarray, fps: np.ndarray) -> 
     if gone is not None and len(gone) != st.stale + pending:
         problems.append(f"run state: {st.stale} stale docs and {pending} tombstones left "
                         f"to delete, but {len(gone)} tombstones")
+    merging = _merging(rt, txn, st)
     for t, db in enumerate(rt.dbs):
-        problems.extend(_check_table(rt, txn, t, db, st, iids[~recent], fps[~recent], gone))
+        problems.extend(_check_table(rt, txn, t, db, st, iids[~recent], fps[~recent], gone,
+                                     merging))
     extra = rt.extra(txn)
     if extra:
         problems.append(f"tables left over from another layout: {', '.join(extra)}")
@@ -88,11 +118,12 @@ def _pending(txn: Any, meta: Any) -> int:
 
 
 def _check_table(rt: RunTables, txn: Any, t: int, db: Any, st: State,
-                 iids: np.ndarray, fps: np.ndarray, gone: np.ndarray | None) -> list[str]:
+                 iids: np.ndarray, fps: np.ndarray, gone: np.ndarray | None,
+                 merging: _Merging | None) -> list[str]:
     want = _core.permute_blocks(fps, *rt.specs[t])
     name = table_name(t).decode()
     return _check_index(rt, txn, name, db, st) + _check_level_rows(
-        txn, name, db, st, want, iids, 1, gone)
+        txn, name, db, st, want, iids, 1, gone, merging, t)
 
 
 def _check_index(rt: RunTables, txn: Any, name: str, db: Any, st: State) -> list[str]:
@@ -113,20 +144,32 @@ def check_bands(rt: RunTables, txn: Any, iids: np.ndarray, keys32: np.ndarray) -
     gone = None if st.legacy else tombstones(txn, rt.meta_db(), 0, 1 << 64)
     db = rt.run_dbs[-1]
     return _check_index(rt, txn, "of band keys", db, st) + _check_level_rows(
-        txn, "of band keys", db, st, want, vals, rt.nbands, gone)
+        txn, "of band keys", db, st, want, vals, rt.nbands, gone, _merging(rt, txn, st),
+        len(rt.run_dbs) - 1)
 
 
 def _check_level_rows(txn: Any, name: str, db: Any, st: State, want: np.ndarray,
-                      want_vals: np.ndarray, per_doc: int,
-                      gone: np.ndarray | None) -> list[str]:
+                      want_vals: np.ndarray, per_doc: int, gone: np.ndarray | None,
+                      merging: _Merging | None, i: int) -> list[str]:
     """A run database's levels hold exactly the wanted (key, iid) rows, plus
-    per_doc stale rows per removed doc (each one's iid a tombstone, given gone)."""
+    per_doc stale rows per removed doc (each one's iid a tombstone, given gone);
+    i: the run database's place (its merge cursor)."""
     try:
         levels = [read_level(txn, db, lv.id) for lv in st.levels]
     except CorruptStoreError as exc:
         return [f"table {name}: {exc}"]
     problems = []
-    for (lv, lo, hi), (_, vals) in zip(st.bounds(), levels, strict=True):
+    sources = set() if merging is None else {lv.id for lv in merging.job.sources}
+    for j, ((lv, lo, hi), (keys, vals)) in enumerate(zip(st.bounds(), levels, strict=True)):
+        if merging is not None and lv.id == merging.job.target:
+            lo, hi = merging.lo, merging.job.sources[-1].hi
+            c = merging.cursors[i]
+            if c is not None and len(keys) and int(keys[-1]) >= c:
+                problems.append(f"table {name}: the merge target holds keys from its cursor on")
+        elif lv.id in sources:
+            c = merging.cursors[i] if merging is not None else None
+            keep = np.zeros(len(keys), bool) if c is None else keys >= np.uint64(c)
+            levels[j] = keys, vals = keys[keep], vals[keep]
         if len(vals) and (int(vals.min()) < lo or int(vals.max()) >= hi):
             problems.append(f"table {name} level {lv.id}: an internal id outside its level")
     keys = np.concatenate([EMPTY] + [lv[0] for lv in levels])
@@ -144,7 +187,8 @@ def _check_level_rows(txn: Any, name: str, db: Any, st: State, want: np.ndarray,
             "missing, "
             f"{len(gs - ns) + len(got) - len(gs)} wrong entries"
         )
-    if stale != st.stale * per_doc:
+    dropped = 0 if merging is None else len(merging.job.gone) * per_doc  # at most
+    if not st.stale * per_doc - dropped <= stale <= st.stale * per_doc:
         problems.append(
             f"table {name}: {stale} stale entries, the state says {st.stale * per_doc}"
         )

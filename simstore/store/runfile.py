@@ -241,9 +241,26 @@ def mix_xor(iids: np.ndarray, fps: np.ndarray) -> int:
     return int(np.bitwise_xor.reduce(x))
 
 
+_STEP_BITS = 24  # a generation: a level's random lineage, then a count of its changes
+
+
 def new_gen() -> int:
-    """A random generation number for a level just written."""
-    return int.from_bytes(os.urandom(8), "little") | 1
+    """A generation number for a level just written: a new random lineage, change 1."""
+    return (int.from_bytes(os.urandom(5), "little") << _STEP_BITS) | 1
+
+
+def next_gen(gen: int) -> int:
+    """The generation of a level after a merge slice changed its runs: the same lineage,
+    the next change (a merge adds runs to its target and deletes runs of its sources,
+    never rewriting one, so a run a reader holds under one generation of a lineage is
+    the same record under a later one that still names it)."""
+    step = (gen & ((1 << _STEP_BITS) - 1)) % ((1 << _STEP_BITS) - 1) + 1
+    return (gen >> _STEP_BITS << _STEP_BITS) | step
+
+
+def lineage(gen: int) -> int:
+    """The lineage of a generation (see :func:`next_gen`)."""
+    return gen >> _STEP_BITS
 
 
 # --- the runs ---------------------------------------------------------------------
@@ -310,6 +327,31 @@ def put_runs(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, 
         txn.put(lead + int(keys[a]).to_bytes(8, "big"), head + body, db=db)
     if index:
         append_index(txn, db, level, keys[np.asarray(starts, dtype=np.int64)])
+
+
+def trim_level(txn: Any, db: Any, level: int, upto: int | None) -> bool:
+    """Delete the runs of a merge's source level whose keys all lie below ``upto`` (None:
+    every run) and drop them from its index record; whether any went.
+
+    Run j's keys are below run j + 1's first key, so run j goes once that first
+    key is below upto; the run upto falls in stays whole until a later slice
+    passes its end (its merged entries are then in the target too: a probe of
+    both finds them twice, and answers each doc once).
+    """
+    firsts = read_index(txn, db, level)
+    if firsts is None:
+        raise CorruptStoreError(f"merge source level {level} has no index record")
+    cut = len(firsts) if upto is None else int(
+        np.searchsorted(firsts[1:], np.uint64(upto), side="left"))
+    if not cut:
+        return False
+    lead = bytes((level,))
+    for f in firsts[:cut].tolist():
+        if not txn.delete(lead + f.to_bytes(8, "big"), db=db):
+            raise CorruptStoreError(f"table level {level} names a run its index has and "
+                                    "the table not")
+    txn.put(lead, firsts[cut:].astype(_LE8).tobytes(), db=db)
+    return True
 
 
 def drop_level(txn: Any, db: Any, level: int) -> None:

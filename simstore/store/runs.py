@@ -87,6 +87,7 @@ from .runfile import (
     State,
     band_rows,
     drop_level,
+    lineage,
     mix,
     mix_xor,
     new_gen,
@@ -275,6 +276,7 @@ class RunTables(merges.MergeJob):
             if self._upgrade(txn):
                 for db in self.run_dbs:
                     index_levels(txn, db)
+                st = self._adopt(txn, st)
             self._dirs = True
         if not st.legacy:
             return st
@@ -338,13 +340,19 @@ class RunTables(merges.MergeJob):
             st = st._replace(flushed=st.next, recent_xor=0, levels=st.levels + (lv,))
         budget = max(merges.MERGE_STEP, merges.MERGE_PER_DOC * added)
         raw = txn.get(MERGE_KEY, db=self._meta)
-        job = Job.unpack(raw) if raw is not None else self._start(txn, st)
+        job: Job | None = None
+        if raw is not None:
+            job = Job.unpack(raw)
+        else:
+            job, st = self._start(txn, st)
         while job is not None:
             st, left = self._merge(txn, st, job, budget)
             if left is None:  # not done: the next write goes on
                 break
             budget = left
-            job = self._start(txn, st) if budget > 0 else None
+            job = None
+            if budget > 0:
+                job, st = self._start(txn, st)
         return st
 
     # --- the cache -----------------------------------------------------------------------
@@ -363,11 +371,17 @@ class RunTables(merges.MergeJob):
         got = self._levels.get(level)
         if got is not None and got.gen == gen and got.epoch == epoch:
             return got
+        # A merge's slice moved this level on within its lineage: the runs this process
+        # holds that the new index still names are the same records (see next_gen)
+        kept = [rs.held() for rs in got.sets] if got is not None and got.epoch == epoch \
+            and lineage(got.gen) == lineage(gen) else None
         nt = len(self.dbs)
         with self._reading(txn, level, gen) as src:
             index = [read_index(src, db, level) for db in self.run_dbs]
             if all(firsts is not None for firsts in index):
-                sets = [_probe.RunSet(i if i < nt else 0, [None] * len(firsts), firsts,
+                sets = [_probe.RunSet(i if i < nt else 0,
+                                      [kept[i].get(f) for f in firsts.tolist()] if kept
+                                      else [None] * len(firsts), firsts,
                                       kw=8 if i < nt else 4,
                                       fetch=functools.partial(self._fetch, level, gen, db,
                                                               firsts), whole_at=WHOLE_AT)

@@ -98,7 +98,7 @@ def bind(
                            nbands=config.bands if sig else 0, map_epoch=map_epoch,
                            dirs=F.has_run_dirs(fmt),
                            indexed=functools.partial(_indexed, meta=meta),
-                           upgrade=None if F.has_run_index(fmt) else
+                           upgrade=None if F.has_visible_merges(fmt) else
                            functools.partial(_upgrade_format, meta=meta, exact=exact))
         if sig:
             bands = RunBands(tables)
@@ -127,10 +127,10 @@ def _indexed(txn: Any, meta: Any) -> bool:
 
 
 def _upgrade_format(txn: Any, meta: Any, exact: bool) -> bool:
-    """Record the current format in a store of an older one (formats 3-6: run tables),
+    """Record the current format in a store of an older one (formats 3-8: run tables),
     unless this transaction's view already has it; whether it did (the caller then
     writes what the new format adds)."""
-    if _indexed(txn, meta):
+    if F.has_visible_merges(F.from_json(txn.get(b"format", db=meta), "format")):
         return False
     txn.put(b"format", F.to_json(F.format_meta(exact)), db=meta)
     return True

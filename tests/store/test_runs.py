@@ -37,7 +37,7 @@ import simstore
 import simstore.store.runs
 from simstore.search.layout import permute
 from simstore.store import SimStore
-from simstore.store.runfile import MERGE_KEY, Job
+from simstore.store.runfile import MERGE_KEY, Job, lineage
 from simstore.store.runs import State
 
 from ..oracles import brute_matches, shares_band, sketch_estimate
@@ -162,16 +162,26 @@ def raw_runs(txn: Any, db: Any, tail: int | None = None
             assert tail is None or shift >= tail  # never finer than a probe's range
         out.append((key[0], int.from_bytes(key[1:], "big"), keys, iids, width))
     levels = {r[0] for r in out}
-    assert set(index) == levels
-    for lv in levels:
+    assert set(index) >= levels  # a merge's target or trimmed source may have no run
+    for lv in index:
         assert index[lv] == [r[1] for r in out if r[0] == lv]
     return out
+
+
+def cursors(store: SimStore) -> list[int | None]:
+    """A merge's progress per run database (documented: a live byte and the next key)."""
+    with store._env.reading() as txn:
+        raw = bytes(txn.get(b"mcursor", db=store._h.tables.meta_db()))
+    return [int.from_bytes(raw[i + 1:i + 9], "little") if raw[i] else None
+            for i in range(0, len(raw), 9)]
 
 
 def check_levels(store: SimStore, st_: State, run_entries: int) -> None:
     """Each table's levels as the format says: sorted runs of live docs in the level's
     range of internal ids, plus st_.stale dead ones, each with a tombstone; no runs but
-    the levels' and a merge's target."""
+    the levels'. A merge under way (format 9) has its target among them, covering its
+    sources' ids and holding their entries below its cursor; the sources hold them
+    from it on, their entries below it being copies (or left out, for its tombstones)."""
     h = store._h
     with store._env.reading() as txn:
         cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_ids=False)
@@ -188,13 +198,23 @@ def check_levels(store: SimStore, st_: State, run_entries: int) -> None:
         left = set(job.gone[int.from_bytes(cleaned, "little"):].tolist())
         assert left <= dead_all
         dead_all -= left
-    assert len(dead_all) == st_.stale
     bounds, lo = [], 0
     for lv in st_.levels:
         bounds.append((lv.id, lo, lv.hi))
         lo = lv.hi
     assert lo == st_.flushed <= st_.next
-    ids = {lv.id for lv in st_.levels} | ({job.target} if job else set())
+    ids = {lv.id for lv in st_.levels}
+    under_way = job is not None and cleaned is None
+    if under_way:  # the target covers its sources' ids
+        assert job.target in ids
+        at = [b[0] for b in bounds].index(job.target)
+        assert [b[0] for b in bounds[at + 1:at + 1 + len(job.sources)]] == [
+            lv.id for lv in job.sources]
+        bounds[at] = (job.target, bounds[at][1], job.sources[-1].hi)
+        cur = cursors(store)
+    else:
+        assert len(dead_all) == st_.stale
+    sources = {lv.id for lv in job.sources} if under_way else set()
     for t, table in enumerate(runs):
         want = set(zip(permute(h.layout, t, list(in_levels.values())).tolist(), in_levels,
                        strict=True))
@@ -211,12 +231,21 @@ def check_levels(store: SimStore, st_: State, run_entries: int) -> None:
                 assert len(ks) <= run_entries or len(set(ks)) == 1  # a run never splits a key
                 assert nxt is None or ks[-1] < nxt[2][0]
                 assert all(lo <= i < hi for i in iids), f"table {t} level {level}: iid outside"
-                got += zip(ks, iids, strict=True)
+                rows = list(zip(ks, iids, strict=True))
+                if level in sources:  # below the cursor: copies of the target's
+                    rows = [] if cur[t] is None else [r for r in rows if r[0] >= cur[t]]
+                elif under_way and level == job.target:
+                    assert cur[t] is None or not ks or ks[-1] < cur[t]
+                got += rows
         assert not [r for r in table if r[0] not in ids], f"table {t}: runs of no level"
         assert len(got) == len(set(got)) and len({i for _, i in got}) == len(got)
         dead = {i for _, i in got if i not in live}
         assert {(key, i) for key, i in got if i in live} == want, f"table {t}: live entries"
-        assert dead == dead_all, f"table {t}: {len(dead)} dead entries, stale {st_.stale}"
+        if under_way:  # the merge leaves out its tombstones' entries as it goes
+            gone = set(job.gone.tolist())
+            assert dead <= dead_all and dead_all - dead <= gone, f"table {t}: dead entries"
+        else:
+            assert dead == dead_all, f"table {t}: {len(dead)} dead entries, stale {st_.stale}"
 
 
 # --- 1. the model: random operations against a dict ----------------------------------
@@ -246,7 +275,8 @@ class Watch:
         assert st_.next - st_.flushed <= simstore.store.runs.RECENT_MAX
         assert st_.next >= prev.next and all(i < st_.next for i in live)
         assert all(i >= prev.next for i in live - self.prev_live), "an internal id was reused"
-        old, new = set(prev.levels), set(st_.levels)
+        # levels by id and lineage: a merge's slices move generations on, not lineages
+        old, new = ({(lv.id, lineage(lv.gen)) for lv in sts.levels} for sts in (prev, st_))
         if old - new:  # a merge finished: only then do levels go, or stale entries
             self.seen["merges"] += 1
             self.seen["purges"] += st_.stale < prev.stale
@@ -826,12 +856,12 @@ def test_legacy_store_works_and_rebuild_moves_it_to_runs(monkeypatch: pytest.Mon
         before = legacy_answers(store, model, queries)
         assert sum(len(a) > 1 for a in before) >= 3  # answers with several docs among them
         assert store.verify() == []
-        if version == 3:  # its first write brought it to format 7 (whose runs have dirs)
-            assert format_version(store) == 7
+        if version == 3:  # its first write brought it to format 9 (whose runs have dirs)
+            assert format_version(store) == 9
 
         store.rebuild()
         now = simstore.store.format.FORMAT_VERSION
-        assert now == 7 and format_version(store) == now and store._h.tables.name == "runs"
+        assert now == 9 and format_version(store) == now and store._h.tables.name == "runs"
         assert (store.stats()["format_version"], store.stats()["table_engine"]) == (now, "runs")
         if version == 3:
             assert 0 not in run_dir_bits(store)
@@ -1172,11 +1202,11 @@ def test_a_format_4_state_record_is_read_and_upgraded(tmp_path: Path) -> None:
         model["new"] = 12345
         st2 = state_of(s)
         assert not st2.legacy and st2.stale == 0 and st2.levels[0].gen != gen
-        assert format_version(s) == 7
+        assert format_version(s) == 9
         check_answers(s, model, list(model.values())[:20] + [12345])
         assert s.verify() == []
     with SimStore(path) as s:
-        assert format_version(s) == 7 and s.stats()["format_version"] == 7
+        assert format_version(s) == 9 and s.stats()["format_version"] == 9
 
 
 # --- internal ids past 32 bits ----------------------------------------------------------
@@ -1271,7 +1301,7 @@ def test_a_format_5_store_gets_index_records_on_its_first_write(
         assert s.verify() == []
         s.add(100, items[100])
         model[100] = s.fingerprint(texts[100])
-        assert format_version(s) == (8 if sig else 7)
+        assert format_version(s) == (10 if sig else 9)
         records = index_records(s)
         assert set(records) >= {lv.id for lv in state_of(s).levels}
         assert all(-1 not in counts for counts in records.values())
@@ -1354,3 +1384,100 @@ with SimStore({str(path)!r}) as s:
     monkeypatch.setattr(schema, "load", load_after_growth)
     with SimStore(path, map_size=1 << 20) as s:
         assert [m.doc_id for m in s.query(12345, 0)] == ["a"] and len(s) == 41
+
+
+def test_a_merge_an_older_simstore_left_under_way_is_adopted(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Formats 3-8 kept a merge's target out of the state and its sources whole until the
+    swap. A format-9 simstore opening such a store mid-merge answers exactly, and its first
+    write puts the target into the state and trims the sources; the merge then finishes
+    and verify passes at every step."""
+    small(monkeypatch)
+    rng = random.Random(21)
+    model = {f"d{i}": rng.getrandbits(64) for i in range(400)}
+    path = tmp_path / "s"
+    with SimStore(path, k=3, expected_size=1000, durable=False) as s:
+        s.add_many(list(model)[:150], list(model.values())[:150])
+        monkeypatch.setattr(simstore.store.merges, "trim_level", lambda *a: False)
+        for d in list(model)[150:]:  # one doc a write until a merge is half done
+            s.add(d, model[d])
+            if merging(s) is not None and any(c for c in cursors(s)):
+                break
+        job, st0 = merging(s), state_of(s)
+        assert job is not None and any(c for c in cursors(s))  # begun
+        assert any(c is not None for c in cursors(s))  # not done
+        with s._env.reading() as txn:
+            assert txn.get(b"mclean", db=s._h.tables.meta_db()) is None
+    monkeypatch.setattr(simstore.store.merges, "trim_level", simstore.store.runfile.trim_level)
+    # What a format-7 simstore left: the target out of the state, the sources' gens as begun
+    env = lmdb.open(str(path), max_dbs=64, subdir=True)
+    with env.begin(write=True) as txn:
+        meta = env.open_db(b"meta", txn=txn, create=False)
+        runs = env.open_db(b"runs", txn=txn, create=False)
+        levels = tuple(lv for lv in st0.levels if lv.id != job.target)
+        levels = tuple(next((src for src in job.sources if src.id == lv.id), lv) for lv in levels)
+        txn.put(b"state", st0._replace(levels=levels).pack(), db=runs)
+        txn.put(b"format", b'{"format":"simstore","version":7}', db=meta)
+    env.close()
+    with SimStore(path) as s:
+        stored = {d: fp for d, fp in model.items() if d in dict(s.items())}
+        assert format_version(s) == 7 and job.target not in state_of(s).gens()
+        check_answers(s, stored, list(stored.values())[::20])
+        assert s.verify() == []
+        whole = sum(sum(index_records(s)[lv.id]) for lv in job.sources)
+        s.add("new", 12345)
+        stored["new"] = 12345
+        assert format_version(s) == 9 and job.target in state_of(s).gens()
+        assert sum(sum(index_records(s).get(lv.id, [0])) for lv in job.sources) < whole
+        check_levels(s, state_of(s), simstore.store.runs.RUN_ENTRIES)
+        assert s.verify() == []
+        while merging(s) is not None:
+            d, fp = f"more{len(stored)}", rng.getrandbits(64)
+            s.add(d, fp)
+            stored[d] = fp
+            check_levels(s, state_of(s), simstore.store.runs.RUN_ENTRIES)
+        check_answers(s, stored, list(stored.values())[::15])
+        assert s.verify() == []
+
+
+def test_a_reader_keeps_its_runs_across_a_merges_slices(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    """Each slice of a merge gives its levels new generations of the same lineage: another
+    process's reader re-reads their index records but keeps the runs it holds that they
+    still name (fetching only the target's new ones), and answers exactly after every
+    slice, while the merge deletes the sources' merged runs."""
+    values = small(monkeypatch, MERGE_STEP=64, MERGE_PER_DOC=1, RUN_ENTRIES=16, RECENT_MAX=64)
+    monkeypatch.setattr(simstore.store.runs, "WHOLE_AT", 0)
+    rng = random.Random(5)
+    model = {f"d{i}": rng.getrandbits(64) for i in range(2000)}
+    path = tmp_path / "s"
+    with SimStore(path, k=3, expected_size=10**5, durable=False) as w:
+        w.add_many(list(model)[:1600], list(model.values())[:1600])
+    stored = dict(list(model.items())[:1600])
+    slices = kept = 0
+    with SimStore(path, readonly=True) as r:
+        queries = list(stored.values())
+        for at in range(1600, 2000, 40):
+            for q in queries:  # every run of every level held
+                r.query(q, 3)
+            before = {lid: [rs.held() for rs in lev.sets] for lid, lev in r._h.tables._levels.items()}
+            batch = list(model.items())[at:at + 40]
+            done = run_py(child_prelude(values) + "from simstore import SimStore\n"
+                          f"with SimStore({str(path)!r}, durable=False) as s:\n"
+                          f"    s.add_many({[d for d, _ in batch]!r}, {[f for _, f in batch]!r})\n")
+            assert done.returncode == 0, done.stderr
+            stored.update(batch)
+            job = merging(r)
+            check_answers(r, stored, list(stored.values())[::97])
+            if job is None:
+                continue
+            slices += 1
+            sources = {lv.id for lv in job.sources}  # moved on by the slice: new generations
+            for lid, lev in r._h.tables._levels.items():
+                if lid in before and lid in sources:
+                    for old, rs in zip(before[lid], lev.sets, strict=True):
+                        now = rs.held()
+                        kept += sum(now.get(f) is run for f, run in old.items())
+        assert slices >= 2 and kept > 0
+    with SimStore(path) as s:
+        assert s.verify() == []
