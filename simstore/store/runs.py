@@ -16,12 +16,14 @@ exceed live / ``STALE_SHARE``. A merge combines the levels' sorted runs, never
 walks the docs table, and runs a slice at a time: each write merges at most
 ``MERGE_STEP`` entries per run database (or ``MERGE_PER_DOC`` per doc it added,
 if more), recording its cursor in the ``mcursor`` record beside the ``merge``
-record that names the job. Readers ignore the target until the write that
-finishes it swaps it for its sources in the state, so a commit's cost is
-bounded by its own size whatever the store's, and a level that did not change
-is never re-read. Every step is part of a write transaction: atomic and
-crash-safe like any LMDB commit; a merge left by a killed writer goes on with
-the next write, from any process. Freed pages (dropped runs) are reused.
+record that names the job. From format 9 the target is a level of the state
+from the job's start and each slice deletes the source runs it has passed in
+full, so the sources' pages are freed, and reused by later slices, while the
+merge goes (:mod:`simstore.store.merges`). A commit's cost is bounded by its
+own size whatever the store's, and a reader re-reads only the index records
+of the levels a slice changed. Every step is part of a write transaction:
+atomic and crash-safe like any LMDB commit; a merge left by a killed writer
+goes on with the next write, from any process.
 
 Removing a doc leaves its level entries *stale*: queries drop hits whose docs
 record is gone (iids are never reused), the state counts them and a tombstone
@@ -40,11 +42,14 @@ whole tables). The pointers are taken in a read transaction begun with
 ``buffers=True`` and stay valid while both hold:
 
 1. the transaction that dereferences them sees the same generation of that
-   level in its state record. A level is never rewritten under the same
-   generation (a merge's target gets its generation into the state only once
-   complete), and LMDB never changes committed pages in place nor reuses
-   them while a reader holds a snapshot that references them, so the runs
-   of that generation are the very pages the pointers name; and
+   level in its state record, or a later generation of the same lineage whose
+   index record still names that run. A level is never rewritten under the
+   same generation, and within a lineage a run record is only ever added or
+   deleted, never rewritten (a merge's slices add the target's runs and delete
+   the sources'; see :func:`~simstore.store.runfile.next_gen`); LMDB never
+   changes committed pages in place nor reuses them while a reader holds a
+   snapshot that references them, so the runs named there are the very pages
+   the pointers name; and
 2. the map has not been remapped in this process since (the environment's
    epoch, bumped on every growth and reopen).
 
@@ -153,9 +158,9 @@ class RunTables(merges.MergeJob):
         without it levels are read as private copies, never in place. dirs: the runs
         written carry directories (format 4; format 3 runs do not). indexed: whether a
         transaction sees a store whose levels all have index records (format 7; None:
-        always). upgrade: records format 7 in a format 3-6 store (in the write that
-        first writes its new state) and says whether it did, so its levels get their
-        index records."""
+        always). upgrade: records format 9 (10) in a format 3-8 store (in the write
+        that first writes its new state) and says whether it did, so its levels get
+        their index records and a merge it left under way is adopted."""
         self.layout = layout
         self._dirs = dirs
         self._upgrade = upgrade
