@@ -206,7 +206,6 @@ def sides(args: argparse.Namespace, workdir: Path, build: bool = True
             raise SystemExit(f"no store {store}: run `readers` with the same --n/--k first")
         out[side] = (tree, store)
     return {side: out[side] for side in trees}
-    return out
 
 
 def _round(tree: Path, store: Path, empty: Path, qfile: Path, readers: int, writer: float,
