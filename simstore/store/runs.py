@@ -403,11 +403,14 @@ class RunTables(merges.MergeJob):
         return got
 
     @contextlib.contextmanager
-    def _reading(self, txn: Any, level: int, gen: int) -> Iterator[Any]:
+    def _reading(self, txn: Any, level: int, gen: int, lineage_ok: bool = False
+                 ) -> Iterator[Any]:
         """The transaction to read a level's records in: in place, a read transaction of
         its own begun with ``buffers=True`` when that one sees the same generation (see
-        the module's docstring), else txn itself, as private bytes (txn's own write made
-        the level, or a commit came between the two transactions)."""
+        the module's docstring), or with lineage_ok a later one of the same lineage (a
+        run record both name is the same record: the caller reads one it no longer has
+        from txn), else txn itself, as private bytes (txn's own write made the level,
+        or a commit came between the two transactions)."""
         inplace = None
         if self._map_epoch is not None:
             try:
@@ -417,7 +420,9 @@ class RunTables(merges.MergeJob):
         try:
             if inplace is not None:
                 raw = inplace.get(STATE_KEY, db=self._meta)
-                if raw is not None and State.unpack(raw).gens().get(level) == gen:
+                now = None if raw is None else State.unpack(raw).gens().get(level)
+                if now == gen or (lineage_ok and now is not None
+                                  and lineage(now) == lineage(gen)):
                     yield inplace
                     return
             yield txn
@@ -429,11 +434,13 @@ class RunTables(merges.MergeJob):
                idxs: Sequence[int]) -> list[_probe.Run]:
         """Runs idxs of a level (first keys firsts) as the query under way sees them."""
         lead = bytes((level,))
-        with self._reading(self._txn, level, gen) as src:
+        with self._reading(self._txn, level, gen, lineage_ok=True) as src:
             out = []
             for i in idxs:
                 key = lead + int(firsts[i]).to_bytes(8, "big")
                 val = src.get(key, db=db)
+                if val is None and src is not self._txn:  # merged away since: a copy
+                    val = self._txn.get(key, db=db)
                 if val is None:
                     raise CorruptStoreError(
                         f"table level {level} names a run its index has and the table not")
