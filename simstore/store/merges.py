@@ -135,8 +135,9 @@ class MergeJob:
         in and delete up to ``budget`` of its tombstones a write; the new state and the
         budget left once the job is done (else None).
 
-        Readers see the target from the start: each slice gives it and its sources
-        new generations of their lineages, so every entry is in a level they probe
+        Readers see the target from the start: a slice gives the levels whose runs
+        it added or deleted new generations of their lineages (readers re-read only
+        those levels' index records), so every entry is in a level they probe
         (the target below the cursor, the sources from it), and the sources' pages
         are freed as the merge goes, for its next slices to reuse.
         """
@@ -145,14 +146,17 @@ class MergeJob:
             return st, self._clean(txn, job, int.from_bytes(cleaned, "little"), budget)
         cursors = unpack_cursors(txn.get(CURSOR_KEY, db=self._meta), len(self.run_dbs))
         left = budget
+        changed = set()  # the levels whose runs this slice added or deleted
         for i, db in enumerate(self.run_dbs):
             if cursors[i] is None:
                 continue
-            cursors[i], spent = self._slice(txn, i, db, job, cursors[i], budget)
+            cursors[i], spent, wrote = self._slice(txn, i, db, job, cursors[i], budget)
+            if wrote:
+                changed.add(job.target)
             for lv in job.sources:
-                trim_level(txn, db, lv.id, cursors[i])
+                if trim_level(txn, db, lv.id, cursors[i]):
+                    changed.add(lv.id)
             left = min(left, budget - spent)
-        changed = {job.target} | {lv.id for lv in job.sources}
         st = st._replace(levels=tuple(lv._replace(gen=next_gen(lv.gen)) if lv.id in changed
                                       else lv for lv in st.levels))
         if any(c is not None for c in cursors):
@@ -162,12 +166,12 @@ class MergeJob:
         return st, self._clean(txn, job, 0, max(left, 0))
 
     def _slice(self, txn: Any, i: int, db: Any, job: Job, c: int, budget: int
-               ) -> tuple[int | None, int]:
+               ) -> tuple[int | None, int, bool]:
         """Merge the sources' entries from key c on into the target, up to budget of them
-        (whole keys), in run database i; the next key to merge (None: all done) and how
-        many entries it took."""
+        (whole keys), in run database i; the next key to merge (None: all done), how
+        many entries it took and whether it wrote any."""
         srcs = [LevelRuns(txn, db, lv.id) for lv in job.sources]
-        spent = 0
+        spent, wrote = 0, False
         cur: int | None = c
         while cur is not None and spent < budget:
             step = min(budget - spent, MERGE_STEP)
@@ -187,8 +191,9 @@ class MergeJob:
                 keep = job.gone[at] != vals
                 keys, vals = keys[keep], vals[keep]
             self._put(txn, i, job.target, keys, vals)
+            wrote = wrote or bool(len(keys))
             cur = hi
-        return cur, spent
+        return cur, spent, wrote
 
     def _clean(self, txn: Any, job: Job, done: int, budget: int) -> int | None:
         """Delete up to ``budget`` more of the tombstones a swapped-in merge honoured (done
