@@ -39,9 +39,7 @@ from .runfile import (
 from .runindex import append_index, read_index
 
 LEVEL_RATIO = 4  # a level absorbs the newer ones once they hold 1 / LEVEL_RATIO of its docs
-MERGE_STEP = 1 << 14  # entries per run database a write merges, at least (a merge under way):
-# small slices let a merge reuse the pages its own earlier slices freed (LMDB frees a
-# page for reuse two commits after the one that freed it)
+MERGE_STEP = 1 << 16  # entries per run database a write merges, at least (a merge under way)
 MERGE_PER_DOC = 16  # ... or this many per doc the write added, if more
 STALE_SHARE = 8  # merge every level when stale entries exceed live / STALE_SHARE
 _MASK = (1 << 64) - 1
