@@ -34,6 +34,7 @@ from hypothesis.stateful import (
 )
 
 import simstore
+import simstore.store.runcache
 import simstore.store.runs
 from simstore.search.layout import permute
 from simstore.store import SimStore
@@ -1292,7 +1293,7 @@ def test_a_format_5_store_gets_index_records_on_its_first_write(
         assert len(state_of(s).levels) >= 1
     monkeypatch.undo()
     small(monkeypatch)
-    monkeypatch.setattr(simstore.store.runs, "WHOLE_AT", 0)  # runs fetched one by one
+    monkeypatch.setattr(simstore.store.runcache, "WHOLE_AT", 0)  # runs fetched one by one
     with SimStore(tmp_path / "s") as s:
         model = {i: s.fingerprint(t) for i, t in enumerate(texts[:100])}
         before = [s.query(fp) for fp in model.values()]
@@ -1323,7 +1324,7 @@ def test_a_query_fetches_only_the_runs_its_probes_land_in(monkeypatch: pytest.Mo
     fetched a few of them; more queries fetch more; once a process has fetched 1 /
     WHOLE_AT of a level's runs it fetches the rest at once."""
     small(monkeypatch, RUN_ENTRIES=8, RECENT_MAX=64)
-    monkeypatch.setattr(simstore.store.runs, "WHOLE_AT", 0)  # run by run, to count them
+    monkeypatch.setattr(simstore.store.runcache, "WHOLE_AT", 0)  # run by run, to count them
     rng = random.Random(12)
     model = {f"d{i}": rng.getrandbits(64) for i in range(3000)}
     with SimStore(tmp_path / "s", k=3, expected_size=10**6, durable=False) as s:
@@ -1336,7 +1337,7 @@ def test_a_query_fetches_only_the_runs_its_probes_land_in(monkeypatch: pytest.Mo
         check_answers(s, model, queries[1:40])
         assert got < loaded_runs(s)[0] < total
         assert s.verify() == []
-    monkeypatch.setattr(simstore.store.runs, "WHOLE_AT", 8)
+    monkeypatch.setattr(simstore.store.runcache, "WHOLE_AT", 8)
     with SimStore(tmp_path / "s") as s:
         check_answers(s, model, queries[:1])
         assert loaded_runs(s)[0] < loaded_runs(s)[1]
@@ -1447,7 +1448,7 @@ def test_a_reader_keeps_its_runs_across_a_merges_slices(monkeypatch: pytest.Monk
     still name (fetching only the target's new ones), and answers exactly after every
     slice, while the merge deletes the sources' merged runs."""
     values = small(monkeypatch, MERGE_STEP=64, MERGE_PER_DOC=1, RUN_ENTRIES=16, RECENT_MAX=64)
-    monkeypatch.setattr(simstore.store.runs, "WHOLE_AT", 0)
+    monkeypatch.setattr(simstore.store.runcache, "WHOLE_AT", 0)
     rng = random.Random(5)
     model = {f"d{i}": rng.getrandbits(64) for i in range(2000)}
     path = tmp_path / "s"

@@ -1,0 +1,218 @@
+"""The run tables' process cache: the levels a process has opened, read in place.
+
+:class:`LevelCache` is the part of :class:`~simstore.store.runs.RunTables` that
+keeps, per level, its runs' pointers into LMDB's map (fetched when a probe first
+lands in them), the recent docs, and the probers pointed at both; it brings them
+to the state a transaction sees before every query. The invariant that keeps
+those pointers valid is stated in :mod:`simstore.store.runs`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import lmdb
+import numpy as np
+
+from ..exceptions import CorruptStoreError
+from ..native import probe as _probe
+from .rows import band_keys
+from .runfile import STATE_KEY, State, lineage, mix_xor, parse_run, read_runs
+from .runindex import read_index
+
+WHOLE_AT = 8  # a process that has fetched 1 / WHOLE_AT of a level's runs fetches the rest
+
+
+@dataclass
+class OpenLevel:
+    """A level as this process has opened it."""
+
+    gen: int
+    epoch: int  # the map epoch its pointers were taken in
+    sets: list[_probe.RunSet]  # per run database: the prober's view of its runs
+
+
+@dataclass
+class RecentDocs:
+    """The recent docs (iid >= flushed, up to upto) as this process read them."""
+
+    flushed: int
+    upto: int
+    xor: int
+    iids: np.ndarray
+    fps: np.ndarray
+    bands: dict[int, list[int]] = field(default_factory=dict)  # band key -> iids
+
+    def add_bands(self, iids: np.ndarray, keys32: np.ndarray | None) -> None:
+        """Index recent docs' band keys (band << 32 | key32) for exact lookups."""
+        if keys32 is None or not len(iids):
+            return
+        get = self.bands.setdefault
+        for iid, row in zip(iids.tolist(), band_keys(keys32).tolist(), strict=True):
+            for key in row:
+                get(key, []).append(iid)
+
+
+
+class LevelCache:
+    """The process cache of a :class:`~simstore.store.runs.RunTables` (its environment,
+    run databases, probers, and how it walks the docs table)."""
+
+    _env: Any
+    _map_epoch: Callable[[], int] | None
+    _meta: Any
+    _psize: int
+    _txn: Any
+    dbs: list[Any]
+    run_dbs: list[Any]
+    _prober: _probe.Prober
+    _bprober: _probe.Prober | None
+    _levels: dict[int, OpenLevel]
+    _recent: RecentDocs | None
+    _wired: tuple[bytes, int] | None
+    _wired_raw: bytes | None
+    _wired_epoch: int
+
+    def _walk(self, txn: Any, start: int) -> Any:
+        """(iids, fps, band keys) of the docs with iid >= start (RunTables walks them)."""
+        raise NotImplementedError
+
+    def _epoch(self) -> int:
+        return -1 if self._map_epoch is None else self._map_epoch()
+
+    def _level(self, txn: Any, level: int, gen: int) -> OpenLevel:
+        """A level's runs, from the cache when its generation and the map epoch match.
+
+        A level with index records is opened by them alone: its runs are
+        fetched (:meth:`_fetch`) when a probe first lands in them. One without
+        (written before format 7) is read whole.
+        """
+        epoch = self._epoch()
+        got = self._levels.get(level)
+        if got is not None and got.gen == gen and got.epoch == epoch:
+            return got
+        # A merge's slice moved this level on within its lineage: the runs this process
+        # holds that the new index still names are the same records (see next_gen)
+        kept = [rs.held() for rs in got.sets] if got is not None and got.epoch == epoch \
+            and lineage(got.gen) == lineage(gen) else None
+        nt = len(self.dbs)
+        with self._reading(txn, level, gen) as src:
+            index = [read_index(src, db, level) for db in self.run_dbs]
+            if all(firsts is not None for firsts in index):
+                sets = [_probe.RunSet(i if i < nt else 0,
+                                      [kept[i].get(f) for f in firsts.tolist()] if kept
+                                      else [None] * len(firsts), firsts,
+                                      kw=8 if i < nt else 4,
+                                      fetch=functools.partial(self._fetch, level, gen, db,
+                                                              firsts), whole_at=WHOLE_AT)
+                        for i, (db, firsts) in enumerate(zip(self.run_dbs, index, strict=True))]
+            else:
+                runs = [read_runs(src, db, level, copy_below=self._psize)
+                        for db in self.run_dbs]
+                sets = [_probe.RunSet(i if i < nt else 0, [r for _, r in rr],
+                                      [f for f, _ in rr]) for i, rr in enumerate(runs)]
+        for rs in sets:  # a set this small would be fetched whole by its first probe
+            if rs.loaded < rs.nruns <= WHOLE_AT:
+                rs.load(range(rs.nruns))
+        got = self._levels[level] = OpenLevel(gen, epoch, sets)
+        return got
+
+    @contextlib.contextmanager
+    def _reading(self, txn: Any, level: int, gen: int, lineage_ok: bool = False
+                 ) -> Iterator[Any]:
+        """The transaction to read a level's records in: in place, a read transaction of
+        its own begun with ``buffers=True`` when that one sees the same generation (see
+        the module's docstring), or with lineage_ok a later one of the same lineage (a
+        run record both name is the same record: the caller reads one it no longer has
+        from txn), else txn itself, as private bytes (txn's own write made the level,
+        or a commit came between the two transactions)."""
+        inplace = None
+        if self._map_epoch is not None:
+            try:
+                inplace = self._env.begin(buffers=True)
+            except lmdb.Error:  # e.g. another process grew the map: read a copy instead
+                inplace = None
+        try:
+            if inplace is not None:
+                raw = inplace.get(STATE_KEY, db=self._meta)
+                now = None if raw is None else State.unpack(raw).gens().get(level)
+                if now == gen or (lineage_ok and now is not None
+                                  and lineage(now) == lineage(gen)):
+                    yield inplace
+                    return
+            yield txn
+        finally:
+            if inplace is not None:
+                inplace.abort()
+
+    def _fetch(self, level: int, gen: int, db: Any, firsts: np.ndarray,
+               idxs: Sequence[int]) -> list[_probe.Run]:
+        """Runs idxs of a level (first keys firsts) as the query under way sees them."""
+        lead = bytes((level,))
+        with self._reading(self._txn, level, gen, lineage_ok=True) as src:
+            out = []
+            for i in idxs:
+                key = lead + int(firsts[i]).to_bytes(8, "big")
+                val = src.get(key, db=db)
+                if val is None and src is not self._txn:  # merged away since: a copy
+                    val = self._txn.get(key, db=db)
+                if val is None:
+                    raise CorruptStoreError(
+                        f"table level {level} names a run its index has and the table not")
+                out.append(parse_run(key, val, level, self._psize)[1])
+        return out
+
+    def _recent_docs(self, txn: Any, st: State) -> RecentDocs:
+        """The recent docs (iid >= flushed), extended or re-read as the state says."""
+        rec = self._recent
+        if rec is not None and rec.flushed == st.flushed and rec.upto == st.next \
+                and rec.xor == st.recent_xor:
+            return rec
+        if rec is not None and rec.flushed == st.flushed and rec.upto < st.next:
+            w = self._walk(txn, rec.upto)
+            xor = rec.xor ^ mix_xor(w.iids, w.fps)
+            if xor == st.recent_xor:
+                rec.add_bands(w.iids, w.bands)  # the old record is dropped just below
+                rec = RecentDocs(st.flushed, st.next, xor, np.concatenate((rec.iids, w.iids)),
+                              np.concatenate((rec.fps, w.fps)), rec.bands)
+                self._recent = rec
+                return rec
+        w = self._walk(txn, st.flushed)
+        rec = RecentDocs(st.flushed, st.next, st.recent_xor, w.iids, w.fps)
+        rec.add_bands(w.iids, w.bands)
+        self._recent = rec
+        return rec
+
+    def _wire(self, txn: Any, st: State) -> None:
+        """Point the probers at the levels and recent docs this state names."""
+        tag = (st.pack(), self._epoch())
+        if self._wired == tag:
+            return
+        gens = st.gens()
+        for lid in [lid for lid in self._levels if lid not in gens]:
+            del self._levels[lid]  # a level merged away: forget its pointers
+        levels = [self._level(txn, lv.id, lv.gen) for lv in st.levels]
+        rec = self._recent_docs(txn, st)
+        nt = len(self.dbs)
+        sets = [lev.sets[t] for lev in levels for t in range(nt) if lev.sets[t].nruns]
+        if len(rec.iids):
+            sets.append(_probe.RunSet(-1, [_probe.Run(rec.fps, rec.iids)]))
+        self._prober.set_sets(sets)
+        if self._bprober is not None:
+            self._bprober.set_sets([lev.sets[nt] for lev in levels if lev.sets[nt].nruns])
+        self._wired = tag
+
+    def _sync(self, txn: Any) -> None:
+        """Bring the cache and probers to the state this transaction sees (and the map);
+        a run a probe then needs is fetched through this transaction's view."""
+        self._txn = txn
+        raw = txn.get(STATE_KEY, db=self._meta)
+        if raw is None or raw != self._wired_raw or self._wired_epoch != self._epoch():
+            self._wire(txn, State.unpack(raw))
+            self._wired_raw = bytes(raw)
+            self._wired_epoch = self._epoch()
+
