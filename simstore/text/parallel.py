@@ -20,7 +20,9 @@ from .._validate import check_int
 CHUNK_CHARS = 1 << 24
 """About the most characters one C call takes: bounds the encoded copy each thread holds."""
 _MIN_PARALLEL_CHUNK = 1 << 17  # below this a chunk costs more to hand over than to run
-_CHUNKS_PER_THREAD = 4  # unequal documents still balance
+_CHUNKS_PER_THREAD = 4  # the largest parallel chunk: 1 / (threads * this) of all characters
+_TAIL_SHARE = 2  # later chunks: 1 / (threads * this) of the characters not yet in a chunk
+_RAMP = 3  # the first chunks are 1/8, 1/4, 1/2 of the largest
 
 
 def cpu_count() -> int:
@@ -44,18 +46,33 @@ def blob(batch: list[bytes]) -> tuple[bytes, np.ndarray]:
     return b"".join(batch), offsets
 
 
+def _chunk_size(total: int, left: int, threads: int, index: int) -> int:
+    """Characters of chunk `index` when `left` of `total` characters are not yet in a chunk.
+
+    One thread: CHUNK_CHARS. Several: small first chunks (the threads encode
+    their first chunks one after another, holding the GIL, and C starts only
+    after), then the largest, then 1 / (threads * _TAIL_SHARE) of what is
+    left, so the last chunks are small and the threads finish together.
+    """
+    if threads == 1:
+        return CHUNK_CHARS
+    share = min(total // (threads * _CHUNKS_PER_THREAD), left // (threads * _TAIL_SHARE))
+    share >>= max(0, _RAMP - index)
+    return min(CHUNK_CHARS, max(_MIN_PARALLEL_CHUNK, share))
+
+
 def _ranges(items: list[str], threads: int) -> list[tuple[int, int]]:
     """Consecutive [start, stop) chunks of items, by characters, for this many threads."""
-    total = sum(len(t) for t in items)
-    size = CHUNK_CHARS
-    if threads > 1:
-        size = min(size, max(_MIN_PARALLEL_CHUNK, total // (threads * _CHUNKS_PER_THREAD)))
+    lengths = [len(t) for t in items]
+    total = left = sum(lengths)
+    size = _chunk_size(total, left, threads, 0)
     out, start, acc = [], 0, 0
-    for i, t in enumerate(items):
-        acc += len(t)
+    for i, n in enumerate(lengths):
+        acc += n
         if acc >= size:
             out.append((start, i + 1))
-            start, acc = i + 1, 0
+            start, left, acc = i + 1, left - acc, 0
+            size = _chunk_size(total, left, threads, len(out))
     if start < len(items):
         out.append((start, len(items)))
     return out

@@ -153,6 +153,20 @@ def test_threads_give_the_same_arrays(monkeypatch, threads):
     assert np.array_equal(sigs.bands, one_sig.bands)
 
 
+def test_parallel_chunks_start_and_end_small(monkeypatch):
+    """Several threads: chunks cover the texts in order, growing at first (every thread
+    starts its C pass soon) and shrinking at the end (the threads finish together)."""
+    monkeypatch.setattr(parallel, "_MIN_PARALLEL_CHUNK", 10)
+    texts = ["x" * 100] * 400
+    spans = parallel._ranges(texts, 2)
+    assert spans[0][0] == 0 and spans[-1][1] == len(texts)
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    sizes = [stop - start for start, stop in spans]
+    assert sizes[0] < sizes[1] < sizes[2] < sizes[3] == max(sizes)
+    assert sizes[-1] < max(sizes) // 4
+    assert parallel._ranges(texts, 1) == [(0, len(texts))]
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
 def test_bad_thread_counts_are_refused(bad):
     """threads must be an int >= 1 (or None for every core)."""
