@@ -17,9 +17,9 @@ import zlib
 from types import ModuleType
 from typing import IO, Any
 
-try:  # ISA-L (the ``gzip`` extra): at level 1 it deflates 4x as fast as zlib to the same
+try:  # ISA-L (a dependency): at level 1 it deflates 4x as fast as zlib to the same
     from isal import isal_zlib as DEFLATE  # size, inflates 1.5x as fast (docs/benchmarks.md)
-except ImportError:  # pragma: no cover - the extra is in the test environment
+except ImportError:  # pragma: no cover - a platform without an ISA-L build
     DEFLATE = zlib
 
 _PIECE = 64 << 10  # compressed bytes inflated at a time (an error loses at most this)
