@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import CorruptStoreError
+from .levelruns import LevelRuns, key_after, slice_level
 from .runfile import (
     CLEAN_KEY,
     CURSOR_KEY,
@@ -23,26 +24,29 @@ from .runfile import (
     MERGE_KEY,
     Job,
     Level,
-    LevelRuns,
     State,
     drop_level,
-    key_after,
     new_gen,
     next_gen,
     pack_cursors,
-    slice_level,
     tombstone_key,
     tombstones,
-    trim_level,
     unpack_cursors,
 )
-from .runindex import append_index, read_index
+from .runindex import put_index, read_index
 
 LEVEL_RATIO = 4  # a level absorbs the newer ones once they hold 1 / LEVEL_RATIO of its docs
 MERGE_STEP = 1 << 16  # entries per run database a write merges, at least (a merge under way)
 MERGE_PER_DOC = 16  # ... or this many per doc the write added, if more
 STALE_SHARE = 8  # merge every level when stale entries exceed live / STALE_SHARE
 _MASK = (1 << 64) - 1
+_NO_RUNS = np.empty(0, dtype=np.uint64)
+
+
+def _moved_on(st: State, ids: set[int]) -> State:
+    """st with the levels of these ids at the next generation of their lineages."""
+    return st._replace(levels=tuple(lv._replace(gen=next_gen(lv.gen)) if lv.id in ids else lv
+                                    for lv in st.levels))
 
 
 def due(sizes: list[int], stale: int, live: int) -> int | None:
@@ -98,7 +102,7 @@ class MergeJob:
                   tombstones(txn, self._meta, lo, sources[-1].hi))
         for db in self.run_dbs:
             drop_level(txn, db, job.target)
-            append_index(txn, db, job.target, np.empty(0, dtype=np.uint64))
+            put_index(txn, db, job.target, _NO_RUNS)
         txn.put(MERGE_KEY, job.pack(), db=self._meta)
         txn.put(CURSOR_KEY, pack_cursors([0] * len(self.run_dbs)), db=self._meta)
         target = Level(job.target, job.gen, lo)
@@ -106,7 +110,8 @@ class MergeJob:
 
     def _adopt(self, txn: Any, st: State) -> State:
         """Bring a merge that an older simstore (formats 3-8) left under way to this one's
-        way: its target goes into the state and the sources lose the runs it has merged."""
+        way: its target goes into the state (with an index record in every run database),
+        just before its sources; the slices that follow trim the sources."""
         raw = txn.get(MERGE_KEY, db=self._meta)
         if raw is None or txn.get(CLEAN_KEY, db=self._meta) is not None:
             return st
@@ -114,18 +119,11 @@ class MergeJob:
         if job.target in st.gens():
             return st
         at = self._sources_at(st, job, 0)
-        cursors = unpack_cursors(txn.get(CURSOR_KEY, db=self._meta), len(self.run_dbs))
-        for db, c in zip(self.run_dbs, cursors, strict=True):
+        for db in self.run_dbs:
             if read_index(txn, db, job.target) is None:
-                append_index(txn, db, job.target, np.empty(0, dtype=np.uint64))
-            for lv in job.sources:
-                trim_level(txn, db, lv.id, c)
-        lo = st.bounds()[at][1]
-        target = Level(job.target, job.gen, lo)
-        ids = {lv.id for lv in job.sources}
-        levels = tuple(lv._replace(gen=next_gen(lv.gen)) if lv.id in ids else lv
-                       for lv in st.levels)
-        return st._replace(levels=levels[:at] + (target,) + levels[at:])
+                put_index(txn, db, job.target, _NO_RUNS)
+        target = Level(job.target, job.gen, st.bounds()[at][1])
+        return st._replace(levels=st.levels[:at] + (target,) + st.levels[at:])
 
     def _merge(self, txn: Any, st: State, job: Job, budget: int) -> tuple[State, int | None]:
         """Merge up to ``budget`` entries per run database of the job's sources into its
@@ -144,31 +142,28 @@ class MergeJob:
             return st, self._clean(txn, job, int.from_bytes(cleaned, "little"), budget)
         cursors = unpack_cursors(txn.get(CURSOR_KEY, db=self._meta), len(self.run_dbs))
         left = budget
-        changed = set()  # the levels whose runs this slice added or deleted
+        changed: set[int] = set()  # the levels whose runs this slice added or deleted
         for i, db in enumerate(self.run_dbs):
             if cursors[i] is None:
                 continue
-            cursors[i], spent, wrote = self._slice(txn, i, db, job, cursors[i], budget)
+            srcs = [LevelRuns(txn, db, lv.id) for lv in job.sources]
+            cursors[i], spent, wrote = self._slice(txn, i, srcs, job, cursors[i], budget)
             if wrote:
                 changed.add(job.target)
-            for lv in job.sources:
-                if trim_level(txn, db, lv.id, cursors[i]):
-                    changed.add(lv.id)
+            changed.update(src.level for src in srcs if src.trim(cursors[i]))
             left = min(left, budget - spent)
-        st = st._replace(levels=tuple(lv._replace(gen=next_gen(lv.gen)) if lv.id in changed
-                                      else lv for lv in st.levels))
+        st = _moved_on(st, changed)
         if any(c is not None for c in cursors):
             txn.put(CURSOR_KEY, pack_cursors(cursors), db=self._meta)
             return st, None
         st = self._swap(txn, st, job)
         return st, self._clean(txn, job, 0, max(left, 0))
 
-    def _slice(self, txn: Any, i: int, db: Any, job: Job, c: int, budget: int
+    def _slice(self, txn: Any, i: int, srcs: list[LevelRuns], job: Job, c: int, budget: int
                ) -> tuple[int | None, int, bool]:
-        """Merge the sources' entries from key c on into the target, up to budget of them
-        (whole keys), in run database i; the next key to merge (None: all done), how
-        many entries it took and whether it wrote any."""
-        srcs = [LevelRuns(txn, db, lv.id) for lv in job.sources]
+        """Merge the sources' entries (srcs: their runs in run database i) from key c on
+        into the target, up to budget of them (whole keys); the next key to merge (None:
+        all done), how many entries it took and whether it wrote any."""
         spent, wrote = 0, False
         cur: int | None = c
         while cur is not None and spent < budget:

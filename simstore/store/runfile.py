@@ -25,7 +25,6 @@ LMDB maps them.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import os
 import struct
@@ -37,7 +36,7 @@ import numpy as np
 from ..exceptions import CorruptStoreError
 from ..native.probe import MAX_RUN_DIR_BITS, Run, run_dir
 from .rows import band_keys
-from .runindex import append_index, read_index, run_keys
+from .runindex import append_index
 
 STATE_DB = b"runs"
 STATE_KEY = b"state"
@@ -329,31 +328,6 @@ def put_runs(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, 
         append_index(txn, db, level, keys[np.asarray(starts, dtype=np.int64)])
 
 
-def trim_level(txn: Any, db: Any, level: int, upto: int | None) -> bool:
-    """Delete the runs of a merge's source level whose keys all lie below ``upto`` (None:
-    every run) and drop them from its index record; whether any went.
-
-    Run j's keys are below run j + 1's first key, so run j goes once that first
-    key is below upto; the run upto falls in stays whole until a later slice
-    passes its end (its merged entries are then in the target too: a probe of
-    both finds them twice, and answers each doc once).
-    """
-    firsts = read_index(txn, db, level)
-    if firsts is None:
-        raise CorruptStoreError(f"merge source level {level} has no index record")
-    cut = len(firsts) if upto is None else int(
-        np.searchsorted(firsts[1:], np.uint64(upto), side="left"))
-    if not cut:
-        return False
-    lead = bytes((level,))
-    for f in firsts[:cut].tolist():
-        if not txn.delete(lead + f.to_bytes(8, "big"), db=db):
-            raise CorruptStoreError(f"table level {level} names a run its index has and "
-                                    "the table not")
-    txn.put(lead, firsts[cut:].astype(_LE8).tobytes(), db=db)
-    return True
-
-
 def drop_level(txn: Any, db: Any, level: int) -> None:
     """Delete every run of one level."""
     cur = txn.cursor(db)
@@ -444,7 +418,7 @@ def run_arrays(runs: list[tuple[int, Run]]) -> tuple[np.ndarray, np.ndarray]:
     """The (keys, vals) of runs as private arrays: uint64 keys, uint32 or uint64 vals."""
     if not runs:
         return EMPTY, EMPTY
-    keys = [_full_keys(r) for _, r in runs]
+    keys = [full_keys(r) for _, r in runs]
     vals = [r.vals for _, r in runs]
     narrow = all(v.itemsize == 4 for v in vals)
     return (np.concatenate(keys).astype(np.uint64, copy=False),
@@ -463,67 +437,8 @@ def read_level(txn: Any, db: Any, level: int) -> tuple[np.ndarray, np.ndarray]:
     return k, v
 
 
-def _full_keys(run: Run) -> np.ndarray:
+def full_keys(run: Run) -> np.ndarray:
     """A run's keys as uint64 (the record key's high half put back on stored low halves)."""
     if run.keys.itemsize == 4:
         return run.keys.astype(np.uint64) | np.uint64(run.high)
     return run.keys
-
-
-class LevelRuns:
-    """One level's runs in one run database, fetched one by one as a merge needs them
-    (a write transaction copies what it gets: fetching the whole level would copy it all)."""
-
-    def __init__(self, txn: Any, db: Any, level: int) -> None:
-        self._txn, self._db = txn, db
-        index = read_index(txn, db, level)
-        if index is None:
-            self.keys = run_keys(txn, db, level)
-            self.firsts = [int.from_bytes(k[1:9], "big") for k in self.keys]
-        else:
-            self.firsts = index.tolist()
-            lead = bytes((level,))
-            self.keys = [lead + f.to_bytes(8, "big") for f in self.firsts]
-        self._got: dict[int, Run] = {}
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def run(self, i: int) -> Run:
-        got = self._got.get(i)
-        if got is None:
-            key = self.keys[i]
-            got = self._got[i] = parse_run(key, self._txn.get(key, db=self._db), key[0])[1]
-        return got
-
-    def start(self, lo: int) -> int:
-        """Index of the run where keys >= lo begin."""
-        return max(bisect.bisect_right(self.firsts, lo) - 1, 0)
-
-
-def key_after(runs: LevelRuns, lo: int, count: int) -> int | None:
-    """The key ``count`` places after the first key >= lo in a level's runs; None if the
-    level has no more than ``count`` keys >= lo."""
-    for i in range(runs.start(lo), len(runs)):
-        keys = _full_keys(runs.run(i))
-        a = int(np.searchsorted(keys, np.uint64(lo), side="left"))
-        if count < len(keys) - a:
-            return int(keys[a + count])
-        count -= len(keys) - a
-    return None
-
-
-def slice_level(runs: LevelRuns, lo: int, hi: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Private copies of a level's (keys, vals) with lo <= key < hi (hi None: no bound)."""
-    ks, vs = [EMPTY], [EMPTY]
-    for i in range(runs.start(lo), len(runs)):
-        if hi is not None and runs.firsts[i] >= hi:
-            break
-        run = runs.run(i)
-        keys = _full_keys(run)
-        a = int(np.searchsorted(keys, np.uint64(lo), side="left"))
-        b = len(keys) if hi is None else int(np.searchsorted(keys, np.uint64(hi), side="left"))
-        if b > a:
-            ks.append(np.array(keys[a:b], dtype=np.uint64))
-            vs.append(run.vals[a:b].astype(np.uint64))
-    return np.concatenate(ks), np.concatenate(vs)

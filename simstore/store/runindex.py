@@ -24,6 +24,11 @@ def append_index(txn: Any, db: Any, level: int, firsts: np.ndarray) -> None:
     txn.put(lead, (b"" if old is None else bytes(old)) + firsts.astype(_LE8).tobytes(), db=db)
 
 
+def put_index(txn: Any, db: Any, level: int, firsts: np.ndarray) -> None:
+    """Write a level's index record: exactly these first keys (none: an empty level)."""
+    txn.put(bytes((level,)), firsts.astype(_LE8).tobytes(), db=db)
+
+
 def read_index(txn: Any, db: Any, level: int) -> np.ndarray | None:
     """The first keys of one level's runs from its index record (a private copy, checked
     ascending), or None when the level has none (written before format 7)."""

@@ -121,16 +121,21 @@ def bind(
     )
 
 
+def _recorded(txn: Any, meta: Any) -> dict[str, Any]:
+    """The ``format`` metadata as txn sees it."""
+    return F.from_json(txn.get(b"format", db=meta), "format")
+
+
 def _indexed(txn: Any, meta: Any) -> bool:
     """Whether txn sees a store whose levels all have index records (format 7 on)."""
-    return F.has_run_index(F.from_json(txn.get(b"format", db=meta), "format"))
+    return F.has_run_index(_recorded(txn, meta))
 
 
 def _upgrade_format(txn: Any, meta: Any, exact: bool) -> bool:
     """Record the current format in a store of an older one (formats 3-8: run tables),
     unless this transaction's view already has it; whether it did (the caller then
     writes what the new format adds)."""
-    if F.has_visible_merges(F.from_json(txn.get(b"format", db=meta), "format")):
+    if F.has_visible_merges(_recorded(txn, meta)):
         return False
     txn.put(b"format", F.to_json(F.format_meta(exact)), db=meta)
     return True

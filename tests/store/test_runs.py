@@ -38,6 +38,7 @@ import simstore.store.runcache
 import simstore.store.runs
 from simstore.search.layout import permute
 from simstore.store import SimStore
+from simstore.store.levelruns import LevelRuns
 from simstore.store.runfile import MERGE_KEY, Job, lineage
 from simstore.store.runs import State
 
@@ -1399,7 +1400,7 @@ def test_a_merge_an_older_simstore_left_under_way_is_adopted(
     path = tmp_path / "s"
     with SimStore(path, k=3, expected_size=1000, durable=False) as s:
         s.add_many(list(model)[:150], list(model.values())[:150])
-        monkeypatch.setattr(simstore.store.merges, "trim_level", lambda *a: False)
+        monkeypatch.setattr(LevelRuns, "trim", lambda self, upto: False)
         for d in list(model)[150:]:  # one doc a write until a merge is half done
             s.add(d, model[d])
             if merging(s) is not None and any(c for c in cursors(s)):
@@ -1409,7 +1410,8 @@ def test_a_merge_an_older_simstore_left_under_way_is_adopted(
         assert any(c is not None for c in cursors(s))  # not done
         with s._env.reading() as txn:
             assert txn.get(b"mclean", db=s._h.tables.meta_db()) is None
-    monkeypatch.setattr(simstore.store.merges, "trim_level", simstore.store.runfile.trim_level)
+    monkeypatch.undo()  # the sources are trimmed again (and the constants back: set anew)
+    small(monkeypatch)
     # What a format-7 simstore left: the target out of the state, the sources' gens as begun
     env = lmdb.open(str(path), max_dbs=64, subdir=True)
     with env.begin(write=True) as txn:

@@ -160,7 +160,7 @@ def test_parallel_chunks_start_and_end_small(monkeypatch):
     texts = ["x" * 100] * 400
     spans = parallel._ranges(texts, 2)
     assert spans[0][0] == 0 and spans[-1][1] == len(texts)
-    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
     sizes = [stop - start for start, stop in spans]
     assert sizes[0] < sizes[1] < sizes[2] < sizes[3] == max(sizes)
     assert sizes[-1] < max(sizes) // 4
