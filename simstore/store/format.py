@@ -47,13 +47,19 @@ FORMAT = "simstore"
 # pages of a merge's sources are freed (and reused) as it goes, not at its end
 # (simstore.store.merges); a simstore that hides the target would lose those entries.
 # A write brings 3-5 and 7 to 9, 6 and 8 to 10.
-FORMAT_VERSION = 9
-EXACT_FORMAT_VERSION = 10
-FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+# 11 and 12: formats 9 and 10 whose multi-page records are paged: a level's index is
+# chunks that each fit in a leaf page (simstore.store.runindex), and so is a merge's
+# list of removed docs (simstore.store.runfile): records of many pages rewritten often
+# took runs of free pages that later ones did not fit, so the file grew under churn.
+# A write brings 3-10 to 11 (12 when exact).
+FORMAT_VERSION = 11
+EXACT_FORMAT_VERSION = 12
+FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 RUNS_FROM = 3  # the first format version with run tables
 RUN_DIRS_FROM = 4  # the first whose runs carry directories
 RUN_INDEX_FROM = 7  # the first whose levels have index records
 VISIBLE_MERGE_FROM = 9  # the first whose merge target is a level of the state
+PAGED_FROM = 11  # the first whose level indexes and merge records are paged
 MAX_DOC_ID_BYTES = 1 << 16
 MAX_KEY_BYTES = 511  # LMDB's key limit: longer ids are keyed by a digest
 _FP_END = 9  # a record is [version byte][fingerprint: bytes 1..8][encoded id]
@@ -407,6 +413,12 @@ def has_visible_merges(meta: dict[str, Any]) -> bool:
     """Whether a merge under way in such a store keeps its target in the state and
     deletes its sources' runs slice by slice (older simstores expect them whole)."""
     return int(meta["version"]) >= VISIBLE_MERGE_FROM
+
+
+def has_paged_records(meta: dict[str, Any]) -> bool:
+    """Whether such a store's level indexes and merge records are in page-sized chunks
+    (older simstores read neither)."""
+    return int(meta["version"]) >= PAGED_FROM
 
 
 def is_known_format(meta: dict[str, Any]) -> bool:

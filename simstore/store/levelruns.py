@@ -15,7 +15,7 @@ import numpy as np
 from ..exceptions import CorruptStoreError
 from ..native.probe import Run
 from .runfile import EMPTY, full_keys, parse_run
-from .runindex import put_index, read_index, run_keys
+from .runindex import read_index, run_keys, trim_index
 
 
 class LevelRuns:
@@ -70,7 +70,7 @@ class LevelRuns:
                                         "has and the table not")
         self.keys, self.firsts = self.keys[cut:], self.firsts[cut:]
         self._got = {i - cut: r for i, r in self._got.items() if i >= cut}
-        put_index(self._txn, self._db, self.level, np.array(self.firsts, dtype=np.uint64))
+        trim_index(self._txn, self._db, self.level, cut)
         return True
 
 

@@ -25,10 +25,12 @@ from .runfile import (
     Job,
     Level,
     State,
+    drop_gone,
     drop_level,
     new_gen,
     next_gen,
     pack_cursors,
+    put_job,
     tombstone_key,
     tombstones,
     unpack_cursors,
@@ -80,6 +82,10 @@ class MergeJob:
         """Add sorted rows to run database i's level (RunTables writes them)."""
         raise NotImplementedError
 
+    def _run_size(self) -> int:
+        """Keys per run (RunTables' RUN_ENTRIES)."""
+        raise NotImplementedError
+
     def _free_id(self, txn: Any, st: State) -> int:
         """A level id neither the state nor the merge under way uses."""
         raw = txn.get(MERGE_KEY, db=self._meta)
@@ -103,7 +109,7 @@ class MergeJob:
         for db in self.run_dbs:
             drop_level(txn, db, job.target)
             put_index(txn, db, job.target, _NO_RUNS)
-        txn.put(MERGE_KEY, job.pack(), db=self._meta)
+        put_job(txn, self._meta, job)
         txn.put(CURSOR_KEY, pack_cursors([0] * len(self.run_dbs)), db=self._meta)
         target = Level(job.target, job.gen, lo)
         return job, st._replace(levels=st.levels[:first] + (target,) + st.levels[first:])
@@ -183,6 +189,11 @@ class MergeJob:
                 at = np.minimum(np.searchsorted(job.gone, vals), len(job.gone) - 1)
                 keep = job.gone[at] != vals
                 keys, vals = keys[keep], vals[keep]
+            size = self._run_size()
+            if hi is not None and len(keys) > size and len(keys) % size:  # full runs only:
+                cut = int(np.searchsorted(keys, keys[len(keys) // size * size], side="left"))
+                if cut:  # the rest goes next (never splitting a key)
+                    hi, keys, vals = int(keys[cut]), keys[:cut], vals[:cut]
             self._put(txn, i, job.target, keys, vals)
             wrote = wrote or bool(len(keys))
             cur = hi
@@ -200,6 +211,7 @@ class MergeJob:
             return None
         for key in (MERGE_KEY, CURSOR_KEY, CLEAN_KEY):
             txn.delete(key, db=self._meta)
+        drop_gone(txn, self._meta)
         return budget - (end - done)
 
     @staticmethod

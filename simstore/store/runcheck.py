@@ -24,11 +24,11 @@ from .runfile import (
     CLEAN_KEY,
     CURSOR_KEY,
     EMPTY,
-    MERGE_KEY,
     Job,
     State,
     band_rows,
     mix_xor,
+    read_job,
     read_level,
     table_name,
     tombstones,
@@ -47,10 +47,9 @@ class _Merging(NamedTuple):
 
 def _merging(rt: RunTables, txn: Any, st: State) -> _Merging | None:
     """The merge under way whose target is a level of the state, if any."""
-    raw = txn.get(MERGE_KEY, db=rt.meta_db())
-    if raw is None or txn.get(CLEAN_KEY, db=rt.meta_db()) is not None:
+    job = read_job(txn, rt.meta_db())
+    if job is None or txn.get(CLEAN_KEY, db=rt.meta_db()) is not None:
         return None
-    job = Job.unpack(raw)
     if job.target not in st.gens():
         return None
     cursors = unpack_cursors(txn.get(CURSOR_KEY, db=rt.meta_db()), len(rt.run_dbs))
@@ -111,10 +110,10 @@ def check_tables(rt: RunTables, txn: Any, iids: np.ndarray, fps: np.ndarray) -> 
 
 def _pending(txn: Any, meta: Any) -> int:
     """Tombstones of a merge already swapped in, not yet deleted (they name no entry)."""
-    cleaned, raw = txn.get(CLEAN_KEY, db=meta), txn.get(MERGE_KEY, db=meta)
-    if cleaned is None or raw is None:
+    cleaned, job = txn.get(CLEAN_KEY, db=meta), read_job(txn, meta)
+    if cleaned is None or job is None:
         return 0
-    return len(Job.unpack(raw).gone) - int.from_bytes(cleaned, "little")
+    return len(job.gone) - int.from_bytes(cleaned, "little")
 
 
 def _check_table(rt: RunTables, txn: Any, t: int, db: Any, st: State,

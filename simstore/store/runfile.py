@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -36,7 +37,7 @@ import numpy as np
 from ..exceptions import CorruptStoreError
 from ..native.probe import MAX_RUN_DIR_BITS, Run, run_dir
 from .rows import band_keys
-from .runindex import append_index
+from .runindex import append_index, drop_index
 
 STATE_DB = b"runs"
 STATE_KEY = b"state"
@@ -44,6 +45,8 @@ BANDS_DB = b"rbands"
 MERGE_KEY = b"merge"  # the merge under way, if any (Job)
 CURSOR_KEY = b"mcursor"  # its progress per run database
 CLEAN_KEY = b"mclean"  # once swapped in: how many of its tombstones are deleted
+GONE_KEY = b"mgone"  # + 4-byte chunk number: the merge's honoured tombstones (format 11)
+GONE_CHUNK = 240  # internal ids per chunk: 1,920 bytes, inside a 4 KB leaf page
 GONE = b"g"  # tombstones: GONE + iid (8 bytes big-endian), one per stale doc
 BASE, L1 = 0, 1  # the level ids of a format 3-4 state record
 MAX_LEVEL_ID = 250
@@ -62,6 +65,20 @@ DIR_MIN_ENTRIES = 256  # smaller runs go without a directory (a short search is 
 def dir_bits(n: int) -> int:
     """Directory bits for a run of n keys: 4 to 8 keys a bucket (one cache line)."""
     return max(1, min(MAX_RUN_DIR_BITS, n.bit_length() - 3))
+
+
+def run_bytes(n: int, width: int = 4) -> int:
+    """Bytes of a run record of n 8-byte keys with width-byte ids (and its directory)."""
+    dlen = 4 * ((1 << dir_bits(n)) + 1) if n >= DIR_MIN_ENTRIES else 0
+    return _RUN_HEAD.size + n * (8 + width) + dlen
+
+
+def run_capacity(nbytes: int) -> int:
+    """The most keys a run record of at most nbytes holds with 4-byte ids."""
+    n = nbytes // 12
+    while n > 1 and run_bytes(n) > nbytes:
+        n -= 1
+    return n
 
 
 def table_name(t: int) -> bytes:
@@ -157,25 +174,80 @@ class Job:
     sources: tuple[Level, ...]
     gone: np.ndarray
 
-    def pack(self) -> bytes:
+    def pack(self, inline: bool = False) -> bytes:
+        """The ``merge`` record: with ``gone`` inline (formats 9-10), else without it (its
+        chunks are records of their own: :func:`put_job`)."""
         head = _JOB.pack(self.target, self.gen, len(self.sources), len(self.gone))
         srcs = b"".join(_LEVEL.pack(lv.id, lv.gen, lv.hi) for lv in self.sources)
-        return head + srcs + np.ascontiguousarray(self.gone, dtype="<u8").tobytes()
+        gone = np.ascontiguousarray(self.gone, dtype="<u8").tobytes() if inline else b""
+        return head + srcs + gone
 
     @classmethod
-    def unpack(cls, raw: Any) -> Job:
+    def unpack(cls, raw: Any, chunks: Callable[[int], np.ndarray] | None = None) -> Job:
+        """The job of a ``merge`` record; its ``gone`` inline, or (format 11 on) read by
+        ``chunks(count)`` (without: a job whose gone list is left empty)."""
         raw = bytes(raw)
         try:
             target, gen, ns, ng = _JOB.unpack_from(raw)
             at = _JOB.size + ns * _LEVEL.size
-            if len(raw) != at + 8 * ng:
+            if len(raw) not in (at, at + 8 * ng):
                 raise ValueError
         except (struct.error, ValueError):
             raise CorruptStoreError("the run tables' merge record is malformed") from None
         srcs = tuple(Level(*_LEVEL.unpack_from(raw, _JOB.size + i * _LEVEL.size))
                      for i in range(ns))
-        gone = np.frombuffer(raw, dtype="<u8", count=ng, offset=at).astype(np.uint64)
+        if len(raw) == at + 8 * ng:
+            gone = np.frombuffer(raw, dtype="<u8", count=ng, offset=at).astype(np.uint64)
+        else:
+            gone = np.empty(0, np.uint64) if chunks is None else chunks(ng)
+            if chunks is not None and len(gone) != ng:
+                raise CorruptStoreError("the run tables' merge names more removed docs "
+                                        "than its records hold")
         return cls(target, gen, srcs, gone)
+
+
+def _gone_chunks(txn: Any, db: Any) -> list[bytes]:
+    """The keys of the merge's gone chunks, in order."""
+    cur = txn.cursor(db)
+    out: list[bytes] = []
+    if cur.set_range(GONE_KEY):
+        for key in cur.iternext(values=False):
+            if bytes(key[:len(GONE_KEY)]) != GONE_KEY:
+                break
+            out.append(bytes(key))
+    return out
+
+
+def read_job(txn: Any, db: Any) -> Job | None:
+    """The merge under way (record ``merge`` and its gone chunks), if any."""
+    raw = txn.get(MERGE_KEY, db=db)
+    if raw is None:
+        return None
+
+    def chunks(count: int) -> np.ndarray:
+        parts = [bytes(txn.get(k, db=db)) for k in _gone_chunks(txn, db)]
+        if any(len(p) % 8 for p in parts):
+            raise CorruptStoreError("the run tables' merge record is malformed")
+        return np.frombuffer(b"".join(parts), dtype="<u8").astype(np.uint64)
+
+    return Job.unpack(raw, chunks)
+
+
+def put_job(txn: Any, db: Any, job: Job) -> None:
+    """Write a merge's record and its gone list in chunks that each fit in a leaf page
+    (one record of 8 bytes per removed doc took a run of free pages: the file grew)."""
+    drop_gone(txn, db)
+    txn.put(MERGE_KEY, job.pack(), db=db)
+    raw = np.ascontiguousarray(job.gone, dtype="<u8").tobytes()
+    step = 8 * GONE_CHUNK
+    for n, at in enumerate(range(0, len(raw), step)):
+        txn.put(GONE_KEY + n.to_bytes(4, "big"), raw[at:at + step], db=db)
+
+
+def drop_gone(txn: Any, db: Any) -> None:
+    """Delete the gone chunks of a merge (done, or rewritten)."""
+    for key in _gone_chunks(txn, db):
+        txn.delete(key, db=db)
 
 
 def pack_cursors(cur: list[int | None]) -> bytes:
@@ -329,7 +401,8 @@ def put_runs(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, 
 
 
 def drop_level(txn: Any, db: Any, level: int) -> None:
-    """Delete every run of one level."""
+    """Delete every run of one level, and its index."""
+    drop_index(txn, db, level)
     cur = txn.cursor(db)
     lead = bytes((level,))
     if not cur.set_range(lead):

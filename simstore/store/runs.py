@@ -73,16 +73,15 @@ import numpy as np
 from ..native import core as _core, probe as _probe
 from ..search.layout import Layout
 from . import merges, runcache, runcheck
+from .env import PAGE
 from .format import iid_bytes
 from .rows import band_keys, tables_beyond
 from .runfile import (
     BANDS_DB,
     BASE,
     EMPTY,
-    MERGE_KEY,
     STATE_DB,
     STATE_KEY,
-    Job,
     Level,
     State,
     band_rows,
@@ -90,7 +89,10 @@ from .runfile import (
     mix,
     mix_xor,
     new_gen,
+    put_job,
     put_runs,
+    read_job,
+    run_capacity,
     table_name,
     tombstone_key,
 )
@@ -98,7 +100,13 @@ from .runindex import index_levels
 
 __all__ = ["RunBands", "RunTables", "State"]
 
-RUN_ENTRIES = 1 << 15  # keys per run: 256 KB of keys, read in one get
+# A run's record fills at most RUN_PAGES overflow pages (LMDB heads the first with 16
+# bytes). Every record of more than a page needs that many free pages in a row; runs of
+# one size, written whole (a merge writes full runs only: merges.MergeJob._slice), fit
+# the ranges other runs freed, where runs of 32,768 keys (105 pages) seldom found a
+# range that single-page B-tree writes had not broken, and the file grew under churn.
+RUN_PAGES = 8
+RUN_ENTRIES = run_capacity(RUN_PAGES * PAGE - 16)  # 2,557 keys: a run is 32 KB
 RECENT_MAX = 4096  # recent docs scanned by popcount before they become a level
 class _Walked(NamedTuple):
     iids: np.ndarray
@@ -243,6 +251,9 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
             if self._upgrade(txn):
                 for db in self.run_dbs:
                     index_levels(txn, db)
+                job = read_job(txn, self._meta)
+                if job is not None:  # formats 3-10 kept its gone list in its record
+                    put_job(txn, self._meta, job)
                 st = self._adopt(txn, st)
             self._dirs = True
         if not st.legacy:
@@ -279,10 +290,13 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
             out.append(band_rows(w.iids, w.bands))
         return out
 
+    def _run_size(self) -> int:
+        return RUN_ENTRIES
+
     def _put(self, txn: Any, i: int, level: int, keys: np.ndarray, vals: np.ndarray) -> None:
         """Add sorted rows to run database i's level (band entries as low halves)."""
         halves = i == len(self.dbs)
-        put_runs(txn, self.run_dbs[i], level, keys, vals, run_entries=RUN_ENTRIES,
+        put_runs(txn, self.run_dbs[i], level, keys, vals, run_entries=self._run_size(),
                  halves=halves, dirs=self._dirs and not halves,
                  tail=0 if halves else 64 - self._hbits[i], index=self.indexed(txn))
 
@@ -306,11 +320,8 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
             self._write_level(txn, lv.id, self._walk(txn, st.flushed))
             st = st._replace(flushed=st.next, recent_xor=0, levels=st.levels + (lv,))
         budget = max(merges.MERGE_STEP, merges.MERGE_PER_DOC * added)
-        raw = txn.get(MERGE_KEY, db=self._meta)
-        job: Job | None = None
-        if raw is not None:
-            job = Job.unpack(raw)
-        else:
+        job = read_job(txn, self._meta)
+        if job is None:
             job, st = self._start(txn, st)
         while job is not None:
             st, left = self._merge(txn, st, job, budget)

@@ -98,7 +98,7 @@ def bind(
                            nbands=config.bands if sig else 0, map_epoch=map_epoch,
                            dirs=F.has_run_dirs(fmt),
                            indexed=functools.partial(_indexed, meta=meta),
-                           upgrade=None if F.has_visible_merges(fmt) else
+                           upgrade=None if F.has_paged_records(fmt) else
                            functools.partial(_upgrade_format, meta=meta, exact=exact))
         if sig:
             bands = RunBands(tables)
@@ -132,10 +132,10 @@ def _indexed(txn: Any, meta: Any) -> bool:
 
 
 def _upgrade_format(txn: Any, meta: Any, exact: bool) -> bool:
-    """Record the current format in a store of an older one (formats 3-8: run tables),
+    """Record the current format in a store of an older one (formats 3-10: run tables),
     unless this transaction's view already has it; whether it did (the caller then
     writes what the new format adds)."""
-    if F.has_visible_merges(_recorded(txn, meta)):
+    if F.has_paged_records(_recorded(txn, meta)):
         return False
     txn.put(b"format", F.to_json(F.format_meta(exact)), db=meta)
     return True

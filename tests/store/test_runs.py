@@ -39,7 +39,7 @@ import simstore.store.runs
 from simstore.search.layout import permute
 from simstore.store import SimStore
 from simstore.store.levelruns import LevelRuns
-from simstore.store.runfile import MERGE_KEY, Job, lineage
+from simstore.store.runfile import Job, lineage, read_job
 from simstore.store.runs import State
 
 from ..oracles import brute_matches, shares_band, sketch_estimate
@@ -87,8 +87,7 @@ def state_of(store: SimStore) -> State:
 def merging(store: SimStore) -> Job | None:
     """The merge under way, if any."""
     with store._env.reading() as txn:
-        raw = txn.get(MERGE_KEY, db=store._h.tables.meta_db())
-        return None if raw is None else Job.unpack(raw)
+        return read_job(txn, store._h.tables.meta_db())
 
 
 def tombstoned(store: SimStore) -> set[int]:
@@ -134,15 +133,21 @@ def raw_runs(txn: Any, db: Any, tail: int | None = None
              ) -> list[tuple[int, int, list[int], list[int], int]]:
     """(level, first key in the record key, keys, iids, iid width) of every run, in key order
     (tail: the table's tail bits, below which no directory bucket may go). Each level's
-    index record (key: the level byte) lists exactly its runs' first keys."""
+    index (a head keyed 0xFF + the level byte, then chunks of at most 240 first keys keyed
+    by those two bytes and a 4-byte chunk number, uint64 little-endian; format 7-10: one
+    record keyed by the level byte) lists exactly its runs' first keys."""
     out = []
     index: dict[int, list[int]] = {}
     for key, val in txn.cursor(db):
         key, val = bytes(key), bytes(val)
-        if len(key) == 1:  # the level's index record: first keys, uint64 little-endian
-            assert len(val) % 8 == 0
-            index[key[0]] = [int.from_bytes(val[i : i + 8], "little")
-                             for i in range(0, len(val), 8)]
+        if len(key) in (1, 6):  # an index record or chunk: first keys
+            assert len(val) % 8 == 0 and (len(key) == 1 or len(val) <= 8 * 240)
+            index.setdefault(key[1] if len(key) == 6 else key[0], []).extend(
+                int.from_bytes(val[i : i + 8], "little") for i in range(0, len(val), 8))
+            continue
+        if len(key) == 2:  # a level's index head: no value
+            assert key[0] == 0xFF and val == b""
+            index.setdefault(key[1], [])
             continue
         assert len(key) == 9, key
         n, width, kw, dbits, shift = _RUN_HEAD.unpack_from(val)
@@ -801,8 +806,9 @@ def run_dir_bits(store: SimStore) -> set[int]:
     out = set()
     with store._env.reading() as txn:
         for db in store._h.tables.dbs:
-            for _, val in txn.cursor(db):
-                out.add(bytes(val)[6])
+            for key, val in txn.cursor(db):
+                if len(key) == 9:  # a run (not an index record)
+                    out.add(bytes(val)[6])
     return out
 
 
@@ -858,12 +864,12 @@ def test_legacy_store_works_and_rebuild_moves_it_to_runs(monkeypatch: pytest.Mon
         before = legacy_answers(store, model, queries)
         assert sum(len(a) > 1 for a in before) >= 3  # answers with several docs among them
         assert store.verify() == []
-        if version == 3:  # its first write brought it to format 9 (whose runs have dirs)
-            assert format_version(store) == 9
+        if version == 3:  # its first write brought it to format 11 (whose runs have dirs)
+            assert format_version(store) == 11
 
         store.rebuild()
         now = simstore.store.format.FORMAT_VERSION
-        assert now == 9 and format_version(store) == now and store._h.tables.name == "runs"
+        assert now == 11 and format_version(store) == now and store._h.tables.name == "runs"
         assert (store.stats()["format_version"], store.stats()["table_engine"]) == (now, "runs")
         if version == 3:
             assert 0 not in run_dir_bits(store)
@@ -899,7 +905,7 @@ def _runs_env_edit(path: Path, edit: Any) -> None:
 
 def _nth_run(txn: Any, db: Any, level: int, n: int) -> tuple[bytes, bytearray]:
     """(key, value) of the n-th run record of one level (its index record not counted)."""
-    rows = [(bytes(k), bytearray(v)) for k, v in txn.cursor(db) if k[0] == level and len(k) > 1]
+    rows = [(bytes(k), bytearray(v)) for k, v in txn.cursor(db) if k[0] == level and len(k) == 9]
     return rows[n]
 
 
@@ -915,15 +921,24 @@ def _delete_run(txn: Any, dbs: list[Any], meta: Any) -> None:
         txn.delete(_nth_run(txn, db, second, 0)[0], db=db)
 
 
+def _index_chunks(txn: Any, db: Any, level: int) -> list[bytes]:
+    """The keys of one level's index chunks (0xFF, level, 4-byte number), in order."""
+    return [bytes(k) for k, _ in txn.cursor(db) if len(k) == 6 and k[:2] == bytes((0xFF, level))]
+
+
 def _index_short(txn: Any, dbs: list[Any], meta: Any) -> None:
-    level = bytes((State.unpack(txn.get(b"state", db=meta)).levels[0].id,))
+    level = State.unpack(txn.get(b"state", db=meta)).levels[0].id
     for db in dbs:  # in both tables, so docs are lost: only the level's first run named
-        txn.put(level, bytes(txn.get(level, db=db))[:8], db=db)
+        first, *rest = _index_chunks(txn, db, level)
+        txn.put(first, bytes(txn.get(first, db=db))[:8], db=db)
+        for key in rest:
+            txn.delete(key, db=db)
 
 
 def _index_torn(txn: Any, dbs: list[Any], meta: Any) -> None:
-    level = bytes((State.unpack(txn.get(b"state", db=meta)).levels[0].id,))
-    txn.put(level, bytes(txn.get(level, db=dbs[1]))[:-3], db=dbs[1])
+    level = State.unpack(txn.get(b"state", db=meta)).levels[0].id
+    first = _index_chunks(txn, dbs[1], level)[0]
+    txn.put(first, bytes(txn.get(first, db=dbs[1]))[:-3], db=dbs[1])
 
 
 def _swap_keys(txn: Any, dbs: list[Any], meta: Any) -> None:
@@ -1204,11 +1219,11 @@ def test_a_format_4_state_record_is_read_and_upgraded(tmp_path: Path) -> None:
         model["new"] = 12345
         st2 = state_of(s)
         assert not st2.legacy and st2.stale == 0 and st2.levels[0].gen != gen
-        assert format_version(s) == 9
+        assert format_version(s) == 11
         check_answers(s, model, list(model.values())[:20] + [12345])
         assert s.verify() == []
     with SimStore(path) as s:
-        assert format_version(s) == 9 and s.stats()["format_version"] == 9
+        assert format_version(s) == 11 and s.stats()["format_version"] == 11
 
 
 # --- internal ids past 32 bits ----------------------------------------------------------
@@ -1256,13 +1271,16 @@ def test_internal_ids_past_32_bits(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 
 
 def index_records(store: SimStore) -> dict[int, list[int]]:
-    """Level -> how many runs its index record names, per run database (-1: none)."""
+    """Level -> how many runs its index names, per run database (-1: none): a format 7-10
+    record keyed by the level byte, or a head (0xFF, level) and its chunks."""
     out: dict[int, list[int]] = {}
     with store._env.reading() as txn:
         for i, db in enumerate(store._h.tables.run_dbs):
             for key, val in txn.cursor(db):
-                if len(key) == 1:
-                    out.setdefault(key[0], [-1] * len(store._h.tables.run_dbs))[i] = len(val) // 8
+                if len(key) in (1, 2):
+                    out.setdefault(key[-1], [-1] * len(store._h.tables.run_dbs))[i] = len(val) // 8
+                elif len(key) == 6:
+                    out[key[1]][i] += len(val) // 8
     return out
 
 
@@ -1303,7 +1321,7 @@ def test_a_format_5_store_gets_index_records_on_its_first_write(
         assert s.verify() == []
         s.add(100, items[100])
         model[100] = s.fingerprint(texts[100])
-        assert format_version(s) == (10 if sig else 9)
+        assert format_version(s) == (12 if sig else 11)
         records = index_records(s)
         assert set(records) >= {lv.id for lv in state_of(s).levels}
         assert all(-1 not in counts for counts in records.values())
@@ -1430,7 +1448,7 @@ def test_a_merge_an_older_simstore_left_under_way_is_adopted(
         whole = sum(sum(index_records(s)[lv.id]) for lv in job.sources)
         s.add("new", 12345)
         stored["new"] = 12345
-        assert format_version(s) == 9 and job.target in state_of(s).gens()
+        assert format_version(s) == 11 and job.target in state_of(s).gens()
         assert sum(sum(index_records(s).get(lv.id, [0])) for lv in job.sources) < whole
         check_levels(s, state_of(s), simstore.store.runs.RUN_ENTRIES)
         assert s.verify() == []

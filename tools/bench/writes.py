@@ -33,6 +33,7 @@ import numpy as np
 import simstore
 from simstore import SimStore
 path, adds, removes, per = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", 1000
+int_ids = sys.argv[4] == "int"
 rng = np.random.default_rng(7)
 
 def size(s):
@@ -42,10 +43,14 @@ def size(s):
 
 s = SimStore(path)
 before = size(s)
+n0 = len(s)
 times = []
 for i in range(adds // per):
     fps = rng.integers(0, 2**64 - 1, per, dtype=np.uint64, endpoint=True)
-    ids = [f"w{i}-{j}" for j in range(per)]
+    if int_ids:  # the pristine store's kind of id, numbered on after its own
+        ids = range(n0 + i * per, n0 + (i + 1) * per)
+    else:
+        ids = [f"w{i}-{j}" for j in range(per)]
     a = time.perf_counter()
     if removes:
         with s.batch():
@@ -57,19 +62,38 @@ for i in range(adds // per):
 after = size(s)
 problems = s.verify() if os.environ.get("BENCH_VERIFY") else None
 s.close()
+
+def breakdown():
+    """Bytes per live fingerprint of each database, and of the file's pages in no database."""
+    import lmdb
+    env = lmdb.open(path, readonly=True, lock=False, max_dbs=256)
+    out, used = {}, 0
+    with env.begin() as txn:
+        for name in [k for k, _ in txn.cursor()]:
+            st = txn.stat(env.open_db(name, txn=txn, create=False))
+            pages = st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+            used += pages
+            out[name.decode()] = pages * st["psize"] / after["live"]
+        main = txn.stat()
+        psize = main["psize"]
+        used += main["branch_pages"] + main["leaf_pages"] + main["overflow_pages"] + 2
+    out["unused"] = (env.info()["last_pgno"] + 1 - used) * psize / after["live"]
+    env.close()
+    return out
+
 t = sorted(times)
 print(json.dumps({
     "adds": len(t) * per, "adds_per_s": len(t) * per / sum(t),
     "median_commit_ms": 1e3 * t[len(t) // 2], "p99_commit_ms": 1e3 * t[int(len(t) * 0.99)],
     "worst_commit_ms": 1e3 * t[-1], "over_100ms": sum(x > 0.1 for x in t),
-    "before": before, "after": after, "verify": problems,
+    "before": before, "after": after, "verify": problems, "b_per_fp_by_db": breakdown(),
     "simstore_file": simstore.__file__,
 }))
 '''
 
 
 def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
-         verify: bool) -> dict[str, Any]:
+         verify: bool, ids: str) -> dict[str, Any]:
     """The writer on a fresh copy of the pristine store; its report."""
     if work.exists():
         shutil.rmtree(work)
@@ -79,7 +103,7 @@ def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
     if verify:
         env["BENCH_VERIFY"] = "1"
     out = subprocess.run([sys.executable, "-c", WRITER, str(work), str(adds),
-                          "1" if removes else "0"], env=env, cwd=work.parent,
+                          "1" if removes else "0", ids], env=env, cwd=work.parent,
                          capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"the writer failed:\n{out.stderr}")
@@ -105,7 +129,7 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
     for r in range(args.rounds):
         for side, (tree, store) in pairs.items():
             res = _run(tree, store, workdir / f"work-{side}", args.adds, args.removes,
-                       args.verify)
+                       args.verify, args.ids)
             res.update(side=side, round=r)
             rows.append(res)
             print(f"  {side:<4} round {r}: {res['adds_per_s']:9.0f} adds/s  commit p50 "
@@ -115,9 +139,11 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
                   f"{res['after']['used_b_per_fp']:.0f} B  file/fp "
                   f"{res['before']['file_b_per_fp']:.0f} -> {res['after']['file_b_per_fp']:.0f} B"
                   + (f"  verify {res['verify']}" if args.verify else ""), flush=True)
+            print("       B per fp by database: " + ", ".join(
+                f"{db} {b:.1f}" for db, b in res["b_per_fp_by_db"].items()), flush=True)
     return {
         "benchmark": "writes", "n": args.n, "k": args.k, "adds": args.adds,
-        "removes": args.removes, "base": args.base, "head": args.head,
+        "removes": args.removes, "ids": args.ids, "base": args.base, "head": args.head,
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
                                  text=True).stdout.strip(),
         "load_start": load0, "load_end": load_average(), "rows": rows,
@@ -134,6 +160,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--adds", type=int, default=300_000, help="documents added, 1,000 a commit")
     p.add_argument("--removes", action="store_true",
                    help="each commit also removes 1,000 of the store's first documents")
+    p.add_argument("--ids", choices=("str", "int"), default="str",
+                   help="the added documents' ids: str ('w12-345', longer than the store's "
+                   "own int ids, so records and id keys grow too) or int (numbered on after "
+                   "the store's, like for like)")
     p.add_argument("--rounds", type=int, default=1, help="head/base alternations")
     p.add_argument("--verify", action="store_true", help="verify() the store after each run")
     p.add_argument("--head", help="run this revision's simstore as the head (a worktree)")
