@@ -1,0 +1,227 @@
+"""Format 11: level indexes and merge records in page-sized chunks, runs written full.
+
+Each test reads the records as the format documents them (raw keys and values), next to
+the answers checked against brute force and verify().
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import numpy as np
+import pytest
+
+import simstore
+from simstore import SimStore
+from simstore.store.runfile import Job
+
+from .test_runs import (
+    check_answers,
+    check_levels,
+    format_version,
+    merging,
+    small,
+    state_of,
+)
+
+CHUNK = 240  # first keys (or removed ids) per chunk: 1,920 bytes
+
+
+def index_chunks(store: SimStore) -> list[dict[int, list[tuple[bytes, bytes]]]]:
+    """Per run database: level -> its index chunks (key, value) in key order."""
+    out = []
+    with store._env.reading() as txn:
+        for db in store._h.tables.run_dbs:
+            levels: dict[int, list[tuple[bytes, bytes]]] = {}
+            for key, val in txn.cursor(db):
+                if len(key) == 6 and key[0] == 0xFF:
+                    levels.setdefault(key[1], []).append((bytes(key), bytes(val)))
+            out.append(levels)
+    return out
+
+
+def run_lengths(store: SimStore, level: int) -> list[int]:
+    """Keys per run of one level in the first table, in key order (the run header's count)."""
+    with store._env.reading() as txn:
+        db = store._h.tables.run_dbs[0]
+        return [int.from_bytes(bytes(v)[:4], "little") for k, v in txn.cursor(db)
+                if len(k) == 9 and k[0] == level]
+
+
+def gone_chunks(store: SimStore) -> list[bytes]:
+    """The values of the merge's removed-doc chunks (``mgone`` + 4-byte number), in order."""
+    with store._env.reading() as txn:
+        return [bytes(v) for k, v in txn.cursor(store._h.tables.meta_db())
+                if bytes(k).startswith(b"mgone") and len(k) == 9]
+
+
+def test_a_merge_appends_and_trims_index_chunks_in_place(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    """Levels of more runs than a chunk holds: each slice of a merge fills its target's
+    last chunk and adds new ones, deletes its sources' passed chunks and rewrites only
+    the one the cut falls in (later chunks keep their bytes); every chunk holds at most
+    240 keys, the target's runs are full but its last, and answers equal brute force."""
+    small(monkeypatch, RUN_ENTRIES=4, MERGE_STEP=300, MERGE_PER_DOC=1, RECENT_MAX=64)
+    rng = random.Random(3)
+    model = {f"d{i}": rng.getrandbits(64) for i in range(4000)}
+    items = list(model.items())
+    with SimStore(tmp_path / "s", k=3, expected_size=10**5, durable=False) as s:
+        s.add_many([d for d, _ in items[:3000]], [f for _, f in items[:3000]])
+        stored = dict(items[:3000])
+        base = state_of(s).levels[0].id
+        assert len(index_chunks(s)[0][base]) >= 3000 // 4 // CHUNK  # several chunks
+        slices = kept = 0
+        for d, fp in items[3000:]:
+            before = index_chunks(s)
+            s.add(d, fp)
+            stored[d] = fp
+            job = merging(s)
+            after = index_chunks(s)
+            for b, a in zip(before, after, strict=True):
+                for chunks in a.values():
+                    assert all(0 < len(v) <= 8 * CHUNK and len(v) % 8 == 0
+                               for _, v in chunks) or chunks == []
+                if job is None:
+                    continue
+                slices += 1
+                for src in job.sources:
+                    old, new = b.get(src.id, []), a.get(src.id, [])
+                    if old and new and len(new) < len(old):
+                        tail = old[len(old) - len(new):]
+                        assert [k for k, _ in new] == [k for k, _ in tail]  # not renumbered
+                        assert new[1:] == tail[1:]  # only the first one rewritten
+                        kept += len(new) - 1
+            if len(stored) % 97 == 0:
+                check_levels(s, state_of(s), 4)
+                check_answers(s, stored, list(stored.values())[::211])
+        assert slices and kept  # merges went slice by slice over levels of many chunks
+        check_levels(s, state_of(s), 4)
+        for level in {lv.id for lv in state_of(s).levels}:
+            lengths = run_lengths(s, level)
+            assert lengths[:-1] == [4] * (len(lengths) - 1)  # full runs but the last
+        check_answers(s, stored, list(stored.values())[::37])
+        assert s.verify() == []
+
+
+def test_a_merge_keeps_its_removed_docs_in_chunks(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    """A merge that honours more removed docs than a chunk holds records them as chunks
+    of at most 240 ids (the ``merge`` record holds only their count), leaves out exactly
+    their entries, and deletes the chunks when done; verify passes throughout."""
+    small(monkeypatch, MERGE_STEP=256, STALE_SHARE=4)
+    rng = random.Random(4)
+    model = {i: rng.getrandbits(64) for i in range(3000)}
+    with SimStore(tmp_path / "s", k=3, expected_size=10**5, durable=False) as s:
+        s.add_many(list(model), list(model.values()))
+        seen = None
+        for i in range(0, 2000, 25):
+            with s.batch():  # removes alone step no merge: an add in the same write does
+                s.remove_many(range(i, i + 25))
+                s.add(f"n{i}", rng.getrandbits(64))
+            model[f"n{i}"] = s.get(f"n{i}")
+            for j in range(i, i + 25):
+                del model[j]
+            job = merging(s)
+            if job is not None and len(job.gone) > CHUNK and seen is None:
+                seen = job
+                chunks = gone_chunks(s)
+                assert len(chunks) == -(-len(job.gone) // CHUNK)
+                assert all(len(c) <= 8 * CHUNK for c in chunks)
+                ids = np.frombuffer(b"".join(chunks), dtype="<u8")
+                assert ids.tolist() == sorted(job.gone.tolist())
+                with s._env.reading() as txn:
+                    raw = bytes(txn.get(b"merge", db=s._h.tables.meta_db()))
+                assert len(raw) == len(Job(job.target, job.gen, job.sources,
+                                           np.empty(0, np.uint64)).pack())
+            assert s.verify() == []
+        assert seen is not None
+        while merging(s) is not None:
+            s.add(f"more{len(model)}", 5)
+            model[f"more{len(model)}"] = 5
+        assert gone_chunks(s) == []
+        check_levels(s, state_of(s), simstore.store.runs.RUN_ENTRIES)
+        check_answers(s, model, list(model.values())[::41])
+        assert s.verify() == []
+
+
+def _to_format_9(path: Any, with_merge: bool) -> None:
+    """Rewrite a store as a format-9 simstore left it: one index record per level keyed
+    by the level byte, and a merge's removed docs inline in its record."""
+    env = lmdb.open(str(path), max_dbs=64, subdir=True)
+    with env.begin(write=True) as txn:
+        meta = env.open_db(b"meta", txn=txn, create=False)
+        runs = env.open_db(b"runs", txn=txn, create=False)
+        for t in range(2):
+            db = env.open_db(b"r%02d" % t, txn=txn, create=False)
+            heads: dict[int, bytes] = {}
+            for key, val in list(txn.cursor(db)):
+                if key[:1] == b"\xff":
+                    if len(key) == 6:
+                        heads[key[1]] = heads.get(key[1], b"") + bytes(val)
+                    else:
+                        heads.setdefault(key[1], b"")
+                    txn.delete(bytes(key), db=db)
+            for level, raw in heads.items():
+                txn.put(bytes((level,)), raw, db=db)
+        raw = txn.get(b"merge", db=runs)
+        assert (raw is not None) == with_merge
+        if raw is not None:
+            gone = b"".join(bytes(v) for k, v in list(txn.cursor(runs))
+                            if bytes(k).startswith(b"mgone"))
+            for k, _ in list(txn.cursor(runs)):
+                if bytes(k).startswith(b"mgone"):
+                    txn.delete(bytes(k), db=runs)
+            txn.put(b"merge", bytes(raw) + gone, db=runs)
+        txn.put(b"format", b'{"format":"simstore","version":9}', db=meta)
+    env.close()
+
+
+@pytest.mark.parametrize("with_merge", [False, True])
+def test_a_format_9_store_is_read_and_paged_by_its_first_write(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, with_merge: bool) -> None:
+    """A store in format 9 (whole index records, a merge's removed docs inline) answers
+    exactly; its first write brings it to 11: chunked indexes only, the merge's removed
+    docs in chunks, and the merge then finishes; verify passes at every step."""
+    small(monkeypatch, RUN_ENTRIES=4, MERGE_STEP=64, STALE_SHARE=4)
+    rng = random.Random(5)
+    model = {i: rng.getrandbits(64) for i in range(2000)}
+    path = tmp_path / "s"
+    with SimStore(path, k=3, expected_size=10**5, durable=False) as s:
+        s.add_many(list(model), list(model.values()))
+        i = 0
+        while with_merge and not (merging(s) is not None and len(merging(s).gone) > CHUNK):
+            with s.batch():  # removes alone step no merge: an add in the same write does
+                s.remove_many(range(i, i + 40))
+                s.add(f"n{i}", rng.getrandbits(64))
+            model[f"n{i}"] = s.get(f"n{i}")
+            for j in range(i, i + 40):
+                del model[j]
+            i += 40
+        job = merging(s)
+    _to_format_9(path, with_merge)
+    with SimStore(path) as s:
+        assert format_version(s) == 9 and index_chunks(s)[0] == {}
+        if with_merge:
+            assert merging(s).gone.tolist() == job.gone.tolist()
+        check_answers(s, model, list(model.values())[::53])
+        assert s.verify() == []
+        s.add("new", 77)
+        model["new"] = 77
+        assert format_version(s) == 11
+        with s._env.reading() as txn:
+            for db in s._h.tables.run_dbs:
+                assert not [k for k, _ in txn.cursor(db) if len(k) == 1]
+        assert set(index_chunks(s)[0]) >= {lv.id for lv in state_of(s).levels
+                                           if run_lengths(s, lv.id)}
+        check_levels(s, state_of(s), 4)
+        assert s.verify() == []
+        while merging(s) is not None:
+            d, fp = f"m{len(model)}", rng.getrandbits(64)
+            s.add(d, fp)
+            model[d] = fp
+        check_levels(s, state_of(s), 4)
+        check_answers(s, model, list(model.values())[::61])
+        assert s.verify() == []
