@@ -49,8 +49,9 @@ FORMAT = "simstore"
 # A write brings 3-5 and 7 to 9, 6 and 8 to 10.
 # 11 and 12: formats 9 and 10 whose multi-page records are paged: a level's index is
 # chunks that each fit in a leaf page (simstore.store.runindex), and so is a merge's
-# list of removed docs (simstore.store.runfile): records of many pages rewritten often
-# took runs of free pages that later ones did not fit, so the file grew under churn.
+# list of removed docs, and tombstones are 64-byte blocks of 512 ids (both in
+# simstore.store.removed): records of many pages rewritten often took runs of free pages
+# that later ones did not fit, so the file grew under churn.
 # A write brings 3-10 to 11 (12 when exact).
 FORMAT_VERSION = 11
 EXACT_FORMAT_VERSION = 12

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..exceptions import CorruptStoreError
 from .levelruns import LevelRuns, key_after, slice_level
+from .removed import drop_gone, drop_tombstones, put_job, tombstones
 from .runfile import (
     CLEAN_KEY,
     CURSOR_KEY,
@@ -25,14 +26,10 @@ from .runfile import (
     Job,
     Level,
     State,
-    drop_gone,
     drop_level,
     new_gen,
     next_gen,
     pack_cursors,
-    put_job,
-    tombstone_key,
-    tombstones,
     unpack_cursors,
 )
 from .runindex import put_index, read_index
@@ -204,8 +201,7 @@ class MergeJob:
         so far: ``done``); the budget left once all are gone and the job with them, else
         None (the next write goes on: deleting a million keys takes a second)."""
         end = min(done + budget, len(job.gone))
-        for iid in job.gone[done:end].tolist():
-            txn.delete(tombstone_key(iid), db=self._meta)
+        drop_tombstones(txn, self._meta, job.gone[done:end])
         if end < len(job.gone):
             txn.put(CLEAN_KEY, end.to_bytes(8, "little"), db=self._meta)
             return None

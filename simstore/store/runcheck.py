@@ -20,6 +20,7 @@ import numpy as np
 
 from ..exceptions import CorruptStoreError
 from ..native import core as _core
+from .removed import read_job, tombstones
 from .runfile import (
     CLEAN_KEY,
     CURSOR_KEY,
@@ -28,10 +29,8 @@ from .runfile import (
     State,
     band_rows,
     mix_xor,
-    read_job,
     read_level,
     table_name,
-    tombstones,
     unpack_cursors,
 )
 from .runindex import index_problem

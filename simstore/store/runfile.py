@@ -45,9 +45,6 @@ BANDS_DB = b"rbands"
 MERGE_KEY = b"merge"  # the merge under way, if any (Job)
 CURSOR_KEY = b"mcursor"  # its progress per run database
 CLEAN_KEY = b"mclean"  # once swapped in: how many of its tombstones are deleted
-GONE_KEY = b"mgone"  # + 4-byte chunk number: the merge's honoured tombstones (format 11)
-GONE_CHUNK = 240  # internal ids per chunk: 1,920 bytes, inside a 4 KB leaf page
-GONE = b"g"  # tombstones: GONE + iid (8 bytes big-endian), one per stale doc
 BASE, L1 = 0, 1  # the level ids of a format 3-4 state record
 MAX_LEVEL_ID = 250
 EMPTY = np.empty(0, dtype=np.uint64)
@@ -206,50 +203,6 @@ class Job:
         return cls(target, gen, srcs, gone)
 
 
-def _gone_chunks(txn: Any, db: Any) -> list[bytes]:
-    """The keys of the merge's gone chunks, in order."""
-    cur = txn.cursor(db)
-    out: list[bytes] = []
-    if cur.set_range(GONE_KEY):
-        for key in cur.iternext(values=False):
-            if bytes(key[:len(GONE_KEY)]) != GONE_KEY:
-                break
-            out.append(bytes(key))
-    return out
-
-
-def read_job(txn: Any, db: Any) -> Job | None:
-    """The merge under way (record ``merge`` and its gone chunks), if any."""
-    raw = txn.get(MERGE_KEY, db=db)
-    if raw is None:
-        return None
-
-    def chunks(count: int) -> np.ndarray:
-        parts = [bytes(txn.get(k, db=db)) for k in _gone_chunks(txn, db)]
-        if any(len(p) % 8 for p in parts):
-            raise CorruptStoreError("the run tables' merge record is malformed")
-        return np.frombuffer(b"".join(parts), dtype="<u8").astype(np.uint64)
-
-    return Job.unpack(raw, chunks)
-
-
-def put_job(txn: Any, db: Any, job: Job) -> None:
-    """Write a merge's record and its gone list in chunks that each fit in a leaf page
-    (one record of 8 bytes per removed doc took a run of free pages: the file grew)."""
-    drop_gone(txn, db)
-    txn.put(MERGE_KEY, job.pack(), db=db)
-    raw = np.ascontiguousarray(job.gone, dtype="<u8").tobytes()
-    step = 8 * GONE_CHUNK
-    for n, at in enumerate(range(0, len(raw), step)):
-        txn.put(GONE_KEY + n.to_bytes(4, "big"), raw[at:at + step], db=db)
-
-
-def drop_gone(txn: Any, db: Any) -> None:
-    """Delete the gone chunks of a merge (done, or rewritten)."""
-    for key in _gone_chunks(txn, db):
-        txn.delete(key, db=db)
-
-
 def pack_cursors(cur: list[int | None]) -> bytes:
     """A merge's progress per run database: the next key to merge, None once done."""
     return b"".join(_CURSOR.pack(0, 0) if c is None else _CURSOR.pack(1, c) for c in cur)
@@ -264,26 +217,6 @@ def unpack_cursors(raw: Any, n: int) -> list[int | None]:
         live, key = _CURSOR.unpack_from(raw, i * _CURSOR.size)
         out.append(key if live else None)
     return out
-
-
-def tombstone_key(iid: int) -> bytes:
-    """The key of a removed doc's tombstone in database ``runs``."""
-    return GONE + iid.to_bytes(8, "big")
-
-
-def tombstones(txn: Any, db: Any, lo: int, hi: int) -> np.ndarray:
-    """Sorted internal ids of the tombstones with lo <= iid < hi."""
-    cur = txn.cursor(db)
-    out: list[int] = []
-    if cur.set_range(tombstone_key(lo)):
-        for key in cur.iternext(values=False):
-            if len(key) != 9 or bytes(key[:1]) != GONE:
-                break
-            iid = int.from_bytes(key[1:], "big")
-            if iid >= hi:
-                break
-            out.append(iid)
-    return np.asarray(out, dtype=np.uint64)
 
 
 _M1 = 0xBF58476D1CE4E5B9

@@ -27,8 +27,9 @@ goes on with the next write, from any process.
 
 Removing a doc leaves its level entries *stale*: queries drop hits whose docs
 record is gone (iids are never reused), the state counts them and a tombstone
-(``g`` + iid in database ``runs``) marks each; a merge leaves out the entries
-of the tombstones it found when it began, then deletes those tombstones.
+marks each (a bit of a 512-id block in database ``runs``:
+:mod:`simstore.store.removed`); a merge leaves out the entries of the tombstones
+it found when it began, then deletes those tombstones.
 
 **Read in place.** A query probes the levels' runs where LMDB maps them (the
 page cache, shared by every process): a process keeps per level and table
@@ -75,6 +76,7 @@ from ..search.layout import Layout
 from . import merges, runcache, runcheck
 from .env import PAGE
 from .format import iid_bytes
+from .removed import put_job, put_tombstones, read_job
 from .rows import band_keys, tables_beyond
 from .runfile import (
     BANDS_DB,
@@ -89,12 +91,9 @@ from .runfile import (
     mix,
     mix_xor,
     new_gen,
-    put_job,
     put_runs,
-    read_job,
     run_capacity,
     table_name,
-    tombstone_key,
 )
 from .runindex import index_levels
 
@@ -203,7 +202,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         st = self._writable(txn)
         i = int.from_bytes(iid, "big")
         if i < st.flushed:
-            txn.put(tombstone_key(i), b"", db=self._meta)
+            put_tombstones(txn, self._meta, (i,))
             st = st._replace(stale=st.stale + 1)
         else:
             st = st._replace(recent_xor=st.recent_xor ^ mix(i, fp))

@@ -25,6 +25,7 @@ from .test_runs import (
     merging,
     small,
     state_of,
+    tombstoned,
 )
 
 CHUNK = 240  # first keys (or removed ids) per chunk: 1,920 bytes
@@ -147,6 +148,27 @@ def test_a_merge_keeps_its_removed_docs_in_chunks(monkeypatch: pytest.MonkeyPatc
         assert s.verify() == []
 
 
+def tomb_keys(store: SimStore) -> tuple[int, int]:
+    """(tombstone records of formats 5-10, tombstone blocks of format 11) in the store."""
+    with store._env.reading() as txn:
+        keys = [bytes(k) for k in txn.cursor(store._h.tables.meta_db()).iternext(values=False)]
+    return (sum(k[:1] == b"g" and len(k) == 9 for k in keys),
+            sum(k[:1] == b"t" and len(k) == 9 for k in keys))
+
+
+def test_neighbouring_removes_share_tombstone_blocks(tmp_path: Path) -> None:
+    """Tombstones are 64-byte blocks of 512 ids: 1,000 removed neighbours take 3 records
+    (2 or 3 by alignment), scattered ones a block each; the ids read back exactly."""
+    with SimStore(tmp_path / "s", k=3, expected_size=10**5, durable=False) as s:
+        s.add_many(range(20000), list(range(20000)))
+        s.remove_many(range(3000, 4000))
+        assert tomb_keys(s) == (0, 3) and tombstoned(s) == set(range(3000, 4000))
+        s.remove_many([5000, 9000, 15000])
+        assert tomb_keys(s) == (0, 6)
+        assert tombstoned(s) == set(range(3000, 4000)) | {5000, 9000, 15000}
+        assert s.verify() == []
+
+
 def _to_format_9(path: Any, with_merge: bool) -> None:
     """Rewrite a store as a format-9 simstore left it: one index record per level keyed
     by the level byte, and a merge's removed docs inline in its record."""
@@ -166,6 +188,14 @@ def _to_format_9(path: Any, with_merge: bool) -> None:
                     txn.delete(bytes(key), db=db)
             for level, raw in heads.items():
                 txn.put(bytes((level,)), raw, db=db)
+        for key, val in list(txn.cursor(runs)):  # tombstone blocks: a record each
+            key = bytes(key)
+            if key[:1] == b"t" and len(key) == 9:
+                base = 512 * int.from_bytes(key[1:], "big")
+                bits = np.unpackbits(np.frombuffer(bytes(val), np.uint8), bitorder="little")
+                for iid in (base + np.flatnonzero(bits)).tolist():
+                    txn.put(b"g" + iid.to_bytes(8, "big"), b"", db=runs)
+                txn.delete(key, db=runs)
         raw = txn.get(b"merge", db=runs)
         assert (raw is not None) == with_merge
         if raw is not None:
@@ -204,6 +234,7 @@ def test_a_format_9_store_is_read_and_paged_by_its_first_write(
     _to_format_9(path, with_merge)
     with SimStore(path) as s:
         assert format_version(s) == 9 and index_chunks(s)[0] == {}
+        assert tomb_keys(s) == (len(tombstoned(s)), 0) and bool(tomb_keys(s)[0]) == with_merge
         if with_merge:
             assert merging(s).gone.tolist() == job.gone.tolist()
         check_answers(s, model, list(model.values())[::53])
@@ -225,3 +256,14 @@ def test_a_format_9_store_is_read_and_paged_by_its_first_write(
         check_levels(s, state_of(s), 4)
         check_answers(s, model, list(model.values())[::61])
         assert s.verify() == []
+        blocks = 0
+        for _ in range(100):  # the old records go as merges honour them
+            blocks = max(blocks, tomb_keys(s)[1])
+            if not tomb_keys(s)[0] and i >= 1000:
+                break
+            with s.batch():
+                s.remove_many(range(i, i + 40))
+                s.add(f"z{i}", rng.getrandbits(64))
+            i += 40
+            assert s.verify() == []
+        assert tomb_keys(s)[0] == 0 and blocks  # the new removes' tombstones are blocks

@@ -39,7 +39,8 @@ import simstore.store.runs
 from simstore.search.layout import permute
 from simstore.store import SimStore
 from simstore.store.levelruns import LevelRuns
-from simstore.store.runfile import Job, lineage, read_job
+from simstore.store.removed import read_job
+from simstore.store.runfile import Job, lineage
 from simstore.store.runs import State
 
 from ..oracles import brute_matches, shares_band, sketch_estimate
@@ -91,11 +92,21 @@ def merging(store: SimStore) -> Job | None:
 
 
 def tombstoned(store: SimStore) -> set[int]:
-    """Internal ids of the tombstones (read from the documented keys: b"g" + 8 bytes)."""
+    """Internal ids of the tombstones, read from the documented keys: b"g" + 8 bytes (formats
+    5-10), or blocks b"t" + block number (8 bytes) -> 64 bytes whose bit i of byte j marks
+    iid 512 * block + 8 * j + i (format 11)."""
+    out = set()
     with store._env.reading() as txn:
-        return {int.from_bytes(bytes(key)[1:], "big")
-                for key in txn.cursor(store._h.tables.meta_db()).iternext(values=False)
-                if bytes(key)[:1] == b"g" and len(key) == 9}
+        for key, val in txn.cursor(store._h.tables.meta_db()):
+            key = bytes(key)
+            if key[:1] == b"g" and len(key) == 9:
+                out.add(int.from_bytes(key[1:], "big"))
+            elif key[:1] == b"t" and len(key) == 9:
+                assert len(val) == 64 and any(val)  # an empty block is deleted
+                base = 512 * int.from_bytes(key[1:], "big")
+                out.update(base + 8 * j + i for j, byte in enumerate(bytes(val))
+                           for i in range(8) if byte >> i & 1)
+    return out
 
 
 def put(model: dict[Any, int], doc_id: Any, fp: int) -> None:
@@ -1196,7 +1207,7 @@ def test_a_format_4_state_record_is_read_and_upgraded(tmp_path: Path) -> None:
     def legacy(txn: Any, dbs: list[Any], meta: Any) -> None:
         """The state as formats 3-4 wrote it: no tombstones, the 7-field record."""
         for key in [bytes(k) for k in txn.cursor(meta).iternext(values=False)
-                    if bytes(k)[:1] == b"g"]:
+                    if bytes(k)[:1] in (b"g", b"t") and len(k) == 9]:
             txn.delete(key, db=meta)
         # next, base end, L1 end, base generation, L1's, stale, recent docs' hash
         txn.put(b"state", struct.pack("<7Q", 300, 300, 300, gen, gen ^ 2, 3, 0), db=meta)

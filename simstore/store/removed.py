@@ -1,0 +1,160 @@
+"""The records of removed docs in database ``runs``: tombstones and a merge's list of them.
+
+A removed doc's level entries stay (stale) until a merge of their level leaves them out;
+its tombstone says which. From format 11 tombstones are *blocks*: ``t`` + the block
+number (iid >> 9, 8 bytes big-endian) -> a 64-byte bitmap of the block's 512 internal
+ids (bit i of byte j: iid block * 512 + 8 j + i). Removes come in runs of neighbouring
+ids (a crawl's oldest pages, a dataset's rows), so a block holds many: about a byte a
+tombstone where one record each (``g`` + iid, formats 5-10, still read and deleted) took
+25-40. A merge records the tombstones it honours (its ``gone`` list) as chunks of 240
+ids (``mgone`` + a 4-byte number) beside its ``merge`` record, each inside a leaf page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import CorruptStoreError
+from .runfile import MERGE_KEY, Job
+
+GONE = b"g"  # formats 5-10: a tombstone per stale doc, GONE + iid (8 bytes big-endian)
+BLOCK = b"t"  # format 11: tombstone blocks, BLOCK + (iid >> BLOCK_BITS) -> bitmap
+BLOCK_BITS = 9  # 512 ids a block: a 64-byte bitmap
+_BLOCK_BYTES = (1 << BLOCK_BITS) // 8
+GONE_KEY = b"mgone"  # + 4-byte chunk number: the merge's honoured tombstones (format 11)
+GONE_CHUNK = 240  # internal ids per chunk: 1,920 bytes, inside a 4 KB leaf page
+
+
+def tombstone_key(iid: int) -> bytes:
+    """The key of a removed doc's tombstone in formats 5-10."""
+    return GONE + iid.to_bytes(8, "big")
+
+
+def _block_key(block: int) -> bytes:
+    return BLOCK + block.to_bytes(8, "big")
+
+
+def _blocks(iids: Iterable[int]) -> dict[int, np.ndarray]:
+    """Block number -> the sorted bit offsets of the ids in it."""
+    arr = np.unique(np.fromiter(iids, dtype=np.uint64))
+    blocks = arr >> np.uint64(BLOCK_BITS)
+    cuts = np.flatnonzero(np.diff(blocks)) + 1
+    return {int(part[0] >> np.uint64(BLOCK_BITS)): (part & np.uint64(_BLOCK_BYTES * 8 - 1))
+            .astype(np.int64) for part in np.split(arr, cuts) if len(part)}
+
+
+def _bitmap(raw: Any) -> np.ndarray:
+    if raw is None:
+        return np.zeros(_BLOCK_BYTES * 8, dtype=np.uint8)
+    if len(raw) != _BLOCK_BYTES:
+        raise CorruptStoreError("a tombstone block of the run tables is malformed")
+    return np.unpackbits(np.frombuffer(bytes(raw), dtype=np.uint8), bitorder="little")
+
+
+def put_tombstones(txn: Any, db: Any, iids: Iterable[int]) -> None:
+    """Add the tombstones of these (removed) docs' internal ids to their blocks."""
+    for block, bits in _blocks(iids).items():
+        key = _block_key(block)
+        m = _bitmap(txn.get(key, db=db))
+        m[bits] = 1
+        txn.put(key, np.packbits(m, bitorder="little").tobytes(), db=db)
+
+
+def drop_tombstones(txn: Any, db: Any, iids: np.ndarray) -> None:
+    """Delete the tombstones of these internal ids (a merge honoured them), in blocks or,
+    written before format 11, one record each."""
+    if not len(iids):
+        return
+    cur = txn.cursor(db)
+    if cur.set_range(GONE) and bytes(cur.key()[:1]) == GONE:  # records of formats 5-10
+        for iid in iids.tolist():
+            txn.delete(tombstone_key(iid), db=db)
+    for block, bits in _blocks(iids.tolist()).items():
+        key = _block_key(block)
+        raw = txn.get(key, db=db)
+        if raw is None:
+            continue
+        m = _bitmap(raw)
+        m[bits] = 0
+        if m.any():
+            txn.put(key, np.packbits(m, bitorder="little").tobytes(), db=db)
+        else:
+            txn.delete(key, db=db)
+
+
+def tombstones(txn: Any, db: Any, lo: int, hi: int) -> np.ndarray:
+    """Sorted internal ids of the tombstones with lo <= iid < hi (blocks and records)."""
+    cur = txn.cursor(db)
+    out: list[np.ndarray] = []
+    if cur.set_range(_block_key(lo >> BLOCK_BITS)):
+        for key, val in cur.iternext():
+            if len(key) != 9 or bytes(key[:1]) != BLOCK:
+                break
+            base = int.from_bytes(key[1:], "big") << BLOCK_BITS
+            if base >= hi:
+                break
+            out.append(np.flatnonzero(_bitmap(val)).astype(np.uint64) + np.uint64(base))
+    old: list[int] = []
+    if cur.set_range(tombstone_key(lo)):
+        for key in cur.iternext(values=False):
+            if len(key) != 9 or bytes(key[:1]) != GONE:
+                break
+            iid = int.from_bytes(key[1:], "big")
+            if iid >= hi:
+                break
+            old.append(iid)
+    arr = np.unique(np.concatenate([np.asarray(old, dtype=np.uint64), *out]))
+    keep = arr >= np.uint64(lo)
+    if hi < 1 << 64:
+        keep &= arr < np.uint64(hi)
+    return arr[keep]
+
+
+# --- a merge's gone list ----------------------------------------------------------
+
+
+def _gone_chunks(txn: Any, db: Any) -> list[bytes]:
+    """The keys of the merge's gone chunks, in order."""
+    cur = txn.cursor(db)
+    out: list[bytes] = []
+    if cur.set_range(GONE_KEY):
+        for key in cur.iternext(values=False):
+            if bytes(key[:len(GONE_KEY)]) != GONE_KEY:
+                break
+            out.append(bytes(key))
+    return out
+
+
+def read_job(txn: Any, db: Any) -> Job | None:
+    """The merge under way (record ``merge`` and its gone chunks), if any."""
+    raw = txn.get(MERGE_KEY, db=db)
+    if raw is None:
+        return None
+
+    def chunks(count: int) -> np.ndarray:
+        parts = [bytes(txn.get(k, db=db)) for k in _gone_chunks(txn, db)]
+        if any(len(p) % 8 for p in parts):
+            raise CorruptStoreError("the run tables' merge record is malformed")
+        return np.frombuffer(b"".join(parts), dtype="<u8").astype(np.uint64)
+
+    return Job.unpack(raw, chunks)
+
+
+def put_job(txn: Any, db: Any, job: Job) -> None:
+    """Write a merge's record and its gone list in chunks that each fit in a leaf page
+    (one record of 8 bytes per removed doc took a run of free pages: the file grew)."""
+    drop_gone(txn, db)
+    txn.put(MERGE_KEY, job.pack(), db=db)
+    raw = np.ascontiguousarray(job.gone, dtype="<u8").tobytes()
+    step = 8 * GONE_CHUNK
+    for n, at in enumerate(range(0, len(raw), step)):
+        txn.put(GONE_KEY + n.to_bytes(4, "big"), raw[at:at + step], db=db)
+
+
+def drop_gone(txn: Any, db: Any) -> None:
+    """Delete the gone chunks of a merge (done, or rewritten)."""
+    for key in _gone_chunks(txn, db):
+        txn.delete(key, db=db)
