@@ -250,7 +250,7 @@ class _Greedy:
     def __init__(self, txn: Any, h: Handles, docs: Docs, rule: Rule,
                  keys: _CallKeys | None) -> None:
         self.txn, self.h, self.docs, self.rule, self.keys = txn, h, docs, rule, keys
-        self.idkeys = [F.id_key(e) for e in docs.encs]
+        self.idkeys = [h.id_key(e) for e in docs.encs]
         n = len(self.idkeys)
         ids_db = h.ids
         self.stored_iid = {

@@ -8,8 +8,9 @@ A store is one LMDB environment (a directory) with named databases:
 - ``docs``: internal id (8-byte big-endian, assigned in insertion order) ->
   record: 1 format byte (:data:`RECORD_VERSION`), the fingerprint (8 bytes
   big-endian), the encoded doc id. Readers dispatch on the first byte.
-- ``ids``: id key (see :func:`id_key`) -> internal id. An encoded id is a
-  type tag (``s`` + UTF-8 for str, ``i`` + signed big-endian bytes for int).
+- ``ids``: id key (see :func:`id_key`, or :func:`ordered_id_key` where meta ``idkeys``
+  says int ids key by value) -> internal id. An encoded id is a type tag (``s`` +
+  UTF-8 for str, ``i`` + signed big-endian bytes for int).
 - ``t00``, ``t01``, ...: one table per permutation of :mod:`simstore.layout`
   (see :mod:`simstore.store.legacy.tables`).
 
@@ -51,7 +52,9 @@ FORMAT = "simstore"
 # chunks that each fit in a leaf page (simstore.store.runindex), and so is a merge's
 # list of removed docs, and tombstones are 64-byte blocks of 512 ids (both in
 # simstore.store.removed): records of many pages rewritten often took runs of free pages
-# that later ones did not fit, so the file grew under churn.
+# that later ones did not fit, so the file grew under churn. A store created or rebuilt
+# from 11 on keys its int ids by value (meta "idkeys", ordered_id_key); older stores keep
+# their keys until a rebuild.
 # A write brings 3-10 to 11 (12 when exact).
 FORMAT_VERSION = 11
 EXACT_FORMAT_VERSION = 12
@@ -126,6 +129,46 @@ def id_key(enc: bytes) -> bytes:
     if len(enc) <= MAX_KEY_BYTES:
         return enc
     return b"h" + hashlib.blake2b(enc, digest_size=32).digest()
+
+
+ORDERED_KEY = b"n"  # the lead byte of an int id's key in an ``ordered`` store
+_ORDERED_MAX = 100  # payload bytes an ordered key holds; longer ints keep id_key's form
+
+
+def ordered_id_key(enc: bytes) -> bytes:
+    """The ``ids`` key of an encoded id in a store whose int ids sort by value (those
+    created or rebuilt from format 11; meta ``idkeys``): ``n``, a length byte (0x80 + n
+    for x >= 0, 0x80 - n below zero) and x's n low bytes big-endian (x + 256**n when
+    negative), so neighbouring ints are neighbouring keys and removing a range of them
+    touches a few leaf pages, not one each (the signed minimal bytes of :func:`encode_id`
+    sort 5 with 1280-1535); a str id keys as :func:`id_key`."""
+    if enc[:1] != b"i":
+        return id_key(enc)
+    x = int.from_bytes(enc[1:], "big", signed=True)
+    n = max(1, ((~x if x < 0 else x).bit_length() + 7) // 8)
+    if n > _ORDERED_MAX:
+        return id_key(enc)
+    lead = 0x80 + n if x >= 0 else 0x80 - n
+    return ORDERED_KEY + bytes((lead,)) + (x % (1 << (8 * n))).to_bytes(n, "big")
+
+
+def ordered_int_keys(xs: np.ndarray) -> list[bytes]:
+    """:func:`ordered_id_key` of int64 ids, vectorized (in input order)."""
+    a = xs.astype(np.int64)
+    mag = np.where(a < 0, ~a, a).astype(np.uint64)
+    n = np.ones(len(a), dtype=np.int64)
+    for j in range(1, 8):
+        n += mag >= np.uint64(1 << (8 * j))
+    lead = np.where(a >= 0, 0x80 + n, 0x80 - n).astype(np.uint8)
+    big = a.astype(">i8").view(np.uint8).reshape(-1, 8)
+    out: list[bytes] = [b""] * len(a)
+    for m in np.unique(n).tolist():
+        pos = np.flatnonzero(n == m)
+        rows = np.empty((len(pos), m + 2), dtype=np.uint8)
+        rows[:, 0], rows[:, 1], rows[:, 2:] = ORDERED_KEY[0], lead[pos], big[pos, 8 - m:]
+        for p, key in zip(pos.tolist(), rows.view(f"V{m + 2}").ravel().tolist(), strict=True):
+            out[p] = key
+    return out
 
 
 def collision_message(path: str) -> str:

@@ -70,7 +70,7 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             h.tables.drop(txn)
             # the ids table is derived from docs too: re-derive it
             txn.drop(h.ids, delete=False)
-            id_items = sorted(zip(map(F.id_key, cols.encs), cols.keys, strict=True))
+            id_items = sorted(zip(map(F.ordered_id_key, cols.encs), cols.keys, strict=True))
             txn.cursor(h.ids).putmulti(id_items, append=True)
             del id_items
             write_meta(txn, h.meta, layout, exact=h.exact)  # the current format: run tables

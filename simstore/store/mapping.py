@@ -40,7 +40,7 @@ class MappingMethods:
         return default if found is None else found[1]
 
     def _lookup(self, txn: Any, enc: bytes) -> tuple[bytes, int] | None:
-        iid = txn.get(F.id_key(enc), db=self._h.ids)
+        iid = txn.get(self._h.id_key(enc), db=self._h.ids)
         if iid is None:
             return None
         fp, stored = self._h.codec.parse(txn.get(iid, db=self._h.docs))

@@ -46,6 +46,13 @@ class Handles:
     # an exact store's shingles database (simstore.store.shingles); None in other stores
     shingles: Any = None
 
+    # whether int ids key by value (F.ordered_id_key; stores created or rebuilt from format 11)
+    ordered_ids: bool = False
+
+    def id_key(self, enc: bytes) -> bytes:
+        """The ``ids`` key of an encoded id in this store."""
+        return F.ordered_id_key(enc) if self.ordered_ids else F.id_key(enc)
+
     @property
     def exact(self) -> bool:
         """Whether the store keeps each doc's shingle set (decides by exact Jaccard)."""
@@ -53,6 +60,8 @@ class Handles:
 
 
 SHINGLES_DB = b"shingles"
+IDKEYS_KEY = b"idkeys"  # meta: {"ints": "by value"}: int ids key by value (F.ordered_id_key)
+_BY_VALUE = {"ints": "by value"}
 EXACT_KEY = b"exact"
 SHINGLE_CODEC = 1  # the version byte of every set code (csrc/jaccard.c SET_CODEC_VERSION)
 
@@ -79,6 +88,7 @@ def _exact_recorded(txn: Any, meta: Any, path: str) -> bool:
 def bind(
     env: Any, txn: Any, path: str, layout: Layout, config: FingerprintConfig, *, create: bool,
     fmt: dict[str, Any], map_epoch: Callable[[], int] | None = None, exact: bool = False,
+    ordered_ids: bool = False,
 ) -> Handles:
     """Open (or create, inside txn) the named databases of a layout, config and format.
 
@@ -86,6 +96,8 @@ def bind(
     directories from 4), else the dupsort tables of formats 1 and 2.
     map_epoch: the environment's remap counter; run tables read in place only with it.
     exact: the store keeps shingle sets (its ``shingles`` database is bound too).
+    ordered_ids: its int ids key by value (meta ``idkeys``: a store created or rebuilt
+    from format 11).
     """
     sig = config.has_signature
     codec = F.RecordCodec(config.sketch_bits // 64, config.bands) if sig else F.RecordCodec()
@@ -118,6 +130,7 @@ def bind(
         bands=bands,
         format_version=int(fmt["version"]),
         shingles=env.open_db(SHINGLES_DB, txn=txn, create=create) if exact else None,
+        ordered_ids=ordered_ids,
     )
 
 
@@ -145,6 +158,7 @@ def write_meta(txn: Any, meta: Any, layout: Layout, config: FingerprintConfig | 
                *, exact: bool = False) -> None:
     """Record the format this simstore writes, the layout and (given) the config in meta."""
     txn.put(b"format", F.to_json(F.format_meta(exact)), db=meta)
+    txn.put(IDKEYS_KEY, F.to_json(_BY_VALUE), db=meta)  # a new or rebuilt store: new ids
     txn.put(b"layout", F.to_json(layout.to_dict()), db=meta)
     if config is not None:
         txn.put(b"fingerprint", F.to_json(config.to_dict()), db=meta)
@@ -176,7 +190,7 @@ def create(env: Any, path: str, layout: Layout, config: FingerprintConfig,
         if exact:
             txn.put(EXACT_KEY, _exact_meta(), db=meta)
         handles = bind(env, txn, path, layout, config, create=True, fmt=fmt,
-                       map_epoch=map_epoch, exact=exact)
+                       map_epoch=map_epoch, exact=exact, ordered_ids=True)
         handles.tables.init(txn)
         txn.commit()
         txn = None
@@ -212,6 +226,8 @@ def load(
             F.from_json(txn.get(b"fingerprint", db=meta), "fingerprint")
         )
         exact = _exact_recorded(txn, meta, path)
+        raw = txn.get(IDKEYS_KEY, db=meta)
+        ordered = raw is not None and F.from_json(raw, "idkeys") == _BY_VALUE
     finally:
         txn.abort()
     if not F.has_runs(fmt) and (fmt["version"] == 2) != config.has_signature:
@@ -237,4 +253,4 @@ def load(
         )
     # Handles opened inside a read transaction die with it: open them on their own.
     return bind(env, None, path, layout, config, create=False, fmt=fmt, map_epoch=map_epoch,
-                exact=exact)
+                exact=exact, ordered_ids=ordered)

@@ -206,7 +206,7 @@ class SimStore(MappingMethods, SimilarityMethods):
         """
         enc = F.encode_id(doc_id)
         q, extra = _inputs.item(self._h, fp)
-        self._write(_writes.add, F.id_key(enc), enc, q, extra)
+        self._write(_writes.add, self._h.id_key(enc), enc, q, extra)
 
     def add_many(self, doc_ids: Iterable[DocId], fps: Any) -> None:
         """Store many docs in one transaction; a doc_id given twice keeps its last fp.
@@ -224,7 +224,7 @@ class SimStore(MappingMethods, SimilarityMethods):
     def remove(self, doc_id: DocId) -> bool:
         """Delete doc_id; True if it was stored, False if not (never raises KeyError)."""
         enc = F.encode_id(doc_id)
-        return bool(self._write(_writes.remove, F.id_key(enc), enc))
+        return bool(self._write(_writes.remove, self._h.id_key(enc), enc))
 
     def remove_many(self, doc_ids: Iterable[DocId]) -> int:
         """Delete many docs in one transaction; returns how many were stored."""
@@ -262,7 +262,7 @@ class SimStore(MappingMethods, SimilarityMethods):
             keys = extra[1]
             sketch = fp.sketch if isinstance(fp, Signature) else None
             return self._write(  # type: ignore[no-any-return]
-                _writes.add_if_similar, F.id_key(enc), enc, q, extra, sketch, keys, t, query
+                _writes.add_if_similar, self._h.id_key(enc), enc, q, extra, sketch, keys, t, query
             )
         if threshold is not None:
             raise InvalidConfigError(
@@ -270,7 +270,7 @@ class SimStore(MappingMethods, SimilarityMethods):
                 "Hamming check"
             )
         kk = self._k_arg(k)
-        return self._write(self._op_add_if_new, F.id_key(enc), enc, q, extra, kk)  # type: ignore[no-any-return]
+        return self._write(self._op_add_if_new, self._h.id_key(enc), enc, q, extra, kk)  # type: ignore[no-any-return]
 
     def _op_add_if_new(
         self, txn: Any, h: _schema.Handles, idkey: bytes, enc: bytes, fp: int,

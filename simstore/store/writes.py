@@ -92,7 +92,7 @@ def remove(txn: Any, h: Handles, idkey: bytes, enc: bytes) -> bool:
 
 def remove_many(txn: Any, h: Handles, encs: list[bytes]) -> int:
     """Delete many docs; how many were stored."""
-    return sum(remove(txn, h, F.id_key(e), e) for e in encs)
+    return sum(remove(txn, h, h.id_key(e), e) for e in encs)
 
 
 def add_many(
@@ -112,13 +112,15 @@ def add_many(
     n = len(ids)
     ints = isinstance(ids, np.ndarray)
     if ints:
-        id_order = F.int_id_order(ids)
+        id_order = np.argsort(ids, kind="stable") if h.ordered_ids else F.int_id_order(ids)
     else:
-        idkeys = [F.id_key(e) for e in ids]
+        idkeys = [h.id_key(e) for e in ids]
         id_order = np.asarray(sorted(range(n), key=idkeys.__getitem__), dtype=np.int64)
 
     def id_keys(pos: np.ndarray) -> list[bytes]:
-        return F.int_encodings(ids[pos]) if ints else [idkeys[i] for i in pos.tolist()]
+        if not ints:
+            return [idkeys[i] for i in pos.tolist()]
+        return F.ordered_int_keys(ids[pos]) if h.ordered_ids else F.int_encodings(ids[pos])
 
     if (sets is None) != (h.shingles is None):
         raise CorruptStoreError(f"store {h.path!r}: docs' shingle sets must come with them "
@@ -143,7 +145,7 @@ def add_many(
         old = np.flatnonzero(~is_new)
         for i in old.tolist():
             enc = F.encode_id(int(ids[i])) if ints else ids[i]
-            add(txn, h, F.id_key(enc), enc, int(fps[i]), extra(i))
+            add(txn, h, h.id_key(enc), enc, int(fps[i]), extra(i))
         if len(old) == n:
             return
     new = np.flatnonzero(is_new)

@@ -267,3 +267,96 @@ def test_a_format_9_store_is_read_and_paged_by_its_first_write(
             i += 40
             assert s.verify() == []
         assert tomb_keys(s)[0] == 0 and blocks  # the new removes' tombstones are blocks
+
+
+# --- int ids keyed by value ---------------------------------------------------------
+
+
+def _ordered_key(x: int) -> bytes:
+    """The documented key of int id x in a store created from format 11: b"n", a length
+    byte (0x80 + n, or 0x80 - n below zero) and n bytes big-endian (x + 256**n if x < 0)."""
+    n = 1
+    while not -(256 ** n) <= x < 256 ** n:
+        n += 1
+    return b"n" + bytes((0x80 + n if x >= 0 else 0x80 - n,)) + (x % 256 ** n).to_bytes(n, "big")
+
+
+def test_ordered_int_keys_known_answers_and_order() -> None:
+    """Known answers, numeric order over signed ints of every width, and the vectorized
+    keys equal to the single ones."""
+    from simstore.store import format as F
+
+    assert F.ordered_id_key(F.encode_id(0)) == b"n\x81\x00"
+    assert F.ordered_id_key(F.encode_id(255)) == b"n\x81\xff"
+    assert F.ordered_id_key(F.encode_id(256)) == b"n\x82\x01\x00"
+    assert F.ordered_id_key(F.encode_id(-1)) == b"n\x7f\xff"
+    assert F.ordered_id_key(F.encode_id(-257)) == b"n\x7e\xfe\xff"
+    assert F.ordered_id_key(F.encode_id("x")) == F.id_key(F.encode_id("x"))
+    rng = random.Random(6)
+    xs = sorted({rng.randrange(-(1 << rng.randrange(1, 200)), 1 << rng.randrange(1, 200))
+                 for _ in range(3000)} | {0, -1, 1, 255, 256, -256, -257})
+    keys = [F.ordered_id_key(F.encode_id(x)) for x in xs]
+    assert keys == sorted(keys) and keys == [_ordered_key(x) for x in xs]
+    arr = np.array([x for x in xs if -(1 << 63) <= x < 1 << 63], dtype=np.int64)
+    assert F.ordered_int_keys(arr) == [_ordered_key(x) for x in arr.tolist()]
+
+
+def test_removing_neighbouring_int_ids_touches_few_pages(tmp_path: Path) -> None:
+    """Ids 0..999 key side by side (not among the 2- and 3-byte ints that share their
+    first byte), so removing them rewrites a few pages of ``ids``, not one each: five
+    such commits grow the file by a few pages where they grew it by about 800."""
+    with SimStore(tmp_path / "s", k=3, expected_size=10**6, durable=False) as s:
+        s.add_many(range(200_000), np.arange(200_000, dtype=np.uint64))
+        s.add(-5, 5)  # a write after the bulk load: its pages settle
+        before = s._env.env.info()["last_pgno"]
+        for i in range(5):  # (pages a commit frees are reused two commits later)
+            s.remove_many(range(1000 * i, 1000 * (i + 1)))
+        assert s._env.env.info()["last_pgno"] - before < 100  # keyed as encoded: ~800
+        assert s.get(5000) == 5000 and s.query(0, 0) == [] and len(s) == 195_001
+        assert s.verify() == []
+
+
+def test_a_store_keyed_before_format_11_keeps_its_keys_until_a_rebuild(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A store without meta ``idkeys`` (every store written before format 11) keys ids
+    as encoded: gets, adds (one and many), removes and updates of int and str ids work
+    on those keys and verify passes; a rebuild keys its ints by value and records so."""
+    from simstore.store import format as F
+
+    path = tmp_path / "s"
+    monkeypatch.setattr(F, "ordered_id_key", F.id_key)  # what an older simstore wrote
+    monkeypatch.setattr(F, "ordered_int_keys", F.int_encodings)
+    monkeypatch.setattr(F, "ORDERED_KEY", b"i")
+    rng = random.Random(8)
+    model: dict[Any, int] = {i: rng.getrandbits(64) for i in range(-300, 700)}
+    with SimStore(path, k=3, expected_size=10**4, durable=False) as s:
+        s.add_many(list(model), list(model.values()))
+    monkeypatch.undo()
+    env = lmdb.open(str(path), max_dbs=64, subdir=True)
+    with env.begin(write=True) as txn:
+        assert txn.delete(b"idkeys", db=env.open_db(b"meta", txn=txn, create=False))
+    env.close()
+
+    def keys() -> list[bytes]:
+        with s._env.reading() as txn:
+            return [bytes(k) for k in txn.cursor(s._h.ids).iternext(values=False)]
+
+    with SimStore(path, durable=False) as s:
+        assert not s._h.ordered_ids and keys() == sorted(F.encode_id(i) for i in model)
+        s.add_many(list(range(700, 900)) + [-1000, 5], [7] * 202)
+        model.update({i: 7 for i in range(700, 900)} | {-1000: 7, 5: 7})
+        s.add("text", 9)
+        model["text"] = 9
+        assert s.remove_many(range(-300, 0)) == 300
+        for i in range(-300, 0):
+            del model[i]
+        assert all(s.get(d) == fp for d, fp in model.items())
+        assert keys() == sorted(F.encode_id(d) for d in model) and s.verify() == []
+        check_answers(s, model, list(model.values())[::50])
+        s.rebuild()
+    with SimStore(path) as s:
+        assert s._h.ordered_ids and s.verify() == []
+        assert keys() == sorted(F.ordered_id_key(F.encode_id(d)) for d in model)
+        assert [k for k in keys() if k[:1] == b"n"] == [
+            F.ordered_id_key(F.encode_id(d)) for d in sorted(d for d in model if isinstance(d, int))]
+        assert all(s.get(d) == fp for d, fp in model.items())

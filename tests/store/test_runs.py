@@ -591,7 +591,7 @@ def apply_ops(model: dict[Any, int], ops: list[list[Any]]) -> None:
 def iid_of(store: SimStore, doc_id: Any) -> int:
     """The internal id of a stored doc (as the open batch, if any, sees it)."""
     with store._env.reading() as txn:
-        return int.from_bytes(bytes(txn.get(simstore.store.format.id_key(
+        return int.from_bytes(bytes(txn.get(store._h.id_key(
             simstore.store.format.encode_id(doc_id)), db=store._h.ids)), "big")
 
 

@@ -248,7 +248,7 @@ def records(txn: Any, h: Handles) -> list[str]:
     assert cols.encs is not None
     bad_ids = 0
     for key, enc in zip(cols.keys, cols.encs, strict=True):
-        got = txn.get(F.id_key(enc), db=h.ids)
+        got = txn.get(h.id_key(enc), db=h.ids)
         if got is None or bytes(got) != key:
             bad_ids += 1
             if bad_ids <= _MAX_LISTED:
