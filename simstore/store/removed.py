@@ -45,10 +45,16 @@ def _bitmap(raw: Any) -> np.ndarray:
     return np.unpackbits(np.frombuffer(bytes(raw), dtype=np.uint8), bitorder="little")
 
 
-def put_tombstones(txn: Any, db: Any, iids: Iterable[int]) -> None:
-    """Add the tombstones of these (removed) docs' internal ids to their blocks (a few
-    microseconds each: a remove writes one)."""
-    _set_bits(txn, db, iids, True)
+def put_tombstone(txn: Any, db: Any, iid: int) -> None:
+    """Add a removed doc's tombstone to its block (a remove writes one: kept short)."""
+    key = BLOCK + (iid >> BLOCK_BITS).to_bytes(8, "big")
+    raw = txn.get(key, db=db)
+    if raw is not None and len(raw) != _BLOCK_BYTES:
+        raise CorruptStoreError("a tombstone block of the run tables is malformed")
+    buf = bytearray(_BLOCK_BYTES) if raw is None else bytearray(raw)
+    off = iid & ((1 << BLOCK_BITS) - 1)
+    buf[off >> 3] |= 1 << (off & 7)
+    txn.put(key, buf, db=db)
 
 
 def drop_tombstones(txn: Any, db: Any, iids: np.ndarray) -> None:

@@ -76,7 +76,7 @@ from ..search.layout import Layout
 from . import merges, runcache, runcheck
 from .env import PAGE
 from .format import iid_bytes
-from .removed import put_job, put_tombstones, read_job
+from .removed import put_job, put_tombstone, read_job
 from .rows import band_keys, tables_beyond
 from .runfile import (
     BANDS_DB,
@@ -202,7 +202,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         st = self._writable(txn)
         i = int.from_bytes(iid, "big")
         if i < st.flushed:
-            put_tombstones(txn, self._meta, (i,))
+            put_tombstone(txn, self._meta, i)
             st = st._replace(stale=st.stale + 1)
         else:
             st = st._replace(recent_xor=st.recent_xor ^ mix(i, fp))
