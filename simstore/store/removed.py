@@ -37,21 +37,23 @@ def _block_key(block: int) -> bytes:
     return BLOCK + block.to_bytes(8, "big")
 
 
-def _bitmap(raw: Any) -> np.ndarray:
+def _block(raw: Any) -> bytearray:
+    """A tombstone block's bytes to edit (all clear when there is none), checked."""
     if raw is None:
-        return np.zeros(_BLOCK_BYTES * 8, dtype=np.uint8)
+        return bytearray(_BLOCK_BYTES)
     if len(raw) != _BLOCK_BYTES:
         raise CorruptStoreError("a tombstone block of the run tables is malformed")
-    return np.unpackbits(np.frombuffer(bytes(raw), dtype=np.uint8), bitorder="little")
+    return bytearray(raw)
+
+
+def _bitmap(raw: Any) -> np.ndarray:
+    return np.unpackbits(np.frombuffer(_block(raw), dtype=np.uint8), bitorder="little")
 
 
 def put_tombstone(txn: Any, db: Any, iid: int) -> None:
     """Add a removed doc's tombstone to its block (a remove writes one: kept short)."""
-    key = BLOCK + (iid >> BLOCK_BITS).to_bytes(8, "big")
-    raw = txn.get(key, db=db)
-    if raw is not None and len(raw) != _BLOCK_BYTES:
-        raise CorruptStoreError("a tombstone block of the run tables is malformed")
-    buf = bytearray(_BLOCK_BYTES) if raw is None else bytearray(raw)
+    key = _block_key(iid >> BLOCK_BITS)
+    buf = _block(txn.get(key, db=db))
     off = iid & ((1 << BLOCK_BITS) - 1)
     buf[off >> 3] |= 1 << (off & 7)
     txn.put(key, buf, db=db)
@@ -87,12 +89,10 @@ def _set_bits(txn: Any, db: Any, iids: Iterable[int], on: bool) -> None:
         if k != key:
             flush()
             raw = txn.get(k, db=db)
-            if raw is not None and len(raw) != _BLOCK_BYTES:
-                raise CorruptStoreError("a tombstone block of the run tables is malformed")
             if raw is None and not on:
                 key, buf = None, None
                 continue
-            key, buf = k, bytearray(_BLOCK_BYTES if raw is None else raw)
+            key, buf = k, _block(raw)
         off = iid & ((1 << BLOCK_BITS) - 1)
         if on:
             buf[off >> 3] |= 1 << (off & 7)
@@ -132,15 +132,15 @@ def tombstones(txn: Any, db: Any, lo: int, hi: int) -> np.ndarray:
 # --- a merge's gone list ----------------------------------------------------------
 
 
-def _gone_chunks(txn: Any, db: Any) -> list[bytes]:
-    """The keys of the merge's gone chunks, in order."""
+def _gone_chunks(txn: Any, db: Any) -> list[tuple[bytes, bytes]]:
+    """(key, value) of the merge's gone chunks, in order (one walk)."""
     cur = txn.cursor(db)
-    out: list[bytes] = []
+    out: list[tuple[bytes, bytes]] = []
     if cur.set_range(GONE_KEY):
-        for key in cur.iternext(values=False):
+        for key, val in cur.iternext():
             if bytes(key[:len(GONE_KEY)]) != GONE_KEY:
                 break
-            out.append(bytes(key))
+            out.append((bytes(key), bytes(val)))
     return out
 
 
@@ -151,7 +151,7 @@ def read_job(txn: Any, db: Any) -> Job | None:
         return None
 
     def chunks(count: int) -> np.ndarray:
-        parts = [bytes(txn.get(k, db=db)) for k in _gone_chunks(txn, db)]
+        parts = [val for _, val in _gone_chunks(txn, db)]
         if any(len(p) % 8 for p in parts):
             raise CorruptStoreError("the run tables' merge record is malformed")
         return np.frombuffer(b"".join(parts), dtype="<u8").astype(np.uint64)
@@ -172,5 +172,5 @@ def put_job(txn: Any, db: Any, job: Job) -> None:
 
 def drop_gone(txn: Any, db: Any) -> None:
     """Delete the gone chunks of a merge (done, or rewritten)."""
-    for key in _gone_chunks(txn, db):
+    for key, _ in _gone_chunks(txn, db):
         txn.delete(key, db=db)

@@ -171,13 +171,11 @@ class Job:
     sources: tuple[Level, ...]
     gone: np.ndarray
 
-    def pack(self, inline: bool = False) -> bytes:
-        """The ``merge`` record: with ``gone`` inline (formats 9-10), else without it (its
-        chunks are records of their own: :func:`put_job`)."""
+    def pack(self) -> bytes:
+        """The ``merge`` record: its head and sources; ``gone`` (inline in formats 9-10) is
+        chunks of its own from format 11 (:func:`simstore.store.removed.put_job`)."""
         head = _JOB.pack(self.target, self.gen, len(self.sources), len(self.gone))
-        srcs = b"".join(_LEVEL.pack(lv.id, lv.gen, lv.hi) for lv in self.sources)
-        gone = np.ascontiguousarray(self.gone, dtype="<u8").tobytes() if inline else b""
-        return head + srcs + gone
+        return head + b"".join(_LEVEL.pack(lv.id, lv.gen, lv.hi) for lv in self.sources)
 
     @classmethod
     def unpack(cls, raw: Any, chunks: Callable[[int], np.ndarray] | None = None) -> Job:

@@ -59,6 +59,17 @@ def gone_chunks(store: SimStore) -> list[bytes]:
                 if bytes(k).startswith(b"mgone") and len(k) == 9]
 
 
+def churn(s: SimStore, model: dict[Any, int], rng: random.Random, i: int, n: int) -> None:
+    """Remove ids i..i+n and add one doc in the same write (removes alone step no merge: an
+    add in the same write does), the model kept alike."""
+    with s.batch():
+        s.remove_many(range(i, i + n))
+        s.add(f"n{i}", rng.getrandbits(64))
+    model[f"n{i}"] = s.get(f"n{i}")
+    for j in range(i, i + n):
+        model.pop(j, None)
+
+
 def test_a_merge_appends_and_trims_index_chunks_in_place(monkeypatch: pytest.MonkeyPatch,
                                                          tmp_path: Path) -> None:
     """Levels of more runs than a chunk holds: each slice of a merge fills its target's
@@ -119,12 +130,7 @@ def test_a_merge_keeps_its_removed_docs_in_chunks(monkeypatch: pytest.MonkeyPatc
         s.add_many(list(model), list(model.values()))
         seen = None
         for i in range(0, 2000, 25):
-            with s.batch():  # removes alone step no merge: an add in the same write does
-                s.remove_many(range(i, i + 25))
-                s.add(f"n{i}", rng.getrandbits(64))
-            model[f"n{i}"] = s.get(f"n{i}")
-            for j in range(i, i + 25):
-                del model[j]
+            churn(s, model, rng, i, 25)
             job = merging(s)
             if job is not None and len(job.gone) > CHUNK and seen is None:
                 seen = job
@@ -223,12 +229,7 @@ def test_a_format_9_store_is_read_and_paged_by_its_first_write(
         s.add_many(list(model), list(model.values()))
         i = 0
         while with_merge and not (merging(s) is not None and len(merging(s).gone) > CHUNK):
-            with s.batch():  # removes alone step no merge: an add in the same write does
-                s.remove_many(range(i, i + 40))
-                s.add(f"n{i}", rng.getrandbits(64))
-            model[f"n{i}"] = s.get(f"n{i}")
-            for j in range(i, i + 40):
-                del model[j]
+            churn(s, model, rng, i, 40)
             i += 40
         job = merging(s)
     _to_format_9(path, with_merge)
@@ -261,9 +262,7 @@ def test_a_format_9_store_is_read_and_paged_by_its_first_write(
             blocks = max(blocks, tomb_keys(s)[1])
             if not tomb_keys(s)[0] and i >= 1000:
                 break
-            with s.batch():
-                s.remove_many(range(i, i + 40))
-                s.add(f"z{i}", rng.getrandbits(64))
+            churn(s, model, rng, i, 40)
             i += 40
             assert s.verify() == []
         assert tomb_keys(s)[0] == 0 and blocks  # the new removes' tombstones are blocks
