@@ -42,6 +42,28 @@ class Run(NamedTuple):
     shift: int = 0
 
 
+class Placed(NamedTuple):
+    """One sorted run as it lies in a buffer (a store's run record, read in place):
+    its arrays at byte offsets of buf, so loading it makes no array object.
+
+    keep: the set holds buf while it points into it (a private copy); False
+    when the caller vouches for the memory (LMDB's map, see
+    :mod:`simstore.store.runs`), so a loaded run costs the set no Python object.
+    """
+
+    buf: Any
+    n: int
+    kw: int  # 8, or 4: low halves under high
+    vw: int
+    koff: int
+    voff: int
+    doff: int  # the directory's offset, when dbits
+    dbits: int
+    shift: int
+    high: int
+    keep: bool
+
+
 def run_dir(keys: np.ndarray, dbits: int, min_shift: int = 0) -> tuple[np.ndarray, int]:
     """The directory of a run's ascending uint64 keys (at least one) and its shift.
 
@@ -91,7 +113,7 @@ def _width(a: Any, what: str) -> int:
         f"simstore: {what} must be a contiguous 1-D uint32 or uint64 array (got {got})")
 
 
-Fetch = Callable[[Sequence[int]], Sequence["Run"]]
+Fetch = Callable[[Sequence[int]], Sequence["Run | Placed"]]
 
 
 class RunSet:
@@ -101,12 +123,14 @@ class RunSet:
     run i (given, e.g. from the store's record keys, so building a set reads
     no key); table -1: runs of unpermuted fingerprints to scan (uint64 keys).
     A sorted set's run may be None, not loaded yet: ``fetch`` gives runs by
-    index when a probe first needs them (their keys kw bytes wide) and
-    :meth:`load` points the set at them; with ``whole_at`` > 0, once that share
-    (1 / whole_at) of the runs is loaded the rest are fetched at once (a process
-    that keeps querying pays the whole set once, in order, rather than run by
-    run over its next queries). Holds the C structs and a reference to every
-    array they point into.
+    index when a probe first needs them (their keys kw bytes wide; :class:`Run`
+    arrays or :class:`Placed` records) and :meth:`load` points the set at
+    them; with ``whole_at`` > 0, once that share (1 / whole_at) of the runs is
+    loaded the rest are fetched at once (a process that keeps querying pays the
+    whole set once, in order, rather than run by run over its next queries).
+    Holds the C structs and a reference to every buffer they point into that
+    the set owns; a run placed in memory the caller vouches for costs no
+    Python object.
     """
 
     def __init__(self, table: int, runs: Sequence[Run | None],
@@ -132,13 +156,14 @@ class RunSet:
         self.whole_at = whole_at
         self.loaded = 0  # runs with their keys
         arr = ffi.new("ss_run[]", len(runs))
-        self._refs: list[Any] = []
-        self._held: list[Run | None] = list(runs)  # the runs loaded, by index
+        self._keep: dict[int, Any] = {}  # run index -> what its pointers point into
+        self._stamps = np.zeros(len(runs), dtype=np.int64)  # when each run was loaded
         for i, run in enumerate(runs):
             if run is None:
                 arr[i].kw, arr[i].vw = kw, 4  # vw: any width once loaded
             else:
                 self._c_run(arr[i], run)
+                self._loaded(i, run)
         self._runs = arr
         self._firsts_c = ffi.from_buffer("uint64_t[]", self.firsts)
         self._top, self._tbits = _top_index(self.firsts) if table >= 0 else (None, 0)
@@ -149,8 +174,18 @@ class RunSet:
             raise InvalidConfigError("simstore: a run set's runs are malformed")
         self._checked = probe.checked
 
-    def _c_run(self, c: Any, run: Run) -> None:
-        """Fill the C struct c of one run (its arrays checked, referenced)."""
+    def _loaded(self, i: int, keep: Any) -> None:
+        """Count run i loaded, holding keep (None: nothing to hold) while the set lives."""
+        global _STAMP
+        _STAMP += 1
+        self._stamps[i] = _STAMP
+        if keep is not None:
+            self._keep[i] = keep
+        self.loaded += 1
+
+    @staticmethod
+    def _c_run(c: Any, run: Run) -> None:
+        """Fill the C struct c of one run (its arrays checked; the caller holds run)."""
         keys, vals, high, dir_, shift = run
         kw, vw = _width(keys, "run keys"), _width(vals, "run values")
         if len(keys) != len(vals) or (kw == 8 and high) or not 0 <= high < 1 << 64:
@@ -160,11 +195,38 @@ class RunSet:
         c.keys = ffi.from_buffer(keys)
         c.vals = ffi.from_buffer(vals)
         c.high, c.n, c.kw, c.vw = high, len(keys), kw, vw
+        c.dir, c.dbits, c.shift = ffi.NULL, 0, 0
         if dir_ is not None:
             c.dir, c.dbits, c.shift = _run_dir_ok(dir_, shift, kw, len(keys))
-            self._refs.append(dir_)
-        self._refs += [keys, vals]
-        self.loaded += 1
+
+    @staticmethod
+    def _c_placed(c: Any, p: Placed) -> Any:
+        """Fill the C struct c of one placed run; what to hold (None: the caller vouches).
+
+        Its offsets and extents are checked against the buffer here, its key
+        width, first key and directory end by ss_runset_load. A buffer whose
+        address is not 8-aligned is copied (and then held).
+        """
+        buf = ffi.from_buffer("uint8_t[]", p.buf)
+        dlen = 4 * ((1 << p.dbits) + 1) if _is_int(p.dbits) and p.dbits > 0 else 0
+        if not (all(_is_int(x) for x in p[1:10]) and p.n >= 1 and p.kw in (4, 8)
+                and p.vw in (4, 8) and 0 <= p.koff and p.koff + p.n * p.kw <= len(buf)
+                and 0 <= p.voff and p.voff + p.n * p.vw <= len(buf)
+                and 0 <= p.dbits <= MAX_RUN_DIR_BITS and 0 <= p.shift <= 63
+                and (not p.dbits or 0 <= p.doff and p.doff + dlen <= len(buf))
+                and (p.kw == 4 or not p.high) and 0 <= p.high < 1 << 64):
+            raise InvalidConfigError("simstore: a placed run does not fit its buffer")
+        if p.koff % p.kw or p.voff % p.vw or (p.dbits and p.doff % 4):
+            raise InvalidConfigError("simstore: a placed run's arrays must be aligned "
+                                     "to their widths within its buffer")
+        keep = p.buf if p.keep else None
+        if int(ffi.cast("uintptr_t", buf)) % 8:
+            keep = np.frombuffer(p.buf, dtype=np.uint8).copy()  # numpy aligns its data
+            buf = ffi.from_buffer("uint8_t[]", keep)
+        c.keys, c.vals = buf + p.koff, buf + p.voff
+        c.dir = ffi.cast("uint32_t *", buf + p.doff) if p.dbits else ffi.NULL
+        c.high, c.n, c.kw, c.vw, c.dbits, c.shift = p.high, p.n, p.kw, p.vw, p.dbits, p.shift
+        return keep
 
     @property
     def nruns(self) -> int:
@@ -183,21 +245,51 @@ class RunSet:
         got = self.fetch(idxs)
         probe = ffi.new("ss_runset *")
         self.fill(probe)
+        one = ffi.new("ss_run *")
         for i, run in zip(idxs, got, strict=True):
-            one = ffi.new("ss_run *")  # zeroed: a run without a directory has dir NULL
-            self._c_run(one, run)
+            if isinstance(run, Placed):
+                keep = self._c_placed(one, run)
+            else:
+                self._c_run(one, run)
+                keep = run
             if lib.ss_runset_load(probe, i, one) != 0:
-                self.loaded -= 1
                 raise InvalidConfigError(
                     f"simstore: run {i} does not fit its place in the set (key width, "
                     "first key or directory)")
-            self._held[i] = run
+            self._loaded(i, keep)
         return len(idxs)
 
-    def held(self) -> dict[int, Run]:
-        """The runs loaded so far, by first key."""
-        return {int(f): r for f, r in zip(self.firsts.tolist(), self._held, strict=True)
-                if r is not None}
+    def adopt(self, old: RunSet) -> int:
+        """Point this set's runs not loaded at those of old with the same first key that
+        old has loaded (the same record: the caller vouches); how many.
+
+        A level a merge moved on within its lineage keeps the runs a process
+        has fetched (see :func:`simstore.store.runfile.next_gen`).
+        """
+        have = np.flatnonzero(old._stamps)
+        if not len(have) or not self.nruns:
+            return 0
+        at = np.searchsorted(self.firsts, old.firsts[have])
+        ok = at < self.nruns
+        ok[ok] = self.firsts[at[ok]] == old.firsts[have[ok]]
+        probe = ffi.new("ss_runset *")
+        self.fill(probe)
+        n = 0
+        for i, j in zip(have[ok].tolist(), at[ok].tolist(), strict=True):
+            if self._runs[j].n or lib.ss_runset_load(probe, j, old._runs + i) != 0:
+                continue
+            self._stamps[j] = old._stamps[i]
+            if i in old._keep:
+                self._keep[j] = old._keep[i]
+            self.loaded += 1
+            n += 1
+        return n
+
+    def held(self) -> dict[int, int]:
+        """The runs loaded so far: first key -> when it was loaded (a run another set
+        adopted keeps its stamp; one fetched again gets a new one)."""
+        have = np.flatnonzero(self._stamps)
+        return dict(zip(self.firsts[have].tolist(), self._stamps[have].tolist(), strict=True))
 
     def fill(self, c: Any, check: bool = True) -> None:
         """Point a C ss_runset at this set (checked when built)."""
@@ -205,6 +297,9 @@ class RunSet:
             self.table
         c.top, c.tbits = self._top_c, self._tbits
         c.checked = self._checked if check else 0
+
+
+_STAMP = 0  # loads so far in this process (RunSet.held)
 
 
 TOP_MIN_RUNS = 8  # fewer runs: a binary search of the first keys is as quick

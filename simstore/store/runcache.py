@@ -21,7 +21,7 @@ import numpy as np
 from ..exceptions import CorruptStoreError
 from ..native import probe as _probe
 from .rows import band_keys
-from .runfile import STATE_KEY, State, lineage, mix_xor, parse_run, read_runs
+from .runfile import STATE_KEY, State, lineage, mix_xor, place_run, read_runs
 from .runindex import read_index
 
 WHOLE_AT = 8  # a process that has fetched 1 / WHOLE_AT of a level's runs fetches the rest
@@ -97,19 +97,19 @@ class LevelCache:
             return got
         # A merge's slice moved this level on within its lineage: the runs this process
         # holds that the new index still names are the same records (see next_gen)
-        kept = [rs.held() for rs in got.sets] if got is not None and got.epoch == epoch \
+        kept = got.sets if got is not None and got.epoch == epoch \
             and lineage(got.gen) == lineage(gen) else None
         nt = len(self.dbs)
         with self._reading(txn, level, gen) as src:
             index = [read_index(src, db, level) for db in self.run_dbs]
             if all(firsts is not None for firsts in index):
-                sets = [_probe.RunSet(i if i < nt else 0,
-                                      [kept[i].get(f) for f in firsts.tolist()] if kept
-                                      else [None] * len(firsts), firsts,
+                sets = [_probe.RunSet(i if i < nt else 0, [None] * len(firsts), firsts,
                                       kw=8 if i < nt else 4,
                                       fetch=functools.partial(self._fetch, level, gen, db,
                                                               firsts), whole_at=WHOLE_AT)
                         for i, (db, firsts) in enumerate(zip(self.run_dbs, index, strict=True))]
+                for rs, old in zip(sets, kept or [], strict=bool(kept)):
+                    rs.adopt(old)  # the runs both name: the same records
             else:
                 runs = [read_runs(src, db, level, copy_below=self._psize)
                         for db in self.run_dbs]
@@ -150,20 +150,20 @@ class LevelCache:
                 inplace.abort()
 
     def _fetch(self, level: int, gen: int, db: Any, firsts: np.ndarray,
-               idxs: Sequence[int]) -> list[_probe.Run]:
+               idxs: Sequence[int]) -> list[_probe.Placed | _probe.Run]:
         """Runs idxs of a level (first keys firsts) as the query under way sees them."""
         lead = bytes((level,))
         with self._reading(self._txn, level, gen, lineage_ok=True) as src:
             out = []
             for i in idxs:
                 key = lead + int(firsts[i]).to_bytes(8, "big")
-                val = src.get(key, db=db)
-                if val is None and src is not self._txn:  # merged away since: a copy
-                    val = self._txn.get(key, db=db)
+                val, in_map = src.get(key, db=db), src is not self._txn
+                if val is None and in_map:  # merged away since: a copy
+                    val, in_map = self._txn.get(key, db=db), False
                 if val is None:
                     raise CorruptStoreError(
                         f"table level {level} names a run its index has and the table not")
-                out.append(parse_run(key, val, level, self._psize)[1])
+                out.append(place_run(key, val, level, self._psize, in_map))
         return out
 
     def _recent_docs(self, txn: Any, st: State) -> RecentDocs:

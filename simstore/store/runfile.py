@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..exceptions import CorruptStoreError
-from ..native.probe import MAX_RUN_DIR_BITS, Run, run_dir
+from ..native.probe import MAX_RUN_DIR_BITS, Placed, Run, run_dir
 from .rows import band_keys
 from .runindex import append_index, drop_index
 
@@ -368,7 +368,7 @@ def read_runs(txn: Any, db: Any, level: int, *, copy_below: int = 0,
 
 
 def parse_run(key: Any, val: Any, level: int, copy_below: int = 0) -> tuple[int, Run]:
-    """(first key, run) of one run record, its framing checked.
+    """(first key, run) of one run record as numpy views, its framing checked.
 
     copy_below: a value shorter than this is copied first. Give the map's page
     size when val views the map: a shorter value may sit inside a leaf page,
@@ -376,6 +376,53 @@ def parse_run(key: Any, val: Any, level: int, copy_below: int = 0) -> tuple[int,
     record changes, while a longer one has overflow pages of its own that stay
     put until the record itself is rewritten or deleted.
     """
+    val, f = _frame(key, val, level, copy_below)
+    keys = _view(val, _LE4 if f.kw == 4 else _LE8, f.n, f.koff)
+    vals = _view(val, _LE4 if f.vw == 4 else _LE8, f.n, f.voff)
+    d = _view(val, _LE4, (1 << f.dbits) + 1, f.doff) if f.dbits else None
+    if d is not None and int(d[-1]) != f.n:
+        raise CorruptStoreError(f"a run directory of table level {level} is malformed")
+    if int(keys[0]) != f.first & (_HIGH32 if f.kw == 4 else _MASK64):
+        raise CorruptStoreError(f"a run of table level {level} does not begin at its key")
+    return f.first, Run(keys, vals, f.high, d, f.shift)
+
+
+def place_run(key: Any, val: Any, level: int, copy_below: int, in_map: bool) -> Placed | Run:
+    """One run record as :class:`~simstore.native.probe.Placed` (no array object made:
+    what a reader keeps of a run it fetched), its framing checked here and its first
+    key and directory where it is loaded (``ss_runset_load``).
+
+    in_map: val views LMDB's map, whose memory the caller keeps valid (see
+    :mod:`simstore.store.runs`), so the set holds nothing for it; else (private
+    bytes), or when it is shorter than copy_below and so copied (see
+    :func:`parse_run`), the set holds the bytes. A record whose arrays are not
+    aligned to their widths (none is written so) comes back as a :class:`Run`
+    of aligned copies.
+    """
+    held = not in_map or val is None or len(val) < copy_below
+    val, f = _frame(key, val, level, copy_below)
+    if f.koff % f.kw or f.voff % f.vw or f.doff % 4:
+        return parse_run(key, val, level)[1]
+    return Placed(val, f.n, f.kw, f.vw, f.koff, f.voff, f.doff, f.dbits, f.shift, f.high,
+                  keep=held)
+
+
+class _Frame(NamedTuple):
+    first: int
+    n: int
+    kw: int
+    vw: int
+    koff: int
+    voff: int
+    doff: int
+    dbits: int
+    shift: int
+    high: int
+
+
+def _frame(key: Any, val: Any, level: int, copy_below: int) -> tuple[Any, _Frame]:
+    """(val, copied when shorter than copy_below; where its parts lie), the framing
+    checked: the header's fields and the record's length."""
     if len(key) != 9 or val is None or len(val) < _RUN_HEAD.size:
         raise CorruptStoreError(f"a run record of table level {level} is malformed")
     if len(val) < copy_below:
@@ -388,15 +435,10 @@ def parse_run(key: Any, val: Any, level: int, copy_below: int = 0) -> tuple[int,
     ) or (not dbits and shift) or len(val) != _RUN_HEAD.size + n * (kbytes + width) + dlen:
         raise CorruptStoreError(f"a run record of table level {level} is malformed")
     first = int.from_bytes(key[1:9], "big")
-    off = _RUN_HEAD.size
-    keys = _view(val, _LE4 if kw else _LE8, n, off)
-    vals = _view(val, _LE4 if width == 4 else _LE8, n, off + kbytes * n)
-    d = _view(val, _LE4, (1 << dbits) + 1, off + (kbytes + width) * n) if dbits else None
-    if d is not None and int(d[-1]) != n:
-        raise CorruptStoreError(f"a run directory of table level {level} is malformed")
-    if int(keys[0]) != (first & (_HIGH32 if kw else _MASK64)):
-        raise CorruptStoreError(f"a run of table level {level} does not begin at its key")
-    return first, Run(keys, vals, first & _HIGH if kw else 0, d, shift)
+    koff = _RUN_HEAD.size
+    voff = koff + kbytes * n
+    return val, _Frame(first, n, kbytes, width, koff, voff, voff + width * n, dbits, shift,
+                       first & _HIGH if kw else 0)
 
 
 _HIGH = 0xFFFFFFFF00000000

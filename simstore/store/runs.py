@@ -34,7 +34,8 @@ it found when it began, then deletes those tombstones.
 **Read in place.** A query probes the levels' runs where LMDB maps them (the
 page cache, shared by every process): a process keeps per level and table
 only the runs' first keys (the level's index record, format 7) and the
-pointers of the runs a probe has landed in (:class:`~simstore.native.probe.RunSet`),
+pointers of the runs a probe has landed in (:class:`~simstore.native.probe.RunSet`:
+a C struct per run, no Python object for a run it points at in the map),
 keyed by the level's random generation, plus the recent docs (checked against
 the XOR hash the writers keep in the state). A query is one state read and
 one C call (more while it meets runs not fetched yet: py-lmdb touches every

@@ -628,3 +628,119 @@ def test_c_runset_load_refuses_a_run_that_does_not_fit():
     assert lib.ss_runset_load(s, 0, good) == -2  # loaded already
     assert lib.ss_probe(5, 0, c_plan, s, 1, out_v, out_d, 8, need) == 1 and out_v[0] == 5
     del keep
+
+
+# --- runs placed in a buffer (a store's records, read in place) --------------------
+
+
+def placed(run: _probe.Run, pad: int = 8, keep: bool = False) -> _probe.Placed:
+    """run's arrays laid out in one buffer as a run record lays them (pad bytes first,
+    then keys, values and the directory)."""
+    kw, vw = run.keys.itemsize, run.vals.itemsize
+    parts = [bytes(pad), run.keys.tobytes(), run.vals.tobytes()]
+    if run.dir is not None:
+        parts.append(run.dir.tobytes())
+    n = len(run.keys)
+    return _probe.Placed(b"".join(parts), n, kw, vw, pad, pad + kw * n, pad + (kw + vw) * n,
+                         0 if run.dir is None else (len(run.dir) - 1).bit_length() - 1,
+                         run.shift, run.high, keep)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_placed_runs_answer_as_their_arrays(keep):
+    """Runs fetched as Placed records (directories, 32-bit values) answer every k as brute
+    force; the set holds their buffers only when told to (else the caller does)."""
+    lay = plan(3, 10**6).layout
+    rng = np.random.default_rng(11)
+    fps = rng.integers(0, MAX_FP, 3000, dtype=np.uint64, endpoint=True)
+    vals = np.arange(len(fps), dtype=np.uint64)
+    ours, sets = [], []  # ours: the buffers this test keeps alive when the sets do not
+    for t in range(len(lay.tables)):
+        keys = permute(lay, t, fps)
+        order = np.argsort(keys, kind="stable")
+        runs = cut(keys[order], vals[order], list(range(0, len(fps), 300)), narrow=t % 2 == 1,
+                   dbits=6, min_shift=64 - lay.header_bits(t))
+        recs = [placed(r, keep=keep) for r in runs]
+        ours += [p.buf for p in recs] if not keep else []
+        sets.append(_probe.RunSet(t, [None] * len(runs), [int(r.keys[0]) for r in runs],
+                                  fetch=lambda idxs, recs=recs: [recs[i] for i in idxs]))
+        del runs, recs
+    pr = prober_for(lay)
+    pr.set_sets(sets)
+    check_all_k(lay, pr, [(fps, vals)], fps[:40])
+    assert all(rs.loaded for rs in sets)
+    assert all(len(rs._keep) == (rs.loaded if keep else 0) for rs in sets)
+
+
+def test_placed_run_not_aligned_in_memory_is_copied_and_held():
+    """A buffer whose address is not 8-aligned (a view 4 bytes into bytes) is copied into
+    aligned memory the set holds; the answer is the run's."""
+    keys = np.arange(100, 400, 3, dtype=np.uint64) << np.uint64(30)
+    run = _probe.Run(keys, np.arange(len(keys), dtype=np.uint64))
+    p = placed(run)
+    raw = b"\0" * 4 + p.buf
+    p = p._replace(buf=memoryview(raw)[4:])
+    rs = _probe.RunSet(0, [None], [int(keys[0])], fetch=lambda idxs: [p])
+    pr = _probe.Prober([(b"\0", b"\x40", b"\0")], [64])
+    pr.set_sets([rs])
+    assert pr.lookup(keys[[0, 50, 99]]) == [0, 50, 99]
+    assert len(rs._keep) == 1 and isinstance(rs._keep[0], np.ndarray)
+
+
+@pytest.mark.parametrize("change", [
+    {"n": 0}, {"kw": 2}, {"vw": 16}, {"koff": -8}, {"voff": 10**6},  # fields, extents
+    {"koff": 12}, {"voff": 12},  # arrays not aligned to their widths in the buffer
+    {"dbits": 25}, {"dbits": 9}, {"shift": 64}, {"high": 1 << 32},  # dir past the end; high
+    {"n": True}, {"kw": 8.0},  # not ints
+])
+def test_placed_runs_that_do_not_fit_are_refused(change):
+    """A Placed record that names anything outside its buffer, misaligned arrays or bad
+    fields is refused before the C struct takes it; the set stays unloaded."""
+    keys = np.arange(1, 600, dtype=np.uint64) << np.uint64(20)
+    d, shift = _probe.run_dir(keys, 8)
+    p = placed(_probe.Run(keys, keys.copy(), 0, d, shift))._replace(**change)
+    rs = _probe.RunSet(0, [None], [int(keys[0])], fetch=lambda idxs: [p])
+    with pytest.raises(InvalidConfigError):
+        rs.load([0])
+    assert rs.loaded == 0 and not rs.held()
+
+
+def test_a_placed_run_whose_first_key_or_directory_differs_is_refused():
+    """ss_runset_load checks what the offsets cannot: the first key against the set's and
+    the directory's last entry against n."""
+    keys = np.arange(1, 600, dtype=np.uint64) << np.uint64(20)
+    d, shift = _probe.run_dir(keys, 8)
+    good = placed(_probe.Run(keys, keys.copy(), 0, d, shift))
+    bad_dir = bytearray(good.buf)
+    bad_dir[-4:] = (598).to_bytes(4, "little")
+    for p, first in ((good, int(keys[1])), (good._replace(buf=bytes(bad_dir)), int(keys[0]))):
+        rs = _probe.RunSet(0, [None], [first], fetch=lambda idxs, p=p: [p])
+        with pytest.raises(InvalidConfigError):
+            rs.load([0])
+        assert rs.loaded == 0
+
+
+def test_adopt_takes_the_loaded_runs_of_the_same_first_keys():
+    """A set built over some of another's runs (a merge moved the level on) takes the runs
+    the old set had loaded where first keys match, with their load stamps, and fetches
+    the rest; answers are the keys' values."""
+    keys = np.arange(0, 4000, 10, dtype=np.uint64) << np.uint64(40)
+    runs = cut(keys, np.arange(len(keys), dtype=np.uint64), list(range(0, len(keys), 25)))
+    firsts = [int(r.keys[0]) for r in runs]
+    fetched: list[int] = []
+
+    def fetch(idxs):
+        fetched.extend(idxs)
+        return [placed(runs[i], keep=True) for i in idxs]
+
+    old = _probe.RunSet(0, [None] * 16, firsts, fetch=fetch)
+    old.load([2, 3, 9])
+    new = _probe.RunSet(0, [None] * 13, firsts[3:], fetch=lambda idxs: fetch([i + 3 for i in idxs]))
+    assert new.adopt(old) == 2 and new.loaded == 2  # runs 3 and 9: run 2 is gone
+    assert new.held() == {f: s for f, s in old.held().items() if f in firsts[3:]}
+    assert new.adopt(old) == 0  # loaded already
+    pr = _probe.Prober([(b"\0", b"\x40", b"\0")], [64])
+    pr.set_sets([new])
+    fetched.clear()
+    assert pr.lookup(keys[[75, 160, 230]]) == [75, 160, 230]
+    assert fetched == [6]  # runs 3 and 9 came from old; run 6 (new index 3) is fetched

@@ -1391,6 +1391,49 @@ def test_short_run_records_are_copied_long_ones_viewed() -> None:
         assert np.shares_memory(run.keys, np.frombuffer(val, dtype=np.uint8)) == shared
 
 
+def test_place_run_holds_only_short_or_private_records() -> None:
+    """place_run points at a long record viewed in the map without holding it, copies
+    and holds one shorter than copy_below, and holds private bytes; its offsets name
+    the record's keys and values."""
+    from simstore.native.probe import Placed
+    from simstore.store.runfile import place_run
+
+    keys = np.arange(5, 25, dtype=np.uint64) * np.uint64(3)
+    val = bytearray(_RUN_HEAD.pack(len(keys), 4, 0, 0, 0) + keys.astype("<u8").tobytes()
+                    + np.arange(len(keys), dtype="<u4").tobytes())
+    key = bytes((2,)) + int(keys[0]).to_bytes(8, "big")
+    for copy_below, in_map, keep in ((len(val), True, False), (len(val) + 1, True, True),
+                                     (0, False, True)):
+        p = place_run(key, memoryview(val), 2, copy_below, in_map)
+        assert isinstance(p, Placed) and p.keep == keep
+        assert (p.buf is not None and isinstance(p.buf, bytes)) == (copy_below > len(val))
+        got = np.frombuffer(p.buf, dtype="<u8", count=p.n, offset=p.koff)
+        assert got.tolist() == keys.tolist() and p.vw == 4 and p.high == 0
+        assert np.frombuffer(p.buf, dtype="<u4", count=p.n, offset=p.voff).tolist() == \
+            list(range(len(keys)))
+
+
+def test_a_reader_holds_no_object_for_a_run_it_reads_in_place(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Having fetched every run, a reading process holds a buffer only for the runs
+    shorter than a page (copied); the others it points at in the map (what keeps a
+    reader's memory independent of the store's size); answers are exact."""
+    small(monkeypatch, RUN_ENTRIES=600, RECENT_MAX=64)
+    rng = random.Random(13)
+    model = {f"d{i}": rng.getrandbits(64) for i in range(6000)}
+    with SimStore(tmp_path / "s", k=3, expected_size=10**6, durable=False) as s:
+        s.add_many(list(model), list(model.values()))
+    with SimStore(tmp_path / "s", readonly=True) as s:
+        check_answers(s, model, list(model.values())[:60])
+        got, total = loaded_runs(s)
+        assert got == total >= 10
+        sets = [rs for lev in s._h.tables._levels.values() for rs in lev.sets]
+        held = sum(len(rs._keep) for rs in sets)
+        short = sum(1 for rs in sets for i in range(rs.nruns)
+                    if rs._runs[i].n * (8 + rs._runs[i].vw) < s._h.tables._psize)
+        assert held == short < total // 4
+
+
 def test_open_adopts_a_map_grown_between_its_open_and_first_read(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Another process grows the map after this one's lmdb.open and before its first
@@ -1509,7 +1552,7 @@ def test_a_reader_keeps_its_runs_across_a_merges_slices(monkeypatch: pytest.Monk
                 if lid in before and lid in sources:
                     for old, rs in zip(before[lid], lev.sets, strict=True):
                         now = rs.held()
-                        kept += sum(now.get(f) is run for f, run in old.items())
+                        kept += sum(now.get(f) == stamp for f, stamp in old.items())
         assert slices >= 2 and kept > 0
     with SimStore(path) as s:
         assert s.verify() == []
