@@ -359,3 +359,32 @@ def test_a_store_keyed_before_format_11_keeps_its_keys_until_a_rebuild(
         assert [k for k in keys() if k[:1] == b"n"] == [
             F.ordered_id_key(F.encode_id(d)) for d in sorted(d for d in model if isinstance(d, int))]
         assert all(s.get(d) == fp for d, fp in model.items())
+
+
+def ids_leaf_pages(store: SimStore) -> int:
+    with store._env.reading() as txn:
+        return int(txn.stat(store._h.ids)["leaf_pages"])
+
+
+def test_ids_put_between_stored_ones_fill_pages(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    """Batches of ids that sort between stored ids (each batch a block in key order just
+    before the last batch's, as 'w{i}-{j}' ids land among earlier ones) are put spread,
+    not in key order: they take at most 0.85 of the ids table's leaf pages that the same
+    adds put in key order take (LMDB leaves a trail of half-full pages behind ordered
+    inserts between stored keys); every id is found after either way."""
+    from simstore.store import rows
+
+    pages = {}
+    for spread in (1, rows.SPREAD):
+        monkeypatch.setattr(rows, "SPREAD", spread)
+        monkeypatch.setattr(rows.spread_order, "__defaults__", (spread,))
+        with SimStore(tmp_path / f"s{spread}", k=3, expected_size=10**5) as s:
+            s.add_many(range(10_000), [random.Random(i).getrandbits(64) for i in range(10_000)])
+            base = ids_leaf_pages(s)
+            for i in range(20):
+                ids = [f"x{20 - i:02d}-{j:04d}" for j in range(1000)]
+                s.add_many(ids, [random.Random(f"{i}-{j}").getrandbits(64) for j in range(1000)])
+            assert len(s) == 30_000 and "x07-0123" in s and 9_999 in s
+            pages[spread] = ids_leaf_pages(s) - base
+    assert pages[rows.SPREAD] <= 0.85 * pages[1], pages  # 201 vs 254 pages
