@@ -37,7 +37,7 @@ from .runindex import put_index, read_index
 LEVEL_RATIO = 4  # a level absorbs the newer ones once they hold 1 / LEVEL_RATIO of its docs
 MERGE_STEP = 1 << 16  # entries per run database a write merges, at least (a merge under way)
 MERGE_PER_DOC = 16  # ... or this many per doc the write added, if more
-STALE_SHARE = 8  # merge every level when stale entries exceed live / STALE_SHARE
+STALE_SHARE = 16  # merge every level when stale entries exceed live / STALE_SHARE
 _MASK = (1 << 64) - 1
 _NO_RUNS = np.empty(0, dtype=np.uint64)
 
