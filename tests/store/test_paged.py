@@ -388,3 +388,20 @@ def test_ids_put_between_stored_ones_fill_pages(monkeypatch: pytest.MonkeyPatch,
             assert len(s) == 30_000 and "x07-0123" in s and 9_999 in s
             pages[spread] = ids_leaf_pages(s) - base
     assert pages[rows.SPREAD] <= 0.85 * pages[1], pages  # 201 vs 254 pages
+
+
+def test_ids_past_the_end_are_appended_in_later_batches(tmp_path: Path) -> None:
+    """Int ids numbered on after a store's own (ordered keys past the ids table's end) are
+    appended by every add_many, not just the first: 20 batches into a stored table take
+    no more leaf pages than one bulk load of the same ids, plus one a batch."""
+    fps = [random.Random(i).getrandbits(64) for i in range(30_000)]
+    with SimStore(tmp_path / "one", k=3, expected_size=10**5) as s:
+        s.add_many(range(30_000), fps)
+        bulk = ids_leaf_pages(s)
+    with SimStore(tmp_path / "many", k=3, expected_size=10**5) as s:
+        s.add_many(range(10_000), fps[:10_000])
+        for i in range(20):
+            a = 10_000 + 1000 * i
+            s.add_many(range(a, a + 1000), fps[a:a + 1000])
+        assert len(s) == 30_000 and s.get(29_999) == fps[-1]
+        assert ids_leaf_pages(s) <= bulk + 20, (ids_leaf_pages(s), bulk)
