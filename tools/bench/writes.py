@@ -27,14 +27,19 @@ from typing import Any
 from ._harness import REPO, load_average
 from .readers import sides
 
+# A crawler's kind of id: a URL whose host jumps about with its number (a frontier
+# interleaves thousands of hosts), so a commit's ids land all over the ids table.
+URL_ID = 'lambda i: f"https://site{i * 7919 % 50021}.example.org/page/{i:x}"'
+
 WRITER = r'''
 import json, os, sys, time
 import numpy as np
 import simstore
 from simstore import SimStore
 path, adds, removes, per = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", 1000
-int_ids = sys.argv[4] == "int"
+kind = sys.argv[4]
 rng = np.random.default_rng(7)
+URL = ''' + URL_ID + r'''
 
 def size(s):
     st = s.stats()
@@ -47,15 +52,19 @@ n0 = len(s)
 times = []
 for i in range(adds // per):
     fps = rng.integers(0, 2**64 - 1, per, dtype=np.uint64, endpoint=True)
-    if int_ids:  # the pristine store's kind of id, numbered on after its own
+    if kind == "int":  # the pristine store's kind of id, numbered on after its own
         ids = range(n0 + i * per, n0 + (i + 1) * per)
+    elif kind == "url":  # likewise, its URLs numbered on
+        ids = [URL(j) for j in range(n0 + i * per, n0 + (i + 1) * per)]
     else:
         ids = [f"w{i}-{j}" for j in range(per)]
+    gone = [URL(j) for j in range(i * per, (i + 1) * per)] if kind == "url" else \
+        range(i * per, (i + 1) * per)
     a = time.perf_counter()
     if removes:
         with s.batch():
             s.add_many(ids, fps)
-            s.remove_many(range(i * per, (i + 1) * per))
+            s.remove_many(gone)
     else:
         s.add_many(ids, fps)
     times.append(time.perf_counter() - a)
@@ -91,6 +100,32 @@ print(json.dumps({
 }))
 '''
 
+BUILD_URLS = r'''
+import sys, time
+import numpy as np
+from simstore import SimStore
+path, n, k, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+URL = ''' + URL_ID + r'''
+fps = np.random.default_rng(seed).integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+t0 = time.perf_counter()
+with SimStore(path, k=k, expected_size=n) as s:
+    for a in range(0, n, 1_000_000):
+        s.add_many([URL(i) for i in range(a, min(a + 1_000_000, n))], fps[a : a + 1_000_000])
+print(f"built {path} ({n:,} fingerprints with URL ids, k={k}) in {time.perf_counter() - t0:.1f} s")
+'''
+
+
+def _url_store(tree: Path, int_store: Path, args: argparse.Namespace) -> Path:
+    """The pristine store of --n fingerprints with URL ids, built by tree's simstore."""
+    path = int_store.with_name(int_store.name.replace(f"-k{args.k}-", f"-k{args.k}-url-"))
+    if not path.exists():
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        out = subprocess.run([sys.executable, "-c", BUILD_URLS, str(path), str(args.n),
+                              str(args.k), str(args.seed)], env=env, cwd=path.parent,
+                             check=True, capture_output=True, text=True)
+        print(out.stdout.strip(), flush=True)
+    return path
+
 
 def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
          verify: bool, ids: str) -> dict[str, Any]:
@@ -125,6 +160,9 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     load0 = load_average()
     pairs = sides(args, workdir)
+    if args.ids == "url":
+        pairs = {side: (tree, _url_store(tree, store, args)) for side, (tree, store) in
+                 pairs.items()}
     rows = []
     for r in range(args.rounds):
         for side, (tree, store) in pairs.items():
@@ -160,10 +198,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--adds", type=int, default=300_000, help="documents added, 1,000 a commit")
     p.add_argument("--removes", action="store_true",
                    help="each commit also removes 1,000 of the store's first documents")
-    p.add_argument("--ids", choices=("str", "int"), default="str",
+    p.add_argument("--ids", choices=("str", "int", "url"), default="str",
                    help="the added documents' ids: str ('w12-345', longer than the store's "
-                   "own int ids, so records and id keys grow too) or int (numbered on after "
-                   "the store's, like for like)")
+                   "own int ids, so records and id keys grow too), int (numbered on after "
+                   "the store's, like for like) or url (a store built with URL ids of "
+                   "hosts all over the key order, and more of them: like for like)")
     p.add_argument("--rounds", type=int, default=1, help="head/base alternations")
     p.add_argument("--verify", action="store_true", help="verify() the store after each run")
     p.add_argument("--head", help="run this revision's simstore as the head (a worktree)")
