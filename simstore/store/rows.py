@@ -28,8 +28,9 @@ def put_sorted(cur: Any, keys: list[bytes], values: list[bytes], *, append: bool
     Appended (asked to, or when the first row is past the database's end), they
     fill LMDB's pages whole. An append that LMDB refuses (a row not after the
     end) is redone as ordinary puts, which skip rows already written, in
-    bit-reversed order within each window of ``SPREAD`` rows: LMDB splits a full page in half and, for a key past a page's last,
-    inserts at the next page's start, so rows put in key order between stored
+    bit-reversed order within each window of ``SPREAD`` rows: LMDB splits a
+    full page in half and, for a key past a page's last, inserts at the next
+    page's start, so rows put in key order between stored
     keys leave a trail of half-full pages (~50 % fill); spread, they land
     between each other as random keys do (~70 %), and the windows keep the
     pages a chunk touches in key order.
