@@ -240,7 +240,9 @@ static void need_run(ss_need *need, size_t s, size_t r) {
     need->n++;
 }
 
-/* Stage 2: read the directory entry, prefetch the bucket's first key. */
+/* Stage 2: read the directory entry, prefetch the bucket's first keys (two
+ * lines: a bucket at a probe's resolution holds ~15 keys at 1M, and a line
+ * left to the scan missed the cache there; 1M k=8 p50 49 -> 40 us). */
 static inline void resolve(flight *f) {
     const ss_run *run = &f->s->runs[f->r];
     if (!run->dir || f->lo > ((size_t)1 << run->dbits)) return;
@@ -253,6 +255,7 @@ static inline void resolve(flight *f) {
     f->hi = run->dir[b + 1] < n ? run->dir[b + 1] : n;
     f->lo = run->dir[b] < f->hi ? run->dir[b] : f->hi;
     __builtin_prefetch((const uint64_t *)run->keys + f->lo);
+    if (f->hi > f->lo + 8) __builtin_prefetch((const uint64_t *)run->keys + f->lo + 8);
 }
 
 /* Stage 3: the keys in [v, v | tailmask] within k of the permuted query,
