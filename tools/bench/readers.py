@@ -9,7 +9,8 @@ neighbours, and reports from ``/proc/self/smaps_rollup`` its private memory
 (RssAnon) growth over an opened empty store. Pages of the store's map that only one
 process has touched count as Private_Clean: RssAnon is what a private copy costs.
 With ``--writer`` one more process adds durably, 1,000 documents per commit, while
-the readers run: adds/s and its worst commit. ``--cold`` drops the page cache before
+the readers run: adds/s and its worst commit; each round then runs on a fresh copy of
+the store, so no round measures what an earlier one grew. ``--cold`` drops the page cache before
 each round (root), so first answers are read from disk.
 
 ``--base REV`` runs every reader count a second time with REV's simstore (a git
@@ -273,10 +274,17 @@ def cmd_readers(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for r in args.counts:
         for side, tree in trees.items():
+            store = stores[side]
+            if args.writer:  # the writer grows the store: every round gets a fresh copy
+                store = workdir / f"work-{side}"
+                shutil.rmtree(store, ignore_errors=True)
+                shutil.copytree(stores[side], store)
             subprocess.run(["sync"], check=False)
             if args.cold:
                 drop_page_cache()
-            res = _round(tree, stores[side], empties[side], qfile, r, args.writer, workdir)
+            res = _round(tree, store, empties[side], qfile, r, args.writer, workdir)
+            if args.writer:
+                shutil.rmtree(store)
             res["side"] = side
             rows.append(res)
             w = res["writer"]
