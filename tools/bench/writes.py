@@ -6,7 +6,9 @@ commits ``--adds`` new documents, 1,000 per durable commit; with ``--removes`` e
 commit (one ``batch()``) also removes as many of the store's first documents, so the
 store keeps its size while its tables churn. It reports adds/s over the commits' time,
 the median, 99th percentile and worst commit, and the store's file size and used pages
-per live fingerprint before and after.
+per live fingerprint before and after; with ``--trace N`` the file's pages and the pages in
+use every N commits, and ``--set`` changes a constant of the writer's simstore for an
+experiment (a trace of churn under another stale share or run size).
 
 ``--base REV`` runs the same writes with REV's simstore on its own copy of a store of the
 same fingerprints, alternating head and base ``--rounds`` times, so both are measured in
@@ -39,6 +41,14 @@ from simstore import SimStore
 path, adds, removes, per = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", 1000
 kind = sys.argv[4]
 rng = np.random.default_rng(7)
+import importlib
+for name, value in json.loads(os.environ.get("BENCH_SET", "{}")).items():
+    mod, attr = name.rsplit(".", 1)  # e.g. merges.STALE_SHARE: a constant of simstore.store
+    mod = importlib.import_module("simstore.store." + mod)
+    if not hasattr(mod, attr):
+        raise SystemExit(f"--set: simstore.store.{name} does not exist in this tree")
+    setattr(mod, attr, value)
+every = int(os.environ.get("BENCH_TRACE", "0"))
 URL = ''' + URL_ID + r'''
 
 def size(s):
@@ -49,7 +59,16 @@ def size(s):
 s = SimStore(path)
 before = size(s)
 n0 = len(s)
-times = []
+times, trace = [], []
+
+def pages():
+    """(file pages, pages in some database) now."""
+    env, used = s._env.env, 0
+    with env.begin() as txn:
+        for name in [k for k, _ in txn.cursor()]:
+            st = txn.stat(env.open_db(name, txn=txn, create=False))
+            used += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+    return env.info()["last_pgno"] + 1, used
 for i in range(adds // per):
     fps = rng.integers(0, 2**64 - 1, per, dtype=np.uint64, endpoint=True)
     if kind == "int":  # the pristine store's kind of id, numbered on after its own
@@ -68,6 +87,8 @@ for i in range(adds // per):
     else:
         s.add_many(ids, fps)
     times.append(time.perf_counter() - a)
+    if every and (i % every == 0 or i == adds // per - 1):
+        trace.append([i + 1, *pages()])
 after = size(s)
 problems = s.verify() if os.environ.get("BENCH_VERIFY") else None
 s.close()
@@ -96,7 +117,7 @@ print(json.dumps({
     "median_commit_ms": 1e3 * t[len(t) // 2], "p99_commit_ms": 1e3 * t[int(len(t) * 0.99)],
     "worst_commit_ms": 1e3 * t[-1], "over_100ms": sum(x > 0.1 for x in t),
     "before": before, "after": after, "verify": problems, "b_per_fp_by_db": breakdown(),
-    "simstore_file": simstore.__file__,
+    "simstore_file": simstore.__file__, "trace": trace,
 }))
 '''
 
@@ -128,7 +149,8 @@ def _url_store(tree: Path, int_store: Path, args: argparse.Namespace) -> Path:
 
 
 def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
-         verify: bool, ids: str) -> dict[str, Any]:
+         verify: bool, ids: str, trace: int = 0, sets: dict[str, int] | None = None
+         ) -> dict[str, Any]:
     """The writer on a fresh copy of the pristine store; its report."""
     if work.exists():
         shutil.rmtree(work)
@@ -137,6 +159,7 @@ def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
     env = {**os.environ, "PYTHONPATH": str(tree)}
     if verify:
         env["BENCH_VERIFY"] = "1"
+    env["BENCH_TRACE"], env["BENCH_SET"] = str(trace), json.dumps(sets or {})
     out = subprocess.run([sys.executable, "-c", WRITER, str(work), str(adds),
                           "1" if removes else "0", ids], env=env, cwd=work.parent,
                          capture_output=True, text=True)
@@ -154,6 +177,17 @@ def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
     return res
 
 
+def _sets(items: list[str]) -> dict[str, int]:
+    """--set MODULE.NAME=INT items as a dict, checked."""
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if "." not in name or not value.lstrip("-").isdigit():
+            raise SystemExit(f"--set takes MODULE.NAME=INT (got {item!r})")
+        out[name] = int(value)
+    return out
+
+
 def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
     """Sustained durable writes on an N store, head and base alternating."""
     workdir = Path(args.workdir).resolve()
@@ -167,7 +201,7 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
     for r in range(args.rounds):
         for side, (tree, store) in pairs.items():
             res = _run(tree, store, workdir / f"work-{side}", args.adds, args.removes,
-                       args.verify, args.ids)
+                       args.verify, args.ids, args.trace, _sets(args.set))
             res.update(side=side, round=r)
             rows.append(res)
             print(f"  {side:<4} round {r}: {res['adds_per_s']:9.0f} adds/s  commit p50 "
@@ -177,11 +211,16 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
                   f"{res['after']['used_b_per_fp']:.0f} B  file/fp "
                   f"{res['before']['file_b_per_fp']:.0f} -> {res['after']['file_b_per_fp']:.0f} B"
                   + (f"  verify {res['verify']}" if args.verify else ""), flush=True)
+            if res["trace"]:
+                fp = [row[1] for row in res["trace"]]
+                print(f"       file pages {fp[0]} -> {fp[-1]} (most {max(fp)}), in use "
+                      f"{res['trace'][-1][2]} at the end", flush=True)
             print("       B per fp by database: " + ", ".join(
                 f"{db} {b:.1f}" for db, b in res["b_per_fp_by_db"].items()), flush=True)
     return {
         "benchmark": "writes", "n": args.n, "k": args.k, "adds": args.adds,
         "removes": args.removes, "ids": args.ids, "base": args.base, "head": args.head,
+        "trace_every": args.trace, "set": _sets(args.set),
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
                                  text=True).stdout.strip(),
         "load_start": load0, "load_end": load_average(), "rows": rows,
@@ -205,6 +244,11 @@ def add_parser(sub: Any) -> None:
                    "hosts all over the key order, and more of them: like for like)")
     p.add_argument("--rounds", type=int, default=1, help="head/base alternations")
     p.add_argument("--verify", action="store_true", help="verify() the store after each run")
+    p.add_argument("--trace", type=int, default=0, metavar="N",
+                   help="record the file's pages and the pages in use every N commits")
+    p.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=INT",
+                   help="set a constant of simstore.store in the writer (both sides), e.g. "
+                   "merges.STALE_SHARE=8 or runs.RUN_ENTRIES=5117; repeatable")
     p.add_argument("--head", help="run this revision's simstore as the head (a worktree)")
     p.add_argument("--base", help="also run with this revision's simstore")
     p.add_argument("--workdir", default=str(REPO / ".bench" / "readers"))
