@@ -389,8 +389,8 @@ def parse_run(key: Any, val: Any, level: int, copy_below: int = 0) -> tuple[int,
 
 def place_run(key: Any, val: Any, level: int, copy_below: int, in_map: bool) -> Placed | Run:
     """One run record as :class:`~simstore.native.probe.Placed` (no array object made:
-    what a reader keeps of a run it fetched), its framing checked here and its first
-    key and directory where it is loaded (``ss_runset_load``).
+    what a reader keeps of a run it fetched), its framing, first key and directory's
+    end checked as :func:`parse_run` checks them (``ss_runset_load`` checks them again).
 
     in_map: val views LMDB's map, whose memory the caller keeps valid (see
     :mod:`simstore.store.runs`), so the set holds nothing for it; else (private
@@ -403,6 +403,12 @@ def place_run(key: Any, val: Any, level: int, copy_below: int, in_map: bool) -> 
     val, f = _frame(key, val, level, copy_below)
     if f.koff % f.kw or f.voff % f.vw or f.doff % 4:
         return parse_run(key, val, level)[1]
+    end = f.doff + 4 * (1 << f.dbits)
+    if f.dbits and int.from_bytes(val[end:end + 4], "little") != f.n:
+        raise CorruptStoreError(f"a run directory of table level {level} is malformed")
+    if int.from_bytes(val[f.koff:f.koff + f.kw], "little") != \
+            f.first & (_HIGH32 if f.kw == 4 else _MASK64):
+        raise CorruptStoreError(f"a run of table level {level} does not begin at its key")
     return Placed(val, f.n, f.kw, f.vw, f.koff, f.voff, f.doff, f.dbits, f.shift, f.high,
                   keep=held)
 

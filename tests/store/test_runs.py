@@ -1413,6 +1413,31 @@ def test_place_run_holds_only_short_or_private_records() -> None:
             list(range(len(keys)))
 
 
+@pytest.mark.parametrize("damage", ["first key", "directory end"])
+def test_place_run_refuses_a_damaged_record_as_corrupt(damage: str) -> None:
+    """A run record whose first key is not its record key's, or whose directory does not
+    end at its count, is a CorruptStoreError from place_run, as from parse_run."""
+    from simstore.exceptions import CorruptStoreError
+    from simstore.native.probe import run_dir
+    from simstore.store.runfile import parse_run, place_run
+
+    keys = np.arange(1, 400, dtype=np.uint64) << np.uint64(30)
+    d, shift = run_dir(keys, 6)
+    dbits = len(d).bit_length() - 1
+    val = bytearray(_RUN_HEAD.pack(len(keys), 4, 0, dbits, shift) + keys.astype("<u8").tobytes()
+                    + np.arange(len(keys), dtype="<u4").tobytes() + d.astype("<u4").tobytes())
+    key = bytes((3,)) + int(keys[0]).to_bytes(8, "big")
+    place_run(key, memoryview(val), 3, 0, True)  # sound
+    if damage == "first key":
+        key = bytes((3,)) + int(keys[1]).to_bytes(8, "big")
+    else:
+        val[-4:] = (len(keys) - 1).to_bytes(4, "little")
+    for read in (lambda: place_run(key, memoryview(val), 3, 0, True),
+                 lambda: parse_run(key, memoryview(val), 3)):
+        with pytest.raises(CorruptStoreError):
+            read()
+
+
 def test_a_reader_holds_no_object_for_a_run_it_reads_in_place(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Having fetched every run, a reading process holds a buffer only for the runs
