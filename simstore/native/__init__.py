@@ -1,7 +1,8 @@
 """The cffi bindings of the C core in ``csrc/`` (compiled at install as ``_native``).
 
 ``core`` is the numpy-facing binding of the hot loops (simhash, signatures, batch
-search, popcount verification), ``probe`` that of the probe engine of the run tables,
+search, popcount verification), ``probe`` that of the probe engine of the run tables
+(``runsets`` the run sets it reads),
 ``jaccard`` that of shingle-hash sets (exact Jaccard, set codes).
 Internal: the public API is in :mod:`simstore`.
 """
