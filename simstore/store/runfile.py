@@ -380,17 +380,13 @@ def parse_run(key: Any, val: Any, level: int, copy_below: int = 0) -> tuple[int,
     keys = _view(val, _LE4 if f.kw == 4 else _LE8, f.n, f.koff)
     vals = _view(val, _LE4 if f.vw == 4 else _LE8, f.n, f.voff)
     d = _view(val, _LE4, (1 << f.dbits) + 1, f.doff) if f.dbits else None
-    if d is not None and int(d[-1]) != f.n:
-        raise CorruptStoreError(f"a run directory of table level {level} is malformed")
-    if int(keys[0]) != f.first & (_HIGH32 if f.kw == 4 else _MASK64):
-        raise CorruptStoreError(f"a run of table level {level} does not begin at its key")
     return f.first, Run(keys, vals, f.high, d, f.shift)
 
 
 def place_run(key: Any, val: Any, level: int, copy_below: int, in_map: bool) -> Placed | Run:
     """One run record as :class:`~simstore.native.probe.Placed` (no array object made:
-    what a reader keeps of a run it fetched), its framing, first key and directory's
-    end checked as :func:`parse_run` checks them (``ss_runset_load`` checks them again).
+    what a reader keeps of a run it fetched), checked as :func:`parse_run` checks
+    it (``ss_runset_load`` checks its first key and directory end again).
 
     in_map: val views LMDB's map, whose memory the caller keeps valid (see
     :mod:`simstore.store.runs`), so the set holds nothing for it; else (private
@@ -399,16 +395,10 @@ def place_run(key: Any, val: Any, level: int, copy_below: int, in_map: bool) -> 
     aligned to their widths (none is written so) comes back as a :class:`Run`
     of aligned copies.
     """
-    held = not in_map or val is None or len(val) < copy_below
     val, f = _frame(key, val, level, copy_below)
+    held = not in_map or len(val) < copy_below
     if f.koff % f.kw or f.voff % f.vw or f.doff % 4:
         return parse_run(key, val, level)[1]
-    end = f.doff + 4 * (1 << f.dbits)
-    if f.dbits and int.from_bytes(val[end:end + 4], "little") != f.n:
-        raise CorruptStoreError(f"a run directory of table level {level} is malformed")
-    if int.from_bytes(val[f.koff:f.koff + f.kw], "little") != \
-            f.first & (_HIGH32 if f.kw == 4 else _MASK64):
-        raise CorruptStoreError(f"a run of table level {level} does not begin at its key")
     return Placed(val, f.n, f.kw, f.vw, f.koff, f.voff, f.doff, f.dbits, f.shift, f.high,
                   keep=held)
 
@@ -427,8 +417,9 @@ class _Frame(NamedTuple):
 
 
 def _frame(key: Any, val: Any, level: int, copy_below: int) -> tuple[Any, _Frame]:
-    """(val, copied when shorter than copy_below; where its parts lie), the framing
-    checked: the header's fields and the record's length."""
+    """(val, copied when shorter than copy_below; where its parts lie), checked: the
+    header's fields, the record's length, its first key against the record key and
+    its directory's last entry against its count."""
     if len(key) != 9 or val is None or len(val) < _RUN_HEAD.size:
         raise CorruptStoreError(f"a run record of table level {level} is malformed")
     if len(val) < copy_below:
@@ -443,7 +434,13 @@ def _frame(key: Any, val: Any, level: int, copy_below: int) -> tuple[Any, _Frame
     first = int.from_bytes(key[1:9], "big")
     koff = _RUN_HEAD.size
     voff = koff + kbytes * n
-    return val, _Frame(first, n, kbytes, width, koff, voff, voff + width * n, dbits, shift,
+    doff = voff + width * n
+    end = doff + 4 * (1 << dbits)
+    if dbits and int.from_bytes(val[end:end + 4], "little") != n:
+        raise CorruptStoreError(f"a run directory of table level {level} is malformed")
+    if int.from_bytes(val[koff:koff + kbytes], "little") != first & (_HIGH32 if kw else _MASK64):
+        raise CorruptStoreError(f"a run of table level {level} does not begin at its key")
+    return val, _Frame(first, n, kbytes, width, koff, voff, doff, dbits, shift,
                        first & _HIGH if kw else 0)
 
 
