@@ -282,9 +282,11 @@ def cmd_readers(args: argparse.Namespace) -> dict[str, Any]:
             subprocess.run(["sync"], check=False)
             if args.cold:
                 drop_page_cache()
-            res = _round(tree, store, empties[side], qfile, r, args.writer, workdir)
-            if args.writer:
-                shutil.rmtree(store)
+            try:
+                res = _round(tree, store, empties[side], qfile, r, args.writer, workdir)
+            finally:
+                if args.writer:
+                    shutil.rmtree(store, ignore_errors=True)
             res["side"] = side
             rows.append(res)
             w = res["writer"]

@@ -164,6 +164,7 @@ def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
                           "1" if removes else "0", ids], env=env, cwd=work.parent,
                          capture_output=True, text=True)
     if out.returncode:
+        shutil.rmtree(work, ignore_errors=True)
         raise SystemExit(f"the writer failed:\n{out.stderr}")
     res = json.loads(out.stdout.strip().splitlines()[-1])
     if not Path(res.pop("simstore_file")).resolve().is_relative_to(tree.resolve()):
@@ -190,6 +191,9 @@ def _sets(items: list[str]) -> dict[str, int]:
 
 def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
     """Sustained durable writes on an N store, head and base alternating."""
+    sets = _sets(args.set)  # refused before any store is built
+    if args.trace < 0:
+        raise SystemExit(f"--trace takes a count of commits >= 0 (got {args.trace})")
     workdir = Path(args.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     load0 = load_average()
@@ -201,7 +205,7 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
     for r in range(args.rounds):
         for side, (tree, store) in pairs.items():
             res = _run(tree, store, workdir / f"work-{side}", args.adds, args.removes,
-                       args.verify, args.ids, args.trace, _sets(args.set))
+                       args.verify, args.ids, args.trace, sets)
             res.update(side=side, round=r)
             rows.append(res)
             print(f"  {side:<4} round {r}: {res['adds_per_s']:9.0f} adds/s  commit p50 "
@@ -220,7 +224,7 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "benchmark": "writes", "n": args.n, "k": args.k, "adds": args.adds,
         "removes": args.removes, "ids": args.ids, "base": args.base, "head": args.head,
-        "trace_every": args.trace, "set": _sets(args.set),
+        "trace_every": args.trace, "set": sets,
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
                                  text=True).stdout.strip(),
         "load_start": load0, "load_end": load_average(), "rows": rows,
