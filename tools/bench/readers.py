@@ -21,6 +21,7 @@ fingerprints built by REV, so the two engines are measured in the same run.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -183,6 +184,19 @@ def _tree(rev: str, workdir: Path) -> Path:
     return tree
 
 
+def _tree_rev(tree: Path) -> str:
+    """The tree's short commit, plus a digest of its uncommitted changes to the package
+    and C sources, if any: a store built by an edited checkout is not its commit's."""
+    def git(*cmd: str) -> str:
+        return subprocess.run(["git", *cmd], cwd=tree, capture_output=True, text=True,
+                              check=True).stdout
+    rev = git("rev-parse", "--short", "HEAD").strip()
+    diff = git("diff", "HEAD", "--", "simstore", "csrc")
+    if diff:
+        rev += "-wip" + hashlib.sha1(diff.encode()).hexdigest()[:8]
+    return rev
+
+
 def sides(args: argparse.Namespace, workdir: Path, build: bool = True
           ) -> dict[str, tuple[Path, Path]]:
     """side -> (source tree, store of --n fingerprints at --k built by that tree): the head
@@ -195,8 +209,7 @@ def sides(args: argparse.Namespace, workdir: Path, build: bool = True
         trees["base"] = _tree(args.base, workdir)
     out = {}
     for side, tree in sorted(trees.items()):  # each side reads a store of its own format
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree,
-                             capture_output=True, text=True).stdout.strip()
+        rev = _tree_rev(tree)
         store = workdir / f"store-{args.n}-k{args.k}-{rev}"
         if build and side == "head" and upgrade:
             store = workdir / f"store-{args.n}-k{args.k}-upgraded-{rev}"
