@@ -61,7 +61,9 @@ def _module_of(name: str) -> str:
     """The module of simstore.store that holds a run-table constant."""
     if name == "DIR_MIN_ENTRIES":
         return "runfile"
-    return "runs" if name in ("RECENT_MAX", "RUN_ENTRIES") else "merges"
+    if name in ("RECENT_MAX", "RUN_ENTRIES", "BULK_RUN_ENTRIES", "BULK_DOCS"):
+        return "runs"
+    return "merges"
 
 
 def small(monkeypatch: pytest.MonkeyPatch, **over: int) -> dict[str, int]:
@@ -1152,6 +1154,51 @@ def test_stale_share_rule_holds_below_recent_max(monkeypatch: pytest.MonkeyPatch
         assert state_of(s).stale * values["STALE_SHARE"] > len(s)
         s.add(1000, 5)
         assert state_of(s).stale == 0
+
+
+def run_sizes(store: SimStore) -> dict[int, tuple[int, list[int]]]:
+    """Each level's id span and the key counts of its runs in table 0 (run records read
+    from the documented format)."""
+    st_, spans, lo = state_of(store), {}, 0
+    for lv in st_.levels:
+        spans[lv.id], lo = lv.hi - lo, lv.hi
+    with store._env.reading() as txn:
+        runs = raw_runs(txn, store._h.tables.dbs[0])
+    return {level: (span, [len(r[2]) for r in runs if r[0] == level])
+            for level, span in spans.items()}
+
+
+def test_runs_are_long_in_a_bulk_level_and_short_in_the_small_ones(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A level of BULK_DOCS docs or more, written whole or by a merge, holds runs of up to
+    BULK_RUN_ENTRIES keys; the smaller levels runs of up to RUN_ENTRIES; answers exact."""
+    small(monkeypatch, RUN_ENTRIES=8, BULK_RUN_ENTRIES=64, BULK_DOCS=200, RECENT_MAX=16,
+          MERGE_STEP=256)
+    rng = random.Random(12)
+    model = {i: rng.getrandbits(64) for i in range(400)}
+    with SimStore(tmp_path / "s", k=3, expected_size=1000, durable=False) as s:
+        s.add_many(list(model), list(model.values()))
+        (span, sizes), = run_sizes(s).values()  # one level, written whole
+        assert span == 400 and max(sizes) == 64 and len(sizes) == 7, sizes
+        for i in range(400, 460):
+            model[i] = rng.getrandbits(64)
+            s.add(i, model[i])
+        levels = sorted(run_sizes(s).values(), reverse=True)
+        assert levels[0][0] >= 400 and max(levels[0][1]) == 64
+        small_ones = [sizes for span, sizes in levels[1:]]
+        assert small_ones and all(max(z) <= 8 for z in small_ones), levels
+        assert any(sum(z) > 8 for z in small_ones), levels  # a level of many runs
+        for i in range(0, 300, 2):  # stale entries past live / 4: every level merges
+            assert s.remove(i)
+            del model[i]
+        for i in range(460, 480):
+            model[i] = rng.getrandbits(64)
+            s.add(i, model[i])
+        assert merging(s) is None
+        levels = sorted(run_sizes(s).values(), reverse=True)
+        assert levels[0][0] >= 200 and max(levels[0][1]) == 64, levels
+        check_answers(s, model, list(model.values())[:20])
+        assert s.verify() == []
 
 
 def test_merges_spread_over_writes_keep_answers(monkeypatch: pytest.MonkeyPatch,
