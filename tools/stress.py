@@ -67,8 +67,10 @@ OPS = ("add", "add_many", "remove", "rebuild", "compact", "churn")
 PRELOAD = 3000
 REBUILD_KS = (2, 3, 4)
 # The churn worker's run-table constants (simstore.store.runs and .merges): a new level
-# every few calls, merges spread over several writes, levels of many runs.
-CHURN_RUNS = {"runs": {"RECENT_MAX": 64, "RUN_ENTRIES": 128},
+# every few calls, merges spread over several writes, levels of many runs (longer ones in
+# a level of 1,024 docs or more).
+CHURN_RUNS = {"runs": {"RECENT_MAX": 64, "RUN_ENTRIES": 128, "BULK_DOCS": 1024,
+                       "BULK_RUN_ENTRIES": 512},
               "merges": {"MERGE_STEP": 128, "MERGE_PER_DOC": 2}}
 CHURN_ADD_MAX = 300  # new docs per add_many call
 CHURN_REMOVE_MAX = 200  # acknowledged docs per remove_many call
