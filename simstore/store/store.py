@@ -3,7 +3,8 @@
 The seams are the modules of :mod:`simstore.store` (format, env, schema, the table
 engines, writes, reads, maintenance); the face validates and delegates. Its dict-like
 reads are in :mod:`simstore.store.mapping`, its similarity calls in
-:mod:`simstore.store.similarity`.
+:mod:`simstore.store.similarity`, its whole-store operations (stats, verify, rebuild,
+compact, pairs, clusters) in :mod:`simstore.store.upkeep`.
 
 Every read is one short transaction, so no old snapshot pins pages while a
 crawler runs for days.
@@ -28,7 +29,7 @@ from .._validate import (
     check_k,
     check_path,
 )
-from ..exceptions import InvalidConfigError, SimstoreTypeError, StoreError
+from ..exceptions import InvalidConfigError, SimstoreTypeError
 from ..native.core import MAX_K
 from ..search.layout import Layout, Plan, plan
 from ..search.similar import DEFAULT_THRESHOLD, check_threshold
@@ -43,7 +44,6 @@ from . import (
     dedup_many as _dedup_bulk,
     format as F,
     inputs as _inputs,
-    maintenance as _maintenance,
     reads as _reads,
     schema as _schema,
     writes as _writes,
@@ -55,6 +55,7 @@ from .format import MAX_DOC_ID_BYTES, DocId
 from .mapping import MappingMethods
 from .reads import Match, SimilarMatch
 from .similarity import SimilarityMethods
+from .upkeep import UpkeepMethods
 
 __all__ = [
     "DEFAULT_EXPECTED_SIZE", "DEFAULT_K", "MAX_DOC_ID_BYTES", "DocId", "Match", "SimilarMatch",
@@ -69,7 +70,7 @@ _MAX_INITIAL_MAP = 1 << 36
 _QUERY_CHUNK = 256
 
 
-class SimStore(MappingMethods, SimilarityMethods):
+class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
     """A persistent index of (doc id, 64-bit fingerprint) answering Hamming queries.
 
     ``SimStore(path)`` opens the store at ``path`` or creates it there (the
@@ -378,32 +379,6 @@ class SimStore(MappingMethods, SimilarityMethods):
         rows = self._h.tables.search(txn, q, k)
         return _reads.matches(self._h, txn, rows) if rows else []
 
-    def stats(self) -> dict[str, Any]:
-        """Size, layout and scheme of the store, as plain JSON-able values."""
-        with self._env.reading() as txn:
-            count = int(txn.stat(self._h.docs)["entries"])
-            map_size, used = self._env.used_bytes()
-        lay = self._layout
-        return {
-            "path": self.path,
-            "count": count,
-            "k": lay.max_k,
-            "tables": len(lay.tables),
-            "blocks": len(lay.blocks),
-            "header_bits": [lay.header_bits(t) for t in range(len(lay.tables))],
-            "radius": lay.radius,
-            "fingerprint": self._config.to_dict(),
-            "map_size": map_size,
-            "used_bytes": used,
-            "format_version": self._h.format_version,
-            "table_engine": self._h.tables.name,
-            "similarity": self._config.has_signature,
-            "sketch_bytes": 8 * self._h.codec.sketch_words,
-            "band_key_bytes": 4 * self._h.codec.nbands,
-            "exact": self._h.exact,
-            "bytes_per_doc": used // count if count else None,
-        }
-
     def fingerprint(self, text: str) -> int:
         """The fingerprint of a text under this store's own recorded config."""
         return int(self.fingerprint_texts([text])[0])
@@ -452,54 +427,6 @@ class SimStore(MappingMethods, SimilarityMethods):
     def close(self) -> None:
         """Close the handle (idempotent); later calls raise StoreClosedError."""
         self._env.close()
-
-    # --- whole-store operations (simstore.store.maintenance) -----------------------------------
-
-    def verify(self, timeout: float | None = None) -> list[str]:
-        """Every broken invariant, as sentences; [] when the store is sound.
-
-        Checks the file's structure (as plain bytes), then that each doc is in
-        every permutation and band table exactly once, no table or ids entry
-        is an orphan, and records and metadata parse. Runs in a child process:
-        a damaged file that would make LMDB abort is reported, never kills the
-        caller. ``timeout``: seconds of the checker's CPU time (wall time where the
-        system does not tell) before it is stopped with VerifyTimeoutError; by default
-        they grow with the store's file (120 s + 1 s per 4 MB).
-        """
-        with self._env.reading() as txn:
-            return _maintenance.verify(txn, self._h, timeout=timeout)
-
-    def rebuild(self, k: int | None = None, expected_size: int | None = None) -> dict[str, Any]:
-        """Re-derive every table (and the ids map) from the docs table: new k, or repair.
-
-        One atomic transaction: a crash leaves the old layout or the new one,
-        complete. Refused with StoreInUseError while another handle (in any
-        process) has the store open. Returns :meth:`stats`.
-        """
-        env = self._env
-        if env.wtxn is not None:
-            raise StoreError("rebuild() cannot run inside batch(); call it outside")
-        env.check_writable()
-        new_k = self.k if k is None else check_k(k, "k", MAX_K)
-        size = None if expected_size is None else check_expected_size(expected_size)
-        with env.lock, env.exclusive("rebuild"):
-            env.live()
-            self._want_k = None  # from now on the layout on disk is the one to read back
-            _maintenance.rebuild(env, lambda: self._h, new_k, size)
-            env.reload()  # re-read layout and handles from disk
-        return self.stats()
-
-    def compact(self, dest: str | bytes | os.PathLike[str]) -> None:
-        """Write a compacted copy to a new directory (complete or absent, never half)."""
-        _maintenance.compact(self._env, dest)
-
-    def pairs(self, k: int | None = None) -> Iterator[tuple[DocId, DocId, int]]:
-        """Every pair of stored docs within k (default: the store's k), with the distance."""
-        return _maintenance.pairs(self.snapshot, self._k_arg(k))
-
-    def clusters(self, k: int | None = None) -> list[list[DocId]]:
-        """Connected groups (size >= 2) of docs within k of each other."""
-        return _maintenance.clusters(self.snapshot, self._k_arg(k))
 
     def __enter__(self) -> SimStore:
         return self
