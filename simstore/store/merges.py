@@ -39,6 +39,11 @@ MERGE_STEP = 1 << 15  # entries per run database a write merges, at least (a mer
 # (fewer pages freed per commit wait to be reused: 1M int churn +8.6 % file at 1 << 15,
 # +13.6 % at 1 << 16, with the bulk level's 32-page runs)
 MERGE_PER_DOC = 16  # ... or this many per doc the write added, if more
+# ... or 1 / MERGE_SHARE of the merge's own entries, up to MERGE_STEP_MAX: no other merge
+# begins while one is under way, so the levels flushed meanwhile pile up, and a merge of
+# 10M entries at 32,768 a write left ~70 of them (10M k = 3 p50 13 -> 96 us)
+MERGE_SHARE = 128
+MERGE_STEP_MAX = 1 << 17
 STALE_SHARE = 16  # merge every level when stale entries exceed live / STALE_SHARE
 _MASK = (1 << 64) - 1
 _NO_RUNS = np.empty(0, dtype=np.uint64)
@@ -143,12 +148,18 @@ class MergeJob:
         (the target below the cursor, the sources from it), and the sources' pages
         are freed as the merge goes, for its next slices to reuse.
         """
+        # the target's size: the ids from its start (it is a level of the state from the
+        # merge's start on, swapped in or not) to its sources' end
+        start = next((lo for lv, lo, _ in st.bounds() if lv.id == job.target), None)
+        ids = {lv.id for lv in job.sources}
+        span = sum(hi - lo for lv, lo, hi in st.bounds() if lv.id in ids) if start is None \
+            else job.sources[-1].hi - start
+        budget = max(budget, min(span // MERGE_SHARE, MERGE_STEP_MAX))
         cleaned = txn.get(CLEAN_KEY, db=self._meta)
         if cleaned is not None:  # swapped in already: its tombstones go
             return st, self._clean(txn, job, int.from_bytes(cleaned, "little"), budget)
         cursors = unpack_cursors(txn.get(CURSOR_KEY, db=self._meta), len(self.run_dbs))
-        ids = {lv.id for lv in job.sources}  # the target's size: its sources' id spans
-        size = self._run_size(sum(hi - lo for lv, lo, hi in st.bounds() if lv.id in ids))
+        size = self._run_size(span)
         left = budget
         changed: set[int] = set()  # the levels whose runs this slice added or deleted
         for i, db in enumerate(self.run_dbs):

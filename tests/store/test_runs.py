@@ -1233,6 +1233,37 @@ def test_merges_spread_over_writes_keep_answers(monkeypatch: pytest.MonkeyPatch,
     assert len(jobs) >= 3 and steps >= 3 * len(jobs), (len(jobs), steps)
 
 
+@pytest.mark.parametrize("cap", [64, 16])
+def test_a_large_merge_takes_a_share_of_its_size_a_write(monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path, cap: int) -> None:
+    """A write merges (and then deletes the tombstones of) MERGE_STEP entries, or 1 /
+    MERGE_SHARE of the merge's ids, up to MERGE_STEP_MAX: a merge of every level (stale
+    entries past the share) takes about (entries + tombstones) / min(span / MERGE_SHARE,
+    MERGE_STEP_MAX) writes, so fewer levels pile up meanwhile; answers stay exact."""
+    small(monkeypatch, MERGE_STEP=4, MERGE_PER_DOC=1, MERGE_SHARE=4, MERGE_STEP_MAX=cap,
+          RECENT_MAX=1000)
+    rng = random.Random(14)
+    model = {i: rng.getrandbits(64) for i in range(800)}
+    with SimStore(tmp_path / "s", k=3, expected_size=2000, durable=False) as s:
+        s.add_many(list(model), list(model.values()))
+        for i in range(0, 800, 4):  # stale past live / 4: the next write merges every level
+            assert s.remove(i)
+            del model[i]
+        writes, nxt = 0, 800
+        while True:
+            model[nxt] = rng.getrandbits(64)
+            s.add(nxt, model[nxt])
+            nxt += 1
+            if merging(s) is None:
+                break
+            writes += 1
+            assert writes < 400
+        # 800 entries a table and 200 tombstones: a share of 200 a write, capped at 64 or 16
+        assert 1000 // cap - 2 <= writes <= 1000 // cap + 2, writes
+        check_answers(s, model, list(model.values())[:20])
+        assert s.verify() == []
+
+
 def test_a_format_4_state_record_is_read_and_upgraded(tmp_path: Path) -> None:
     """A store whose state record is the 56-byte one of formats 3-4 (a base and an L1
     level, stale entries without tombstones) answers exactly; its first write records
