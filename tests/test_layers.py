@@ -1,6 +1,6 @@
 """The package's layers: no module imports a layer above its own, and no import cycles.
 
-Layers, lowest first: the base (``exceptions``, ``_validate``, ``_files``), ``native``,
+Layers, lowest first: the base (``exceptions``, ``_validate``, ``_files``, ``_distinct``), ``native``,
 ``text``, ``search``, ``store``, then ``corpus``, ``spark`` and ``scrapy`` (beside each
 other), then ``cli``. Nothing imports ``scrapy`` (a crawler loads it by name).
 Imports at any depth count, function-level ones included.
@@ -16,7 +16,8 @@ import pytest
 PKG = Path(__file__).resolve().parent.parent / "simstore"
 
 # What each layer may import from the package (besides itself).
-BASE = {"simstore.exceptions", "simstore._validate", "simstore._files", "simstore._version"}
+BASE = {"simstore.exceptions", "simstore._validate", "simstore._files", "simstore._version",
+        "simstore._distinct"}
 ALLOWED = {
     "base": set(),
     "native": {"base"},

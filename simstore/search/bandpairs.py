@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._distinct import distinct
+
 
 def run_pairs(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every pair (a, b), a < b, of rows with equal values in col."""
@@ -43,7 +45,7 @@ def band_candidates(keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not codes:
         empty = np.empty(0, dtype=np.int64)
         return empty, empty
-    u = np.unique(np.concatenate(codes))
+    u = distinct(np.concatenate(codes))
     return (u // np.uint64(n)).astype(np.int64), (u % np.uint64(n)).astype(np.int64)
 
 

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._distinct import distinct
 from ..exceptions import InvalidConfigError, SimstoreTypeError, SimstoreValueError
 from ..native import core as _core
 from ..text.minhash import Signatures, band_keys32, jaccard_from_distance
@@ -174,7 +175,7 @@ def _greedy(
     if len(gi) == 0:
         return rep, via
     # linked heads, numbered 0..L-1; adjacency as spans of (neighbour, pair id), both ways
-    linked = np.unique(np.concatenate([gi, gj]).astype(np.int64))
+    linked = distinct(np.concatenate([gi, gj]).astype(np.int64))
     src = np.searchsorted(linked, np.concatenate([gi, gj]))
     dst = np.searchsorted(linked, np.concatenate([gj, gi]))
     pid = np.concatenate([np.arange(len(gi)), np.arange(len(gi))])

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._distinct import distinct
 from ..exceptions import CorruptStoreError
 from ..native import core as _core
 from ..native.core import MAX_K
@@ -152,7 +153,7 @@ def _candidates(txn: Any, h: Handles, keys: _CallKeys) -> _Cands | None:
     if not len(doc):
         return None
     cand, cidx = np.unique(iids, return_inverse=True)
-    code = np.unique(doc.astype(np.uint64) * np.uint64(len(cand)) + cidx.ravel())
+    code = distinct(doc.astype(np.uint64) * np.uint64(len(cand)) + cidx.ravel())
     pdoc = (code // np.uint64(len(cand))).astype(np.int64)
     pcand = (code % np.uint64(len(cand))).astype(np.int64)
     stale_ok = h.bands.stale_entries

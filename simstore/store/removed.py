@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .._distinct import distinct
 from ..exceptions import CorruptStoreError
 from .runfile import MERGE_KEY, Job
 
@@ -122,7 +123,10 @@ def tombstones(txn: Any, db: Any, lo: int, hi: int) -> np.ndarray:
             if iid >= hi:
                 break
             old.append(iid)
-    arr = np.unique(np.concatenate([np.asarray(old, dtype=np.uint64), *out]))
+    # blocks come in key order, each one's ids ascending: sorted and distinct already
+    arr = np.concatenate(out) if out else np.empty(0, dtype=np.uint64)
+    if old:  # records of formats 5-10, maybe beside blocks
+        arr = distinct(np.concatenate([np.asarray(old, dtype=np.uint64), arr]))
     keep = arr >= np.uint64(lo)
     if hi < 1 << 64:
         keep &= arr < np.uint64(hi)
