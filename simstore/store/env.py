@@ -40,7 +40,8 @@ class Env:
 
     ``lock`` serializes calls on the handle; ``wtxn`` is the write transaction
     of an open :meth:`batch` (None otherwise); ``epoch`` changes whenever the
-    map is grown or the environment reopened (caches keyed on it go stale).
+    map is grown, the environment reopened or a write transaction aborted (caches keyed
+    on it go stale).
     """
 
     def __init__(
@@ -338,7 +339,7 @@ class Env:
                     txn.commit()
                     return result
                 except BaseException:
-                    _abort(txn)
+                    self._abort_write(txn)
                     raise
 
             self.maybe_grow(need)
@@ -354,7 +355,7 @@ class Env:
         log = self._log[:-1]
 
         def attempt() -> None:
-            _abort(self.wtxn)
+            self._abort_write(self.wtxn)
             self.wtxn = None
             self.grow()
             self.wtxn = self.begin(True)
@@ -380,11 +381,18 @@ class Env:
                 self._log.append((_no_op, ()))
                 self.retrying(lambda: self.wtxn.commit(), self._replay)
             except BaseException:
-                _abort(self.wtxn)
+                self._abort_write(self.wtxn)
                 raise
             finally:
                 self.wtxn = None
                 self._log = None
+
+    def _abort_write(self, txn: Any) -> None:
+        """Abort a write transaction, and move the epoch on: what caches read through it
+        is gone with it, and a later commit can name the same generations with other
+        contents (a merge slice's next_gen is a count), so nothing read may be kept."""
+        self.epoch += 1
+        _abort(txn)
 
     def maybe_grow(self, need: int = 0) -> None:
         """Double the map ahead of time when it is over half used (or lacks `need` bytes)."""
