@@ -137,8 +137,9 @@ class MergeJob:
         return st._replace(levels=st.levels[:at] + (target,) + st.levels[at:])
 
     def _merge(self, txn: Any, st: State, job: Job, budget: int) -> tuple[State, int | None]:
-        """Merge up to ``budget`` entries per run database of the job's sources into its
-        target and delete the sources' runs merged in full, then, once all are, swap it
+        """Merge up to ``budget`` entries per run database (or the merge's share,
+        MERGE_SHARE, if more) of the job's sources into its target and delete the
+        sources' runs merged in full, then, once all are, swap it
         in and delete up to ``budget`` of its tombstones a write; the new state and the
         budget left once the job is done (else None).
 
