@@ -61,13 +61,19 @@ before = size(s)
 n0 = len(s)
 times, trace = [], []
 
+def db_pages(env, txn):
+    """Pages (branch, leaf and overflow) of each named database."""
+    out = {}
+    for name in [k for k, _ in txn.cursor()]:
+        st = txn.stat(env.open_db(name, txn=txn, create=False))
+        out[name.decode()] = st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+    return out
+
 def pages():
     """(file pages, pages in some database) now."""
-    env, used = s._env.env, 0
+    env = s._env.env
     with env.begin() as txn:
-        for name in [k for k, _ in txn.cursor()]:
-            st = txn.stat(env.open_db(name, txn=txn, create=False))
-            used += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+        used = sum(db_pages(env, txn).values())
     return env.info()["last_pgno"] + 1, used
 for i in range(adds // per):
     fps = rng.integers(0, 2**64 - 1, per, dtype=np.uint64, endpoint=True)
@@ -97,16 +103,13 @@ def breakdown():
     """Bytes per live fingerprint of each database, and of the file's pages in no database."""
     import lmdb
     env = lmdb.open(path, readonly=True, lock=False, max_dbs=256)
-    out, used = {}, 0
     with env.begin() as txn:
-        for name in [k for k, _ in txn.cursor()]:
-            st = txn.stat(env.open_db(name, txn=txn, create=False))
-            pages = st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
-            used += pages
-            out[name.decode()] = pages * st["psize"] / after["live"]
+        named = db_pages(env, txn)
         main = txn.stat()
-        psize = main["psize"]
-        used += main["branch_pages"] + main["leaf_pages"] + main["overflow_pages"] + 2
+    psize = main["psize"]
+    out = {name: n * psize / after["live"] for name, n in named.items()}
+    used = sum(named.values()) + main["branch_pages"] + main["leaf_pages"] \
+        + main["overflow_pages"] + 2
     out["unused"] = (env.info()["last_pgno"] + 1 - used) * psize / after["live"]
     env.close()
     return out
