@@ -57,17 +57,20 @@ _CURSOR = struct.Struct("<BQ")
 # half being the record key's), directory bits (0: none) and shift
 _RUN_HEAD = struct.Struct("<IBBBB")
 DIR_MIN_ENTRIES = 256  # smaller runs go without a directory (a short search is as fast)
+FINE_DIR_MIN = 4096  # runs this long (a bulk level's) get the finer directory
 
 
 def dir_bits(n: int) -> int:
-    """Directory bits for a run of n keys: 2 to 4 keys a bucket.
+    """Directory bits for a run of n keys: 2 to 4 keys a bucket in a run of FINE_DIR_MIN
+    keys or more (a bulk level's), 4 to 8 in a shorter one.
 
-    A full run (2,387 or 9,555 keys) spans fewer header values than it has buckets
-    wherever a table holds ~2 keys a header value or more (10M keys, 21-22-bit
-    headers), so its buckets are header values and a probe starts at its bucket with
-    no search: 10M k = 8 ~20 % faster than with 4-8 keys a bucket (docs/benchmarks.md).
+    A full bulk run (9,555 keys) spans fewer header values than it has buckets wherever
+    a table holds ~2 keys a header value or more (10M keys, 21-22-bit headers), so its
+    buckets are header values and a probe starts at its bucket with no search: 10M k = 8
+    ~17 % faster than with 4-8 keys a bucket (docs/benchmarks.md). The short runs of the
+    small levels that churn keep the coarser directory (their table is sparse there).
     """
-    return max(1, min(MAX_RUN_DIR_BITS, n.bit_length() - 2))
+    return max(1, min(MAX_RUN_DIR_BITS, n.bit_length() - (2 if n >= FINE_DIR_MIN else 3)))
 
 
 def run_bytes(n: int, width: int = 4) -> int:

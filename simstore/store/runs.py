@@ -106,7 +106,7 @@ __all__ = ["RunBands", "RunTables", "State"]
 # the ranges other runs freed, where runs of 32,768 keys (105 pages) seldom found a
 # range that single-page B-tree writes had not broken, and the file grew under churn.
 RUN_PAGES = 8
-RUN_ENTRIES = run_capacity(RUN_PAGES * PAGE - 16)  # 2,387 keys: a run is 32 KB
+RUN_ENTRIES = run_capacity(RUN_PAGES * PAGE - 16)  # 2,557 keys: a run is 32 KB
 # ... except in a level of BULK_DOCS docs or more (the bulk of a store: written whole
 # or by a merge of every level, seldom rewritten): there runs of BULK_RUN_PAGES pages
 # cut the run directories a wide query touches (1M k = 8 p50 43 -> 34 us in one

@@ -1,0 +1,97 @@
+"""Run directories: how fine their buckets are, that full runs fill their pages, and that
+a bulk level of a dense table (buckets of one header value, no search) answers exactly."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simstore import SimStore
+from simstore.native.probe import run_dir
+from simstore.store import runs
+from simstore.store.runfile import FINE_DIR_MIN, dir_bits, run_bytes
+
+from .test_runs import _RUN_HEAD, check_answers, near, small, state_of
+
+PAGE = 4096
+OVERFLOW_HEAD = 16  # LMDB heads an overflow record's first page with 16 bytes
+
+
+@pytest.mark.parametrize("pages, entries", [(runs.RUN_PAGES, runs.RUN_ENTRIES),
+                                            (runs.BULK_RUN_PAGES, runs.BULK_RUN_ENTRIES)])
+def test_a_full_run_fills_its_pages(pages: int, entries: int) -> None:
+    """The longest run that fits its pages, with the directory its length gets: one key
+    more would take another page, and at most 32 bytes of the pages go unused."""
+    budget = pages * PAGE - OVERFLOW_HEAD
+    assert run_bytes(entries) <= budget < run_bytes(entries + 1)
+    assert budget - run_bytes(entries) <= 32
+
+
+@pytest.mark.parametrize("n, lo, hi", [(runs.RUN_ENTRIES, 4, 8), (FINE_DIR_MIN - 1, 4, 8),
+                                       (FINE_DIR_MIN, 2, 4), (runs.BULK_RUN_ENTRIES, 2, 4)])
+def test_keys_a_bucket(n: int, lo: int, hi: int) -> None:
+    """Short runs (the small levels') get 4-8 keys a bucket, long ones 2-4."""
+    assert lo <= n / (1 << dir_bits(n)) < hi
+
+
+def test_a_full_bulk_run_of_a_dense_table_is_bucketed_by_header_value() -> None:
+    """A 22-bit header over 10M keys holds ~2.4 keys a value: a full bulk run's directory
+    then has one header value a bucket (shift = the tail bits), so a probe's range starts
+    at its bucket."""
+    rng = np.random.default_rng(5)
+    n, tail = runs.BULK_RUN_ENTRIES, 42
+    heads = rng.integers(0, int(n / 2.4), size=n, dtype=np.uint64) + np.uint64(123_456)
+    keys = np.sort((heads << np.uint64(tail)) | rng.integers(0, 1 << tail, size=n,
+                                                              dtype=np.uint64))
+    d, shift = run_dir(keys, dir_bits(n), tail)
+    assert shift == tail and len(d) - 1 >= int(heads.max() - heads.min()) + 1
+    top = keys >> np.uint64(tail)
+    for b in rng.integers(0, len(d) - 1, size=200):  # bucket b: the keys of header b
+        assert (top[d[b]:d[b + 1]] == top[0] + np.uint64(b)).all()
+
+
+def bulk_dir_shifts(store: SimStore, level: int) -> set[tuple[int, int]]:
+    """(keys, directory shift) of every run of a level in table 0, from the run header."""
+    out = set()
+    with store._env.reading() as txn:
+        for key, val in txn.cursor(store._h.tables.dbs[0]):
+            if len(key) == 9 and key[0] == level:
+                n, _width, _kw, _dbits, shift = _RUN_HEAD.unpack_from(bytes(val))
+                out.add((n, shift))
+    return out
+
+
+def test_a_dense_bulk_level_answers_exactly(monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    """A k = 8 store planned for 10M (headers of 22/21/21 bits) holding 30k docs packed
+    into ~9k values of each header: its bulk level's full runs are bucketed by header
+    value (the table's 42 tail bits), and every k answers as brute force, near copies
+    and ranges crossing runs included, before and after more adds, a remove and a merge."""
+    small(monkeypatch, BULK_DOCS=20_000, RUN_ENTRIES=2557, RECENT_MAX=64, MERGE_STEP=4096,
+          DIR_MIN_ENTRIES=256)
+    rng = random.Random(3)
+
+    def packed() -> int:  # each 21-22-bit block drawn from a narrow range: dense headers
+        a, b, c = rng.randrange(9000), rng.randrange(9000), rng.randrange(9000)
+        return (a + 777) << 42 | (b + 555) << 21 | (c + 333)
+
+    model = {i: packed() for i in range(30_000)}
+    with SimStore(tmp_path / "s", k=8, expected_size=10_000_000, durable=False) as s:
+        assert s.stats()["header_bits"] == [22, 21, 21]
+        s.add_many(list(model), list(model.values()))
+        (level,) = [lv.id for lv in state_of(s).levels]
+        full = {shift for n, shift in bulk_dir_shifts(s, level) if n == runs.BULK_RUN_ENTRIES}
+        assert full == {42}, bulk_dir_shifts(s, level)
+        picks = rng.sample(sorted(model), 20)
+        queries = [near(rng, model[i], 8) for i in picks] + [packed() for _ in range(5)]
+        check_answers(s, model, queries)
+        for i in range(30_000, 30_300):
+            model[i] = near(rng, model[rng.randrange(30_000)], 3)
+            s.add(i, model[i])
+        assert s.remove(picks[0])
+        del model[picks[0]]
+        check_answers(s, model, queries[1:] + [model[30_000], model[30_299]])
+        assert s.verify() == []
