@@ -77,7 +77,7 @@ from ..search.layout import Layout
 from . import merges, runcache, runcheck
 from .env import PAGE
 from .format import iid_bytes
-from .removed import put_job, put_tombstone, read_job
+from .removed import drop_tombstones, put_job, put_tombstone, read_job, tombstones
 from .rows import band_keys, tables_beyond
 from .runfile import (
     BANDS_DB,
@@ -85,6 +85,7 @@ from .runfile import (
     EMPTY,
     STATE_DB,
     STATE_KEY,
+    Job,
     Level,
     State,
     band_rows,
@@ -115,6 +116,8 @@ BULK_RUN_PAGES = 32
 BULK_RUN_ENTRIES = run_capacity(BULK_RUN_PAGES * PAGE - 16)  # 9,555 keys: 128 KB
 BULK_DOCS = 1 << 19
 RECENT_MAX = 4096  # recent docs scanned by popcount before they become a level
+FOLD_FLUSHES = 8  # while a merge is under way, flushes refill the newest level up to
+# FOLD_FLUSHES * RECENT_MAX ids (RunTables._flush)
 
 
 def run_entries(docs: int) -> int:
@@ -323,6 +326,32 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
             drop_level(txn, self.run_dbs[i], level)
             self._put(txn, i, level, keys, vals, size)
 
+    def _flush(self, txn: Any, st: State, job: Job | None) -> State:
+        """The recent docs become a level: a new one, or, while a merge is under way, the
+        newest level rewritten with them (from the docs table) while it spans at most
+        FOLD_FLUSHES * RECENT_MAX ids and the merge does not involve it.
+
+        No merge begins while one is under way, so without the fold every flush during a
+        long merge (a 10M store's: ~150 writes) added a level that every query probes.
+        The folded level is a new lineage (readers re-read it whole); its removed docs
+        are simply not in the docs table, so their tombstones go and the stale count
+        drops by as many.
+        """
+        bounds = st.bounds()
+        if job is not None and bounds:
+            last, lo, _ = bounds[-1]
+            busy = {lv.id for lv in job.sources} | {job.target}
+            if last.id not in busy and st.next - lo <= FOLD_FLUSHES * RECENT_MAX:
+                gone = tombstones(txn, self._meta, lo, st.flushed)
+                drop_tombstones(txn, self._meta, gone)
+                lv = Level(last.id, new_gen(), st.next)
+                self._write_level(txn, lv.id, self._walk(txn, lo))
+                return st._replace(flushed=st.next, recent_xor=0, levels=st.levels[:-1] + (lv,),
+                                   stale=st.stale - len(gone))
+        lv = Level(self._free_id(txn, st), new_gen(), st.next)
+        self._write_level(txn, lv.id, self._walk(txn, st.flushed))
+        return st._replace(flushed=st.next, recent_xor=0, levels=st.levels + (lv,))
+
     def _advance(self, txn: Any, st: State, added: int) -> State:
         """After a write of ``added`` docs: flush the recent docs into a level of their own
         when there are too many, then do a bounded share of the merge under way (or of one
@@ -332,12 +361,10 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         added if more: a commit's cost is bounded by its own size, not the store's,
         and merges keep up with the writes (see :func:`simstore.store.merges.due`).
         """
-        if st.next - st.flushed > RECENT_MAX:
-            lv = Level(self._free_id(txn, st), new_gen(), st.next)
-            self._write_level(txn, lv.id, self._walk(txn, st.flushed))
-            st = st._replace(flushed=st.next, recent_xor=0, levels=st.levels + (lv,))
-        budget = max(merges.MERGE_STEP, merges.MERGE_PER_DOC * added)
         job = read_job(txn, self._meta)
+        if st.next - st.flushed > RECENT_MAX:
+            st = self._flush(txn, st, job)
+        budget = max(merges.MERGE_STEP, merges.MERGE_PER_DOC * added)
         if job is None:
             job, st = self._start(txn, st)
         while job is not None:
@@ -409,6 +436,10 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
     def check_bands(self, txn: Any, iids: np.ndarray, keys32: np.ndarray) -> list[str]:
         """Problems of the band entries against the live docs (iids and band keys, iid order)."""
         return runcheck.check_bands(self, txn, iids, keys32)
+
+    def levels(self, txn: Any) -> list[int]:
+        """The internal ids each level spans, oldest first (a merge's target included)."""
+        return [hi - lo for _, lo, hi in self.state(txn).bounds()]
 
     def extra(self, txn: Any) -> list[str]:
         """Names of run tables beyond this layout's."""
