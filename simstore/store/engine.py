@@ -60,6 +60,10 @@ class TableEngine(Protocol):
     def extra(self, txn: Any) -> list[str]:
         """Names of tables beyond this layout's (left by another layout)."""
 
+    def levels(self, txn: Any) -> list[int]:
+        """The internal ids each sorted level spans, oldest first ([]: an engine without
+        levels): how many a query probes, for stats()."""
+
 
 class BandIndex(Protocol):
     """The band keys of a similarity store: which docs share a MinHash band key (the

@@ -44,6 +44,7 @@ class UpkeepMethods:
         with self._env.reading() as txn:
             count = int(txn.stat(self._h.docs)["entries"])
             map_size, used = self._env.used_bytes()
+            levels = self._h.tables.levels(txn)
         lay = self._layout
         return {
             "path": self.path,
@@ -63,6 +64,7 @@ class UpkeepMethods:
             "band_key_bytes": 4 * self._h.codec.nbands,
             "exact": self._h.exact,
             "bytes_per_doc": used // count if count else None,
+            "levels": levels,
         }
 
     def verify(self, timeout: float | None = None) -> list[str]:

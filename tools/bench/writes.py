@@ -7,8 +7,10 @@ commit (one ``batch()``) also removes as many of the store's first documents, so
 store keeps its size while its tables churn. It reports adds/s over the commits' time,
 the median, 99th percentile and worst commit, and the store's file size and used pages
 per live fingerprint before and after; with ``--trace N`` the file's pages and the pages in
-use every N commits, and ``--set`` changes a constant of the writer's simstore for an
-experiment (a trace of churn under another stale share or run size).
+use every N commits, with ``--queries N`` the p50 of 200 queries (outside the commits'
+time) and the run tables' level count every N commits, and ``--set`` changes a constant
+of the writer's simstore for an experiment (a trace of churn under another stale share
+or run size).
 
 ``--base REV`` runs the same writes with REV's simstore on its own copy of a store of the
 same fingerprints, alternating head and base ``--rounds`` times, so both are measured in
@@ -49,7 +51,10 @@ for name, value in json.loads(os.environ.get("BENCH_SET", "{}")).items():
         raise SystemExit(f"--set: simstore.store.{name} does not exist in this tree")
     setattr(mod, attr, value)
 every = int(os.environ.get("BENCH_TRACE", "0"))
+qevery = int(os.environ.get("BENCH_QUERIES", "0"))
 URL = ''' + URL_ID + r'''
+QS = [int(x) for x in np.random.default_rng(8).integers(0, 2**64 - 1, 200, dtype=np.uint64,
+                                                         endpoint=True)]
 
 def size(s):
     st = s.stats()
@@ -59,7 +64,7 @@ def size(s):
 s = SimStore(path)
 before = size(s)
 n0 = len(s)
-times, trace = [], []
+times, trace, queried = [], [], []
 
 def db_pages(env, txn):
     """Pages (branch, leaf and overflow) of each named database."""
@@ -95,6 +100,15 @@ for i in range(adds // per):
     times.append(time.perf_counter() - a)
     if every and (i % every == 0 or i == adds // per - 1):
         trace.append([i + 1, *pages()])
+    if qevery and (i % qevery == 0 or i == adds // per - 1):
+        ns = []
+        for q in QS:
+            b = time.perf_counter_ns()
+            s.query(q)
+            ns.append(time.perf_counter_ns() - b)
+        levels = s.stats().get("levels")  # None before the stats had them
+        queried.append([i + 1, sorted(ns)[len(ns) // 2] / 1e3,
+                        None if levels is None else len(levels)])
 after = size(s)
 problems = s.verify() if os.environ.get("BENCH_VERIFY") else None
 s.close()
@@ -120,7 +134,7 @@ print(json.dumps({
     "median_commit_ms": 1e3 * t[len(t) // 2], "p99_commit_ms": 1e3 * t[int(len(t) * 0.99)],
     "worst_commit_ms": 1e3 * t[-1], "over_100ms": sum(x > 0.1 for x in t),
     "before": before, "after": after, "verify": problems, "b_per_fp_by_db": breakdown(),
-    "simstore_file": simstore.__file__, "trace": trace,
+    "simstore_file": simstore.__file__, "trace": trace, "queried": queried,
 }))
 '''
 
@@ -152,8 +166,8 @@ def _url_store(tree: Path, int_store: Path, args: argparse.Namespace) -> Path:
 
 
 def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
-         verify: bool, ids: str, trace: int = 0, sets: dict[str, int] | None = None
-         ) -> dict[str, Any]:
+         verify: bool, ids: str, trace: int = 0, sets: dict[str, int] | None = None,
+         queries: int = 0) -> dict[str, Any]:
     """The writer on a fresh copy of the pristine store; its report."""
     if work.exists():
         shutil.rmtree(work)
@@ -163,6 +177,7 @@ def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
     if verify:
         env["BENCH_VERIFY"] = "1"
     env["BENCH_TRACE"], env["BENCH_SET"] = str(trace), json.dumps(sets or {})
+    env["BENCH_QUERIES"] = str(queries)
     out = subprocess.run([sys.executable, "-c", WRITER, str(work), str(adds),
                           "1" if removes else "0", ids], env=env, cwd=work.parent,
                          capture_output=True, text=True)
@@ -195,8 +210,9 @@ def _sets(items: list[str]) -> dict[str, int]:
 def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
     """Sustained durable writes on an N store, head and base alternating."""
     sets = _sets(args.set)  # refused before any store is built
-    if args.trace < 0:
-        raise SystemExit(f"--trace takes a count of commits >= 0 (got {args.trace})")
+    if args.trace < 0 or args.queries < 0:
+        raise SystemExit("--trace and --queries take a count of commits >= 0 "
+                         f"(got {args.trace}, {args.queries})")
     workdir = Path(args.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     load0 = load_average()
@@ -208,7 +224,7 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
     for r in range(args.rounds):
         for side, (tree, store) in pairs.items():
             res = _run(tree, store, workdir / f"work-{side}", args.adds, args.removes,
-                       args.verify, args.ids, args.trace, sets)
+                       args.verify, args.ids, args.trace, sets, args.queries)
             res.update(side=side, round=r)
             rows.append(res)
             print(f"  {side:<4} round {r}: {res['adds_per_s']:9.0f} adds/s  commit p50 "
@@ -222,12 +238,18 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
                 fp = [row[1] for row in res["trace"]]
                 print(f"       file pages {fp[0]} -> {fp[-1]} (most {max(fp)}), in use "
                       f"{res['trace'][-1][2]} at the end", flush=True)
+            if res["queried"]:
+                p50s = [row[1] for row in res["queried"]]
+                lv = [row[2] for row in res["queried"] if row[2] is not None]
+                print(f"       query p50 between commits: median {sorted(p50s)[len(p50s) // 2]:.1f}"
+                      f" us, worst {max(p50s):.1f} us"
+                      + (f"; levels at most {max(lv)}" if lv else ""), flush=True)
             print("       B per fp by database: " + ", ".join(
                 f"{db} {b:.1f}" for db, b in res["b_per_fp_by_db"].items()), flush=True)
     return {
         "benchmark": "writes", "n": args.n, "k": args.k, "adds": args.adds,
         "removes": args.removes, "ids": args.ids, "base": args.base, "head": args.head,
-        "trace_every": args.trace, "set": sets,
+        "trace_every": args.trace, "queries_every": args.queries, "set": sets,
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
                                  text=True).stdout.strip(),
         "load_start": load0, "load_end": load_average(), "rows": rows,
@@ -253,6 +275,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--verify", action="store_true", help="verify() the store after each run")
     p.add_argument("--trace", type=int, default=0, metavar="N",
                    help="record the file's pages and the pages in use every N commits")
+    p.add_argument("--queries", type=int, default=0, metavar="N",
+                   help="every N commits, time 200 queries (their p50) and count the levels")
     p.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=INT",
                    help="set a constant of simstore.store in the writer (both sides), e.g. "
                    "merges.STALE_SHARE=8 or runs.RUN_ENTRIES=5117; repeatable")

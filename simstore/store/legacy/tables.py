@@ -237,6 +237,10 @@ class Tables:
         if self.bands is not None:
             self.bands.drop(txn)
 
+    def levels(self, txn: Any) -> list[int]:
+        """None: each table is one B-tree."""
+        return []
+
     # --- checks ------------------------------------------------------------------------
 
     def check(self, txn: Any, iids: np.ndarray, fps: np.ndarray) -> list[str]:
