@@ -40,7 +40,9 @@ class UpkeepMethods:
     snapshot: Callable[[], tuple[list[DocId], np.ndarray]]
 
     def stats(self) -> dict[str, Any]:
-        """Size, layout and scheme of the store, as plain JSON-able values."""
+        """Size, layout and scheme of the store, as plain JSON-able values; ``levels``:
+        the ids each sorted level of the tables spans, oldest first (a query probes each;
+        [] for a store of the dupsort engine)."""
         with self._env.reading() as txn:
             count = int(txn.stat(self._h.docs)["entries"])
             map_size, used = self._env.used_bytes()
