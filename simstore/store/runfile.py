@@ -60,17 +60,22 @@ DIR_MIN_ENTRIES = 256  # smaller runs go without a directory (a short search is 
 FINE_DIR_MIN = 4096  # runs this long (a bulk level's) get the finer directory
 
 
-def dir_bits(n: int) -> int:
-    """Directory bits for a run of n keys: 2 to 4 keys a bucket in a run of FINE_DIR_MIN
-    keys or more (a bulk level's), 4 to 8 in a shorter one.
+def dir_bits(n: int, values: int | None = None) -> int:
+    """Directory bits for a run of n keys spanning ``values`` header values (None: as many
+    as it may): 2 to 4 keys a bucket in a run of FINE_DIR_MIN keys or more (a bulk
+    level's) whose buckets can then be single header values, else 4 to 8.
 
-    A full bulk run (9,555 keys) spans fewer header values than it has buckets wherever
-    a table holds ~2 keys a header value or more (10M keys, 21-22-bit headers), so its
-    buckets are header values and a probe starts at its bucket with no search: 10M k = 8
-    ~17 % faster than with 4-8 keys a bucket (docs/benchmarks.md). The short runs of the
-    small levels that churn keep the coarser directory (their table is sparse there).
+    A full bulk run (9,555 keys) of a table holding ~2 keys a header value or more (10M
+    keys, 21-22-bit headers) spans fewer header values than its 4,096 buckets, so a probe
+    starts at its bucket with no search: 10M k = 8 ~17 % faster than with 4-8 keys a
+    bucket (docs/benchmarks.md). Where the header is sparse (100M, 32 bits) the finer
+    directory would search as much and only cost pages (100M cold queries ~1.4x), and the
+    short runs of the small levels that churn are sparse there too.
     """
-    return max(1, min(MAX_RUN_DIR_BITS, n.bit_length() - (2 if n >= FINE_DIR_MIN else 3)))
+    fine = n.bit_length() - 2
+    bits = fine if n >= FINE_DIR_MIN and (values is None or values <= 1 << fine) \
+        else n.bit_length() - 3
+    return max(1, min(MAX_RUN_DIR_BITS, bits))
 
 
 def run_bytes(n: int, width: int = 4) -> int:
@@ -328,7 +333,8 @@ def put_runs(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, 
         vtype = "<u8" if wide else "<u4"
         dbits, shift, dtail = 0, 0, b""
         if dirs and not halves and b - a >= DIR_MIN_ENTRIES:
-            dbits = dir_bits(b - a)
+            values = (int(keys[b - 1]) >> tail) - (int(keys[a]) >> tail) + 1
+            dbits = dir_bits(b - a, values)
             d, shift = run_dir(np.ascontiguousarray(keys[a:b], dtype=np.uint64), dbits, tail)
             dbits = len(d).bit_length() - 1
             dtail = d.astype("<u4").tobytes()

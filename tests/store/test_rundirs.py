@@ -30,11 +30,15 @@ def test_a_full_run_fills_its_pages(pages: int, entries: int) -> None:
     assert budget - run_bytes(entries) <= 32
 
 
-@pytest.mark.parametrize("n, lo, hi", [(runs.RUN_ENTRIES, 4, 8), (FINE_DIR_MIN - 1, 4, 8),
-                                       (FINE_DIR_MIN, 2, 4), (runs.BULK_RUN_ENTRIES, 2, 4)])
-def test_keys_a_bucket(n: int, lo: int, hi: int) -> None:
-    """Short runs (the small levels') get 4-8 keys a bucket, long ones 2-4."""
-    assert lo <= n / (1 << dir_bits(n)) < hi
+@pytest.mark.parametrize("n, values, lo, hi", [
+    (runs.RUN_ENTRIES, None, 4, 8), (FINE_DIR_MIN - 1, None, 4, 8), (FINE_DIR_MIN, None, 2, 4),
+    (runs.BULK_RUN_ENTRIES, None, 2, 4), (runs.BULK_RUN_ENTRIES, 4096, 2, 4),
+    (runs.BULK_RUN_ENTRIES, 4097, 4, 8), (runs.BULK_RUN_ENTRIES, 10**6, 4, 8)])
+def test_keys_a_bucket(n: int, values: int | None, lo: int, hi: int) -> None:
+    """Short runs (the small levels') get 4-8 keys a bucket; long ones 2-4 where their
+    buckets can be single header values (values: the header values a run spans), else
+    4-8; with values unknown, the finer (a record's largest)."""
+    assert lo <= n / (1 << dir_bits(n, values)) < hi
 
 
 def test_a_full_bulk_run_of_a_dense_table_is_bucketed_by_header_value() -> None:
@@ -62,6 +66,27 @@ def bulk_dir_shifts(store: SimStore, level: int) -> set[tuple[int, int]]:
                 n, _width, _kw, _dbits, shift = _RUN_HEAD.unpack_from(bytes(val))
                 out.add((n, shift))
     return out
+
+
+def test_a_sparse_bulk_level_keeps_the_coarse_directory(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    """A k = 3 store planned for 100M (two 32-bit headers): a full bulk run spans far more
+    header values than buckets, so it keeps 4-8 keys a bucket (the run header's dbits
+    11 for 9,555 keys); answers as brute force."""
+    small(monkeypatch, BULK_DOCS=20_000, RUN_ENTRIES=2557, DIR_MIN_ENTRIES=256)
+    rng = random.Random(4)
+    model = {i: rng.getrandbits(64) for i in range(30_000)}
+    with SimStore(tmp_path / "s", k=3, expected_size=100_000_000, durable=False) as s:
+        assert s.stats()["header_bits"] == [32, 32]
+        s.add_many(list(model), list(model.values()))
+        (level,) = [lv.id for lv in state_of(s).levels]
+        with s._env.reading() as txn:
+            heads = [_RUN_HEAD.unpack_from(bytes(val)) for key, val in
+                     txn.cursor(s._h.tables.dbs[0]) if len(key) == 9 and key[0] == level]
+        full = {dbits for n, _w, _kw, dbits, _shift in heads if n == runs.BULK_RUN_ENTRIES}
+        assert full == {dir_bits(runs.BULK_RUN_ENTRIES) - 1} == {11}, heads
+        picks = rng.sample(sorted(model), 10)
+        check_answers(s, model, [near(rng, model[i], 3) for i in picks])
 
 
 def test_a_dense_bulk_level_answers_exactly(monkeypatch: pytest.MonkeyPatch,
