@@ -38,6 +38,7 @@ from ..exceptions import CorruptStoreError
 from ..native.probe import MAX_RUN_DIR_BITS, Placed, Run, run_dir
 from .rows import band_keys
 from .runindex import append_index, drop_index
+from .runsize import DIR_MIN_ENTRIES, RUN_HEAD, dir_bits
 
 STATE_DB = b"runs"
 STATE_KEY = b"state"
@@ -53,45 +54,6 @@ _STATE = struct.Struct("<4QB")
 _LEVEL = struct.Struct("<BQQ")
 _JOB = struct.Struct("<BQBQ")
 _CURSOR = struct.Struct("<BQ")
-# entries, iid width (4 or 8), key width (0: 8-byte keys; 4: their low halves, the high
-# half being the record key's), directory bits (0: none) and shift
-_RUN_HEAD = struct.Struct("<IBBBB")
-DIR_MIN_ENTRIES = 256  # smaller runs go without a directory (a short search is as fast)
-FINE_DIR_MIN = 4096  # runs this long (a bulk level's) get the finer directory
-
-
-def dir_bits(n: int, values: int | None = None) -> int:
-    """Directory bits for a run of n keys spanning ``values`` header values (None: as many
-    as it may): 2 to 4 keys a bucket in a run of FINE_DIR_MIN keys or more (a bulk
-    level's) whose buckets can then be single header values, else 4 to 8.
-
-    A full bulk run (9,555 keys) of a table holding ~2 keys a header value or more (10M
-    keys, 21-22-bit headers) spans fewer header values than its 4,096 buckets, so a probe
-    starts at its bucket with no search: 10M k = 8 ~17 % faster than with 4-8 keys a
-    bucket (docs/benchmarks.md). Where the header is sparse (100M, 32 bits) the finer
-    directory would search as much and only cost pages (100M cold queries ~1.4x), and the
-    short runs of the small levels that churn are sparse there too.
-    """
-    fine = n.bit_length() - 2
-    bits = fine if n >= FINE_DIR_MIN and (values is None or values <= 1 << fine) \
-        else n.bit_length() - 3
-    return max(1, min(MAX_RUN_DIR_BITS, bits))
-
-
-def run_bytes(n: int, width: int = 4) -> int:
-    """Bytes of a run record of n 8-byte keys with width-byte ids (and its directory)."""
-    dlen = 4 * ((1 << dir_bits(n)) + 1) if n >= DIR_MIN_ENTRIES else 0
-    return _RUN_HEAD.size + n * (8 + width) + dlen
-
-
-def run_capacity(nbytes: int) -> int:
-    """The most keys a run record of at most nbytes holds with 4-byte ids."""
-    n = nbytes // 12
-    while n > 1 and run_bytes(n) > nbytes:
-        n -= 1
-    return n
-
-
 def table_name(t: int) -> bytes:
     """The LMDB database name of run table t."""
     return b"r%02d" % t
@@ -338,7 +300,7 @@ def put_runs(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, 
             d, shift = run_dir(np.ascontiguousarray(keys[a:b], dtype=np.uint64), dbits, tail)
             dbits = len(d).bit_length() - 1
             dtail = d.astype("<u4").tobytes()
-        head = _RUN_HEAD.pack(b - a, 8 if wide else 4, 4 if halves else 0, dbits, shift)
+        head = RUN_HEAD.pack(b - a, 8 if wide else 4, 4 if halves else 0, dbits, shift)
         ktype = "<u4" if halves else "<u8"
         body = keys[a:b].astype(ktype).tobytes() + vals[a:b].astype(vtype).tobytes() + dtail
         txn.put(lead + int(keys[a]).to_bytes(8, "big"), head + body, db=db)
@@ -435,19 +397,19 @@ def _frame(key: Any, val: Any, level: int, copy_below: int) -> tuple[Any, _Frame
     """(val, copied when shorter than copy_below; where its parts lie), checked: the
     header's fields, the record's length, its first key against the record key and
     its directory's last entry against its count."""
-    if len(key) != 9 or val is None or len(val) < _RUN_HEAD.size:
+    if len(key) != 9 or val is None or len(val) < RUN_HEAD.size:
         raise CorruptStoreError(f"a run record of table level {level} is malformed")
     if len(val) < copy_below:
         val = bytes(val)
-    n, width, kw, dbits, shift = _RUN_HEAD.unpack_from(val)
+    n, width, kw, dbits, shift = RUN_HEAD.unpack_from(val)
     kbytes = kw or 8
     dlen = 4 * ((1 << dbits) + 1) if dbits else 0
     if width not in (4, 8) or kw not in (0, 4) or n == 0 or shift > 63 or (
         dbits and (kw or dbits > MAX_RUN_DIR_BITS)
-    ) or (not dbits and shift) or len(val) != _RUN_HEAD.size + n * (kbytes + width) + dlen:
+    ) or (not dbits and shift) or len(val) != RUN_HEAD.size + n * (kbytes + width) + dlen:
         raise CorruptStoreError(f"a run record of table level {level} is malformed")
     first = int.from_bytes(key[1:9], "big")
-    koff = _RUN_HEAD.size
+    koff = RUN_HEAD.size
     voff = koff + kbytes * n
     doff = voff + width * n
     end = doff + 4 * (1 << dbits)

@@ -94,10 +94,10 @@ from .runfile import (
     mix_xor,
     new_gen,
     put_runs,
-    run_capacity,
     table_name,
 )
 from .runindex import index_levels
+from .runsize import run_capacity
 
 __all__ = ["RunBands", "RunTables", "State"]
 

@@ -12,7 +12,7 @@ import pytest
 from simstore import SimStore
 from simstore.native.probe import run_dir
 from simstore.store import runs
-from simstore.store.runfile import FINE_DIR_MIN, dir_bits, run_bytes
+from simstore.store.runsize import FINE_DIR_MIN, dir_bits, run_bytes
 
 from .test_runs import _RUN_HEAD, check_answers, near, small, state_of
 
