@@ -119,7 +119,8 @@ RECENT_MAX = 4096  # recent docs scanned by popcount before they become a level
 FOLD_FLUSHES = 4  # while a merge is under way, flushes refill the newest level up to
 # FOLD_FLUSHES * RECENT_MAX ids (RunTables._flush); each fold frees the level it rewrites
 # two commits before its pages can be reused: at 8 the 1M int churn's file grew 10.8 %
-# (8.6 % at 4) for 10M merges' queries at 21 us p50 at worst (32 at 4, 50 without folds)
+# (8.6 % at 4) for a 10M merge's queries at 21 us p50 at worst (26 at 4, 47 without folds;
+# docs/bench/writes-*-churn-int-fold*.json)
 
 
 def run_entries(docs: int) -> int:
@@ -349,7 +350,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
                 lv = Level(last.id, new_gen(), st.next)
                 self._write_level(txn, lv.id, self._walk(txn, lo))
                 return st._replace(flushed=st.next, recent_xor=0, levels=st.levels[:-1] + (lv,),
-                                   stale=st.stale - len(gone))
+                                   stale=max(st.stale - len(gone), 0))
         lv = Level(self._free_id(txn, st), new_gen(), st.next)
         self._write_level(txn, lv.id, self._walk(txn, st.flushed))
         return st._replace(flushed=st.next, recent_xor=0, levels=st.levels + (lv,))

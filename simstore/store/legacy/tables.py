@@ -238,7 +238,7 @@ class Tables:
             self.bands.drop(txn)
 
     def levels(self, txn: Any) -> list[int]:
-        """None: each table is one B-tree."""
+        """No levels: each table is one B-tree."""
         return []
 
     # --- checks ------------------------------------------------------------------------
