@@ -10,11 +10,11 @@ import pytest
 
 import simstore
 from simstore import SimStore
-from simstore.store.runfile import lineage
 
 from .test_runs import (
     _texts,
     check_answers,
+    folded,
     fp_of,
     legacy_answers,
     merging,
@@ -63,9 +63,8 @@ def test_flushes_during_a_merge_fold_into_the_newest_level(monkeypatch: pytest.M
             st = state_of(s)
             flushes += st.flushed != prev.flushed
             most = max(most, len(st.levels))
-            last, lo, _ = st.bounds()[-1]
-            if st.flushed != prev.flushed and last.id == prev.levels[-1].id and \
-                    lineage(last.gen) != lineage(prev.levels[-1].gen):  # a fold
+            lo = st.bounds()[-1][1]
+            if folded(prev, st):
                 folds += 1
                 dropped |= {v for v, at in pending.items() if at == lo}
                 pending = {v: at for v, at in pending.items() if at != lo}

@@ -57,15 +57,12 @@ def test_a_full_bulk_run_of_a_dense_table_is_bucketed_by_header_value() -> None:
         assert (top[d[b]:d[b + 1]] == top[0] + np.uint64(b)).all()
 
 
-def bulk_dir_shifts(store: SimStore, level: int) -> set[tuple[int, int]]:
-    """(keys, directory shift) of every run of a level in table 0, from the run header."""
-    out = set()
+def run_heads(store: SimStore, level: int) -> list[tuple[int, int, int, int, int]]:
+    """The headers (keys, id width, key width, directory bits, shift) of every run of a
+    level in table 0, in key order."""
     with store._env.reading() as txn:
-        for key, val in txn.cursor(store._h.tables.dbs[0]):
-            if len(key) == 9 and key[0] == level:
-                n, _width, _kw, _dbits, shift = _RUN_HEAD.unpack_from(bytes(val))
-                out.add((n, shift))
-    return out
+        return [_RUN_HEAD.unpack_from(bytes(val)) for key, val in
+                txn.cursor(store._h.tables.dbs[0]) if len(key) == 9 and key[0] == level]
 
 
 def test_a_sparse_bulk_level_keeps_the_coarse_directory(monkeypatch: pytest.MonkeyPatch,
@@ -80,9 +77,7 @@ def test_a_sparse_bulk_level_keeps_the_coarse_directory(monkeypatch: pytest.Monk
         assert s.stats()["header_bits"] == [32, 32]
         s.add_many(list(model), list(model.values()))
         (level,) = [lv.id for lv in state_of(s).levels]
-        with s._env.reading() as txn:
-            heads = [_RUN_HEAD.unpack_from(bytes(val)) for key, val in
-                     txn.cursor(s._h.tables.dbs[0]) if len(key) == 9 and key[0] == level]
+        heads = run_heads(s, level)
         full = {dbits for n, _w, _kw, dbits, _shift in heads if n == runs.BULK_RUN_ENTRIES}
         assert full == {dir_bits(runs.BULK_RUN_ENTRIES) - 1} == {11}, heads
         picks = rng.sample(sorted(model), 10)
@@ -108,8 +103,9 @@ def test_a_dense_bulk_level_answers_exactly(monkeypatch: pytest.MonkeyPatch,
         assert s.stats()["header_bits"] == [22, 21, 21]
         s.add_many(list(model), list(model.values()))
         (level,) = [lv.id for lv in state_of(s).levels]
-        full = {shift for n, shift in bulk_dir_shifts(s, level) if n == runs.BULK_RUN_ENTRIES}
-        assert full == {42}, bulk_dir_shifts(s, level)
+        heads = run_heads(s, level)
+        full = {shift for n, _w, _kw, _dbits, shift in heads if n == runs.BULK_RUN_ENTRIES}
+        assert full == {42}, heads
         picks = rng.sample(sorted(model), 20)
         queries = [near(rng, model[i], 8) for i in picks] + [packed() for _ in range(5)]
         check_answers(s, model, queries)
