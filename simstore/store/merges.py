@@ -78,6 +78,7 @@ class MergeJob:
     run databases, and how it writes rows into a level)."""
 
     run_dbs: list[Any]
+    per_doc: list[int]  # entries a doc has in each run database (a band database: nbands)
     _meta: Any
     _docs: Any
 
@@ -90,6 +91,16 @@ class MergeJob:
     def _run_size(self, docs: int) -> int:
         """Keys per run in a level of about docs docs (RunTables': runs.run_entries)."""
         raise NotImplementedError
+
+    def _per_write(self, entries: int) -> int:
+        """Docs a write merges for a share of ``entries`` entries per run database: fewer in
+        a similarity store, whose docs have more entries (band keys) than tables."""
+        return entries * len(self.per_doc) // sum(self.per_doc)
+
+    def _budget(self, added: int) -> int:
+        """Docs a write of ``added`` docs merges in every run database (a merge under way):
+        MERGE_STEP entries' worth, or MERGE_PER_DOC per doc added if more."""
+        return max(self._per_write(MERGE_STEP), MERGE_PER_DOC * added)
 
     def _free_id(self, txn: Any, st: State) -> int:
         """A level id neither the state nor the merge under way uses."""
@@ -155,7 +166,7 @@ class MergeJob:
         ids = {lv.id for lv in job.sources}
         span = sum(hi - lo for lv, lo, hi in st.bounds() if lv.id in ids) if start is None \
             else job.sources[-1].hi - start
-        budget = max(budget, min(span // MERGE_SHARE, MERGE_STEP_MAX))
+        budget = max(budget, min(span // MERGE_SHARE, self._per_write(MERGE_STEP_MAX)))
         cleaned = txn.get(CLEAN_KEY, db=self._meta)
         if cleaned is not None:  # swapped in already: its tombstones go
             return st, self._clean(txn, job, int.from_bytes(cleaned, "little"), budget)
@@ -167,12 +178,13 @@ class MergeJob:
             if cursors[i] is None:
                 continue
             srcs = [LevelRuns(txn, db, lv.id) for lv in job.sources]
-            cursors[i], spent, wrote = self._slice(txn, i, srcs, job, cursors[i], budget,
+            entries = budget * self.per_doc[i]  # every database a doc's worth alike
+            cursors[i], spent, wrote = self._slice(txn, i, srcs, job, cursors[i], entries,
                                                    size)
             if wrote:
                 changed.add(job.target)
             changed.update(src.level for src in srcs if src.trim(cursors[i]))
-            left = min(left, budget - spent)
+            left = min(left, (entries - spent) // self.per_doc[i])
         st = _moved_on(st, changed)
         if any(c is not None for c in cursors):
             txn.put(CURSOR_KEY, pack_cursors(cursors), db=self._meta)

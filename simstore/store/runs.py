@@ -13,9 +13,10 @@ writes them as a new level (cost: those docs). When the levels newer than one
 hold 1 / ``LEVEL_RATIO`` of its docs, that level and all newer ones are merged
 into one (:func:`simstore.store.merges.due`), or every level when removed docs' stale entries
 exceed live / ``STALE_SHARE``. A merge combines the levels' sorted runs, never
-walks the docs table, and runs a slice at a time: each write merges at most
-``MERGE_STEP`` entries per run database (or ``MERGE_PER_DOC`` per doc it added,
-if more), recording its cursor in the ``mcursor`` record beside the ``merge``
+walks the docs table, and runs a slice at a time: each write merges as many docs
+in every run database (a similarity store's band database holds ``nbands``
+entries a doc), ``MERGE_STEP`` entries' worth or ``MERGE_PER_DOC`` per doc it
+added if more, recording its cursor in the ``mcursor`` record beside the ``merge``
 record that names the job. From format 9 the target is a level of the state
 from the job's start and each slice deletes the source runs it has passed in
 full, so the sources' pages are freed, and reused by later slices, while the
@@ -165,6 +166,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         # every run database: the tables, then the band entries of a similarity store
         self.run_dbs = self.dbs + (
             [env.open_db(BANDS_DB, txn=txn, create=create)] if nbands else [])
+        self.per_doc = [1] * n + ([nbands] if nbands else [])
         self._meta = env.open_db(STATE_DB, txn=txn, create=create)
         self._docs = docs
         self._codec = codec
@@ -360,14 +362,15 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         when there are too many, then do a bounded share of the merge under way (or of one
         that has become due); the new state.
 
-        The share is MERGE_STEP entries per run database, or MERGE_PER_DOC per doc
-        added if more: a commit's cost is bounded by its own size, not the store's,
-        and merges keep up with the writes (see :func:`simstore.store.merges.due`).
+        The share is as many docs in every run database, MERGE_STEP entries' worth or
+        MERGE_PER_DOC per doc added if more (MergeJob._budget): a commit's cost is
+        bounded by its own size, not the store's, and merges keep up with the writes
+        in the band database too (see :func:`simstore.store.merges.due`).
         """
         job = read_job(txn, self._meta)
         if st.next - st.flushed > RECENT_MAX:
             st = self._flush(txn, st, job)
-        budget = max(merges.MERGE_STEP, merges.MERGE_PER_DOC * added)
+        budget = self._budget(added)
         if job is None:
             job, st = self._start(txn, st)
         while job is not None:

@@ -8,7 +8,8 @@ store keeps its size while its tables churn. It reports adds/s over the commits'
 the median, 99th percentile and worst commit, and the store's file size and used pages
 per live fingerprint before and after; with ``--trace N`` the file's pages and the pages in
 use every N commits, with ``--queries N`` the p50 of 200 queries (outside the commits'
-time) and the run tables' level count every N commits, and ``--set`` changes a constant
+time; ``similar()`` in a similarity store, ``--ids sig``) and the run tables' level
+count every N commits, and ``--set`` changes a constant
 of the writer's simstore for an experiment (a trace of churn under another stale share
 or run size).
 
@@ -35,6 +36,15 @@ from .readers import sides
 # interleaves thousands of hosts), so a commit's ids land all over the ids table.
 URL_ID = 'lambda i: f"https://site{i * 7919 % 50021}.example.org/page/{i:x}"'
 
+# Random signatures (int ids): merges and probes cost as many as real ones, hits aside.
+SIGS = r'''
+def SIGS(g, n):
+    cfg = simstore.SIGNATURE_CONFIG
+    return simstore.Signatures(cfg, *(
+        g.integers(0, 2**64 - 1, shape, dtype=np.uint64, endpoint=True)
+        for shape in (n, (n, cfg.sketch_bits // 64), (n, cfg.bands))))
+'''
+
 WRITER = r'''
 import json, os, sys, time
 import numpy as np
@@ -52,9 +62,11 @@ for name, value in json.loads(os.environ.get("BENCH_SET", "{}")).items():
     setattr(mod, attr, value)
 every = int(os.environ.get("BENCH_TRACE", "0"))
 qevery = int(os.environ.get("BENCH_QUERIES", "0"))
-URL = ''' + URL_ID + r'''
+URL = ''' + URL_ID + SIGS + r'''
 QS = [int(x) for x in np.random.default_rng(8).integers(0, 2**64 - 1, 200, dtype=np.uint64,
                                                          endpoint=True)]
+if kind == "sig":
+    QS = list(SIGS(np.random.default_rng(8), 200))
 
 def size(s):
     st = s.stats()
@@ -81,8 +93,9 @@ def pages():
         used = sum(db_pages(env, txn).values())
     return env.info()["last_pgno"] + 1, used
 for i in range(adds // per):
-    fps = rng.integers(0, 2**64 - 1, per, dtype=np.uint64, endpoint=True)
-    if kind == "int":  # the pristine store's kind of id, numbered on after its own
+    fps = SIGS(rng, per) if kind == "sig" else \
+        rng.integers(0, 2**64 - 1, per, dtype=np.uint64, endpoint=True)
+    if kind in ("int", "sig"):  # the pristine store's kind of id, numbered on after its own
         ids = range(n0 + i * per, n0 + (i + 1) * per)
     elif kind == "url":  # likewise, its URLs numbered on
         ids = [URL(j) for j in range(n0 + i * per, n0 + (i + 1) * per)]
@@ -104,7 +117,7 @@ for i in range(adds // per):
         ns = []
         for q in QS:
             b = time.perf_counter_ns()
-            s.query(q)
+            s.similar(q, 0.9) if kind == "sig" else s.query(q)
             ns.append(time.perf_counter_ns() - b)
         levels = s.stats().get("levels")  # None before the stats had them
         queried.append([i + 1, sorted(ns)[len(ns) // 2] / 1e3,
@@ -153,12 +166,29 @@ print(f"built {path} ({n:,} fingerprints with URL ids, k={k}) in {time.perf_coun
 '''
 
 
-def _url_store(tree: Path, int_store: Path, args: argparse.Namespace) -> Path:
-    """The pristine store of --n fingerprints with URL ids, built by tree's simstore."""
-    path = int_store.with_name(int_store.name.replace(f"-k{args.k}-", f"-k{args.k}-url-"))
+BUILD_SIGS = r'''
+import sys, time
+import numpy as np
+import simstore
+''' + SIGS + r'''
+path, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[4])
+g = np.random.default_rng(seed)
+t0 = time.perf_counter()
+with simstore.SimStore(path, config=simstore.SIGNATURE_CONFIG, expected_size=n) as s:
+    for a in range(0, n, 1_000_000):
+        s.add_many(range(a, min(a + 1_000_000, n)), SIGS(g, min(a + 1_000_000, n) - a))
+print(f"built {path} ({n:,} random signatures) in {time.perf_counter() - t0:.1f} s")
+'''
+
+
+def _own_store(tree: Path, int_store: Path, args: argparse.Namespace) -> Path:
+    """The pristine store of --n fingerprints with URL ids (--ids url), or of --n random
+    signatures with int ids (--ids sig), built by tree's simstore."""
+    path = int_store.with_name(int_store.name.replace(f"-k{args.k}-", f"-k{args.k}-{args.ids}-"))
     if not path.exists():
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        out = subprocess.run([sys.executable, "-c", BUILD_URLS, str(path), str(args.n),
+        build = BUILD_URLS if args.ids == "url" else BUILD_SIGS
+        out = subprocess.run([sys.executable, "-c", build, str(path), str(args.n),
                               str(args.k), str(args.seed)], env=env, cwd=path.parent,
                              check=True, capture_output=True, text=True)
         print(out.stdout.strip(), flush=True)
@@ -217,8 +247,8 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     load0 = load_average()
     pairs = sides(args, workdir)
-    if args.ids == "url":
-        pairs = {side: (tree, _url_store(tree, store, args)) for side, (tree, store) in
+    if args.ids in ("url", "sig"):
+        pairs = {side: (tree, _own_store(tree, store, args)) for side, (tree, store) in
                  pairs.items()}
     rows = []
     for r in range(args.rounds):
@@ -266,11 +296,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--adds", type=int, default=300_000, help="documents added, 1,000 a commit")
     p.add_argument("--removes", action="store_true",
                    help="each commit also removes 1,000 of the store's first documents")
-    p.add_argument("--ids", choices=("str", "int", "url"), default="str",
+    p.add_argument("--ids", choices=("str", "int", "url", "sig"), default="str",
                    help="the added documents' ids: str ('w12-345', longer than the store's "
                    "own int ids, so records and id keys grow too), int (numbered on after "
                    "the store's, like for like) or url (a store built with URL ids of "
-                   "hosts all over the key order, and more of them: like for like)")
+                   "hosts all over the key order, and more of them: like for like) or sig (a "
+                   "similarity store of random signatures with int ids; adds signatures, "
+                   "--queries times similar(sig, 0.9))")
     p.add_argument("--rounds", type=int, default=1, help="head/base alternations")
     p.add_argument("--verify", action="store_true", help="verify() the store after each run")
     p.add_argument("--trace", type=int, default=0, metavar="N",
