@@ -7,7 +7,8 @@ kill instants depend on the machine's speed, not only on the seed).
 * ``kills``: start a writer process doing one kind of operation (single adds,
   ``add_many``, removes, ``rebuild``, ``compact``, or ``churn``: add_many and
   remove_many in turn with the run tables' constants shrunk, so that kills land
-  inside new levels and merges spread over writes) in a loop, SIGKILL it at a random
+  inside new levels and merges spread over writes; ``sigchurn``: the same on a
+  similarity store, whose band levels merge and fold too) in a loop, SIGKILL it at a random
   instant, reopen the store and check that ``verify()`` passes, every call
   acknowledged before the kill is there, the call in flight happened
   completely or not at all, and no reader slot of the dead process is left.
@@ -63,7 +64,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _corpus_kills  # noqa: E402  (sibling helpers, found through the path set above)
 import _damage  # noqa: E402
 
-OPS = ("add", "add_many", "remove", "rebuild", "compact", "churn")
+OPS = ("add", "add_many", "remove", "rebuild", "compact", "churn", "sigchurn")
+CHURNS = ("churn", "sigchurn")
 PRELOAD = 3000
 REBUILD_KS = (2, 3, 4)
 # The churn worker's run-table constants (simstore.store.runs and .merges): a new level
@@ -85,14 +87,28 @@ def batch_fps(seed: int, n: int, size: int) -> np.ndarray:
     return rng.integers(0, 2**64 - 1, size, dtype=np.uint64, endpoint=True)
 
 
+def batch_sigs(seed: int, n: int, size: int) -> simstore.Signatures:
+    """The signatures of call n of a seeded sigchurn worker: batch_fps's fingerprints,
+    random sketches and band keys (no two docs share a band key: each doc's similar()
+    is itself alone)."""
+    cfg = simstore.SIGNATURE_CONFIG
+    # a generator per array: a doc's signature is the same whatever the call's size
+    return simstore.Signatures(cfg, batch_fps(seed, n, size), *(
+        np.random.default_rng([seed, n + 1, j]).integers(0, 2**64 - 1, shape, dtype=np.uint64,
+                                                         endpoint=True)
+        for j, shape in enumerate(((size, cfg.sketch_bits // 64), (size, cfg.bands)))))
+
+
 def batch_ids(n: int, size: int) -> list[str]:
     return [f"b{n}.{i}" for i in range(size)]
 
 
-def preload(path: str, seed: int) -> None:
-    """The store a remove/rebuild/compact worker starts from: PRELOAD int ids."""
-    with SimStore(path, k=3, expected_size=10_000) as s:
-        s.add_many(range(PRELOAD), batch_fps(seed, -1, PRELOAD))
+def preload(path: str, seed: int, sig: bool = False) -> None:
+    """The store a remove/rebuild/compact/churn worker starts from: PRELOAD int ids (a
+    similarity store of batch_sigs for sigchurn)."""
+    cfg = simstore.SIGNATURE_CONFIG if sig else None
+    with SimStore(path, k=3, config=cfg, expected_size=10_000) as s:
+        s.add_many(range(PRELOAD), (batch_sigs if sig else batch_fps)(seed, -1, PRELOAD))
 
 
 # --------------------------------------------------------------------------- worker
@@ -118,7 +134,7 @@ def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
     """Do `op` in a loop until killed, logging every call to ack_path."""
     rng = random.Random(seed)
     ack = _Ack(ack_path)
-    if op == "churn":
+    if op in CHURNS:
         for module, values in CHURN_RUNS.items():
             for name, value in values.items():
                 setattr(getattr(simstore.store, module), name, value)
@@ -128,8 +144,8 @@ def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
     rng.shuffle(order)
     added: list[str] = []  # churn: acknowledged ids not yet removed
     for n in range(10**9):
-        if op == "churn":
-            _churn_call(s, ack, rng, n, seed, added)
+        if op in CHURNS:
+            _churn_call(s, ack, rng, n, seed, added, op == "sigchurn")
             continue
         if op == "add":
             fp = int(batch_fps(seed, n, 1)[0])
@@ -164,12 +180,12 @@ def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
 
 
 def _churn_call(s: SimStore, ack: _Ack, rng: random.Random, n: int, seed: int,
-                added: list[str]) -> None:
+                added: list[str], sig: bool) -> None:
     """Churn call n: add_many of new ids (even n), remove_many of acknowledged ones (odd n)."""
     if n % 2 == 0 or not added:
         size = rng.randint(1, CHURN_ADD_MAX)
         ack.intent(n, f"add {size}")
-        s.add_many(batch_ids(n, size), batch_fps(seed, n, size))
+        s.add_many(batch_ids(n, size), (batch_sigs if sig else batch_fps)(seed, n, size))
         ack.done(n)
         added += batch_ids(n, size)
         return
@@ -229,8 +245,8 @@ def check_store(path: str, op: str, ack_path: str, seed: int, dead_pid: int) -> 
             problems += _check_rebuilds(s, intents, done, seed)
         elif op == "compact":
             problems += _check_compacts(s, intents, done, path)
-        elif op == "churn":
-            problems += _check_churn(s, intents, done, seed)
+        elif op in CHURNS:
+            problems += _check_churn(s, intents, done, seed, op == "sigchurn")
     return problems
 
 
@@ -273,10 +289,14 @@ def _check_removes(s: SimStore, intents: dict[int, str], done: set[int], seed: i
     return problems
 
 
-def _check_churn(s: SimStore, intents: dict[int, str], done: set[int], seed: int) -> list[str]:
+def _check_churn(s: SimStore, intents: dict[int, str], done: set[int], seed: int,
+                 sig: bool) -> list[str]:
     """Acknowledged adds there (unless removed since), removals gone, the call in flight
-    whole or absent, the preloaded docs untouched; queries find exactly the docs near them."""
+    whole or absent, the preloaded docs untouched; queries find exactly the docs near them
+    (and in a similarity store, similar() finds each sampled doc alone, a removed one
+    nowhere)."""
     problems = []
+    removed: list[tuple[int, int]] = []  # (call, index in it) of docs removed
     want = dict(zip(range(PRELOAD), batch_fps(seed, -1, PRELOAD).tolist(), strict=True))
     for n in sorted(intents):
         kind, _, arg = intents[n].partition(" ")
@@ -298,6 +318,7 @@ def _check_churn(s: SimStore, intents: dict[int, str], done: set[int], seed: int
             if n in done or gone:
                 for i in ids:
                     want.pop(i, None)
+                    removed.append(_call_of(i))
     stored = dict(s.items())
     if stored != want:
         lost = sum(i not in stored for i in want)
@@ -313,7 +334,32 @@ def _check_churn(s: SimStore, intents: dict[int, str], done: set[int], seed: int
         if got != near:
             problems.append(f"query({fp:#x}): {len(got)} docs found, {len(near)} within k={s.k}")
             break
+    if sig:
+        problems += _check_similar(s, stored, removed, seed)
     return problems
+
+
+def _call_of(doc_id: str | int) -> tuple[int, int]:
+    """(call, index in it) of a churn doc id: 'b<n>.<i>', or a preloaded int (call -1)."""
+    if isinstance(doc_id, int):
+        return -1, doc_id
+    n, i = doc_id[1:].split(".")
+    return int(n), int(i)
+
+
+def _check_similar(s: SimStore, stored: dict, removed: list[tuple[int, int]],
+                   seed: int) -> list[str]:
+    """similar(its signature) of sampled stored docs is the doc alone, of removed ones empty."""
+    rng = random.Random(seed)
+    docs = [(d, True) for d in rng.sample(sorted(stored, key=str), min(30, len(stored)))]
+    docs += [(d, False) for d in rng.sample(removed, min(30, len(removed)))]
+    for d, kept in docs:
+        n, i = _call_of(d) if kept else d
+        sig = batch_sigs(seed, n, i + 1)[i]
+        got = [m.doc_id for m in s.similar(sig, 0.9)]
+        if got != ([d] if kept else []):
+            return [f"similar() of {'stored' if kept else 'removed'} doc {d}: {got[:3]}"]
+    return []
 
 
 def _check_rebuilds(s: SimStore, intents: dict[int, str], done: set[int], seed: int) -> list[str]:
@@ -375,7 +421,7 @@ def crash_round(root: str, op: str, seed: int, max_delay: float = 0.5) -> list[s
     store = os.path.join(base, "s")
     ack = os.path.join(base, "ack")
     if op != "add" and op != "add_many":
-        preload(store, seed)
+        preload(store, seed, op == "sigchurn")
     proc = subprocess.Popen(
         _worker_cmd(store, op, ack, seed), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
