@@ -129,7 +129,8 @@ static inline size_t run_of(const ss_runset *s, uint64_t v) {
     size_t lo = 0, n = s->nruns;
     const uint64_t *f = s->firsts;
     if (s->top) {
-        lo = s->top[v >> (64 - s->tbits)];
+        uint64_t b = v >> s->tshift, last = ((uint64_t)1 << s->tbits) - 1;
+        lo = s->top[b < last ? b : last];
         while (lo + 1 < n && f[lo + 1] < v) lo++;
         return lo;
     }
@@ -375,7 +376,9 @@ int ss_runset_check(ss_runset *s) {
     if (s->table < -1 || (s->nruns && !s->runs)) return -2;
     if (s->table >= 0 && s->nruns && !s->firsts) return -2;
     if (s->top) {
-        if (s->tbits < 1 || s->tbits > MAX_DIR_BITS || s->table < 0) return -2;
+        if (s->tbits < 1 || s->tbits > MAX_DIR_BITS || s->table < 0 || s->tshift < 0 ||
+            s->tshift > 63 || s->tbits + s->tshift > 64)
+            return -2;
         for (size_t b = 0; b < ((size_t)1 << s->tbits); b++)
             if (s->top[b] >= s->nruns && !(s->nruns == 0 && s->top[b] == 0)) return -2;
     }

@@ -190,14 +190,16 @@ typedef struct {
     const ss_run *runs;
     const uint64_t *firsts;
     /* NULL, or 2**tbits run indices (tbits 1..24): top[b] is the last run
-     * whose first key is below b << (64 - tbits) (0 if none), so finding a
-     * key's run takes a step or two instead of a binary search */
+     * whose first key is below b << tshift (0 if none), so finding a key's
+     * run takes a step or two instead of a binary search; a key at or past
+     * 2**(tbits + tshift) takes the last slot. tshift: 64 - tbits for keys
+     * over all 64 bits, fewer for narrower ones (band keys: 36 bits) */
     const uint32_t *top;
     uint64_t nruns;
     int32_t table;
     int32_t tbits;
     int32_t checked; /* set by ss_runset_check: 1 ok, 2 ok and every key 64-bit */
-    int32_t pad;
+    int32_t tshift;  /* 0..63, tbits + tshift <= 64 (with top) */
 } ss_runset;
 /* Check a set's runs once (widths, pointers, directories, the top index):
  * sets checked to 1 or 2 (see above) on success, 0 and -2 otherwise. The

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from simstore.exceptions import InvalidConfigError
-from simstore.native import core as _core, probe as _probe
+from simstore.native import core as _core, probe as _probe, runsets
 from simstore.search.layout import Layout, manku_layout, permute, plan, probes
 
 from ..oracles import popcounts
@@ -455,20 +455,23 @@ def test_c_probe_refuses_bad_arguments(override):
 
 
 def test_c_runset_check_refuses_a_bad_top_index():
-    """A top index naming a run past the set's, or of bad width, fails ss_runset_check."""
+    """A top index naming a run past the set's, of bad width or shift (tbits + tshift past
+    64 bits), fails ss_runset_check."""
     ffi, lib = _core.ffi, _core.lib
     keys = np.arange(10, dtype=np.uint64)
     run = ffi.new("ss_run[]", 1)
     buf = ffi.from_buffer("uint64_t[]", keys)
     run[0].keys, run[0].vals, run[0].n, run[0].kw, run[0].vw = buf, buf, 10, 8, 8
     firsts = ffi.new("uint64_t[]", [0])
-    for top, tbits, ok in (([0, 0], 1, True), ([0, 1], 1, False), ([0, 0], 0, False),
-                           ([0, 0], 25, False)):
+    for top, tbits, tshift, ok in (([0, 0], 1, 63, True), ([0, 0], 1, 0, True),
+                                   ([0, 1], 1, 63, False), ([0, 0], 0, 63, False),
+                                   ([0, 0], 25, 39, False), ([0, 0], 1, 64, False),
+                                   ([0, 0], 2, 63, False), ([0, 0], 1, -1, False)):
         s = ffi.new("ss_runset *")
         s.runs, s.nruns, s.table, s.firsts = run, 1, 0, firsts
         arr = ffi.new("uint32_t[]", top + [0] * ((1 << min(tbits, 4)) - len(top)))
-        s.top, s.tbits = arr, tbits
-        assert (lib.ss_runset_check(s) == 0) == ok, (top, tbits)
+        s.top, s.tbits, s.tshift = arr, tbits, tshift
+        assert (lib.ss_runset_check(s) == 0) == ok, (top, tbits, tshift)
         assert s.checked == (2 if ok else 0)
 
 
@@ -744,3 +747,21 @@ def test_adopt_takes_the_loaded_runs_of_the_same_first_keys():
     fetched.clear()
     assert pr.lookup(keys[[75, 160, 230]]) == [75, 160, 230]
     assert fetched == [6]  # runs 3 and 9 came from old; run 6 (new index 3) is fetched
+
+
+@pytest.mark.parametrize("bits", [64, 36, 20])
+def test_the_top_index_spreads_over_the_bits_its_keys_span(bits):
+    """First keys of 2,000 runs over `bits` bits (band keys span 36): the top index's slots
+    cover that span, so no slot holds more than a few runs; over all 64 bits, 36-bit keys
+    fell in its first slot and every lookup walked the first keys from run 0."""
+    rng = np.random.default_rng(bits)
+    firsts = np.unique(rng.integers(0, 2**bits - 1, 2000, dtype=np.uint64, endpoint=True))
+    top, tbits, tshift = runsets._top_index(firsts)
+    assert top is not None and 1 <= tbits and tbits + tshift <= 64
+    # a key's slot (the last one past the index's span) names a run at or before the
+    # last one starting below the key, and at most a few runs before it
+    keys = rng.integers(0, 2**bits - 1, 5000, dtype=np.uint64, endpoint=True)
+    want = np.maximum(np.searchsorted(firsts, keys, side="left") - 1, 0)
+    slot = np.minimum(keys >> np.uint64(tshift), np.uint64((1 << tbits) - 1))
+    got = top[slot.astype(np.int64)].astype(np.int64)
+    assert (got <= want).all() and (want - got).max() <= 16, (want - got).max()
