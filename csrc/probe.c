@@ -494,6 +494,58 @@ int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
 
 /* --- exact lookups ---------------------------------------------------------- */
 
+enum { LOOKUP_BATCH = 16 }; /* lookups whose first reads are in flight at once */
+
+/* Where key v would be in run r of set s (a sorted run of n > 1 keys from
+ * firsts[r]), by interpolation: the keys of a run are spread evenly (permuted
+ * simhashes, random band keys). The next run's first key bounds it; the
+ * last run's own last key does. */
+static inline size_t guess_in(const ss_runset *s, size_t r, const ss_run *run,
+                              uint64_t v) {
+    uint64_t first = s->firsts[r], n = run->n;
+    uint64_t last = r + 1 < s->nruns ? s->firsts[r + 1] : run_key(run, n - 1);
+    if (v <= first || last <= first) return 0;
+    if (v >= last) return (size_t)n - 1;
+    int sh = 64 - __builtin_clzll(last - first); /* 32-bit fixed point */
+    sh = sh > 32 ? sh - 32 : 0;
+    uint64_t num = (v - first) >> sh, den = ((last - first) >> sh) + 1;
+    size_t g = (size_t)((num * n) / den);
+    return g < n ? g : (size_t)n - 1;
+}
+
+/* Index of the first key >= v of any run, galloping out from the guess g to
+ * a bracket, then halving it (lower_from for keys of either width). */
+static inline size_t lower_near(const ss_run *r, size_t g, uint64_t v) {
+    size_t n = (size_t)r->n, lo, hi, step = 1;
+    if (run_key(r, g) < v) {
+        lo = hi = g + 1;
+        while (hi < n && run_key(r, hi) < v) {
+            lo = hi + 1;
+            hi += step;
+            step *= 2;
+        }
+        if (hi > n) hi = n;
+    } else {
+        lo = hi = g;
+        while (lo > 0 && run_key(r, lo - 1) >= v) {
+            hi = lo - 1;
+            lo = lo > step ? lo - step : 0;
+            step *= 2;
+        }
+    }
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (run_key(r, mid) < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static inline void prefetch_key(const ss_run *r, size_t i) {
+    if (r->kw == 8) __builtin_prefetch((const uint64_t *)r->keys + i);
+    else __builtin_prefetch((const uint32_t *)r->keys + i);
+}
+
 int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
                   size_t nq, uint64_t *out_vals, size_t cap, ss_need *need) {
     size_t m = 0;
@@ -507,21 +559,39 @@ int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
         const ss_runset *set = &sets[s];
         if (set->table < 0 || !set_ok(set, 64, 0)) return -2;
         if (!set->nruns) continue;
-        for (size_t i = 0; i < nq; i++) {
-            uint64_t q = qs[i];
-            for (size_t r = run_of(set, q); r < set->nruns && set->firsts[r] <= q;
-                 r++) {
+        /* a batch at a time: find each query's run and guess its place, the key
+         * there prefetched; then search from the guesses, their reads landed */
+        for (size_t b = 0; b < nq; b += LOOKUP_BATCH) {
+            size_t nb = nq - b < LOOKUP_BATCH ? nq - b : LOOKUP_BATCH;
+            size_t run_at[LOOKUP_BATCH], at[LOOKUP_BATCH];
+            for (size_t i = 0; i < nb; i++) {
+                uint64_t q = qs[b + i];
+                size_t r = run_of(set, q);
                 const ss_run *run = &set->runs[r];
-                if (unloaded(run)) {
-                    need_run(need, s, r);
-                    continue;
+                run_at[i] = r;
+                at[i] = 0;
+                if (set->firsts[r] > q || unloaded(run) || run->n < 2) continue;
+                at[i] = guess_in(set, r, run, q);
+                prefetch_key(run, at[i]);
+            }
+            for (size_t i = 0; i < nb; i++) {
+                uint64_t q = qs[b + i];
+                size_t g = at[i];
+                for (size_t r = run_at[i]; r < set->nruns && set->firsts[r] <= q; r++) {
+                    const ss_run *run = &set->runs[r];
+                    if (unloaded(run)) {
+                        need_run(need, s, r);
+                        g = 0;
+                        continue;
+                    }
+                    size_t j = g ? lower_near(run, g < run->n ? g : 0, q) : lower_any(run, q);
+                    g = 0; /* a later run is searched from its start */
+                    for (; j < run->n && run_key(run, j) == q; j++) {
+                        if (m < cap) out_vals[m] = run_val(run, j);
+                        m++;
+                    }
+                    if (j < run->n) break; /* a larger key: no later run has q */
                 }
-                size_t j = lower_any(run, q);
-                for (; j < run->n && run_key(run, j) == q; j++) {
-                    if (m < cap) out_vals[m] = run_val(run, j);
-                    m++;
-                }
-                if (j < run->n) break; /* a larger key: no later run has q */
             }
         }
     }

@@ -765,3 +765,40 @@ def test_the_top_index_spreads_over_the_bits_its_keys_span(bits):
     slot = np.minimum(keys >> np.uint64(tshift), np.uint64((1 << tbits) - 1))
     got = top[slot.astype(np.int64)].astype(np.int64)
     assert (got <= want).all() and (want - got).max() <= 16, (want - got).max()
+
+
+@pytest.mark.parametrize("halves", [False, True])
+def test_many_lookups_at_once_find_every_key(halves):
+    """Lookups go in batches (their first reads in flight together): 1,000 queries at
+    once, every stored key and as many absent ones in a shuffled order, over two sets of
+    runs of random band-like keys (36 bits; 32-bit halves under a high half per run, as
+    the band entries keep them): each query's values in query order, none lost at a
+    batch's edge."""
+    rng = np.random.default_rng(11)
+    pr = _probe.Prober([(b"\0", b"\x40", b"\0")], [64])
+    sets, table = [], {}
+    for part in range(2):
+        keys = np.unique(rng.integers(0, 2**36, 250, dtype=np.uint64))
+        vals = np.arange(len(keys), dtype=np.uint64) + 1000 * part
+        runs = []
+        for a in range(0, len(keys), 9):  # runs of 9 keys, each within one band
+            k, v = keys[a : a + 9], vals[a : a + 9]
+            same = k >> np.uint64(32) == k[0] >> np.uint64(32)
+            k, v = k[same], v[same]
+            if halves:
+                runs.append(_probe.Run((k & np.uint64(0xFFFFFFFF)).astype(np.uint32), v.copy(),
+                                       int(k[0]) >> 32 << 32))
+            else:
+                runs.append(_probe.Run(k.copy(), v.copy()))
+            for kk, vv in zip(k.tolist(), v.tolist(), strict=True):
+                table.setdefault(kk, []).append(vv)
+        sets.append(_probe.RunSet(0, runs) if part else lazy_set(0, runs, kw=4 if halves else 8))
+    pr.set_sets(sets)
+    present = np.array(sorted(table), dtype=np.uint64)
+    qs = np.concatenate([present, present + np.uint64(1)])  # + 1: absent (keys are sparse)
+    qs = qs[rng.permutation(len(qs))]
+    got = pr.lookup(qs)
+    # set order, then query order: the lazy set's values first, then the other's
+    want = [v for part in range(2) for q in qs.tolist() for v in table.get(q, [])
+            if (v >= 1000) == bool(part)]
+    assert got == want
