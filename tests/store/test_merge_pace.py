@@ -15,8 +15,8 @@ from .test_runs import check_answers, merging, raw_runs, small
 
 
 def random_signatures(rng: np.random.Generator, n: int) -> simstore.Signatures:
-    """n signatures of random fingerprints, sketches and band keys (spread evenly over every
-    key range, as merges' slices are counted in keys; real texts' cluster)."""
+    """n signatures of random fingerprints, sketches and band keys: spread evenly over
+    every key range (a merge's slices are counted in keys; real texts' keys cluster)."""
     cfg = simstore.SIGNATURE_CONFIG
     return simstore.Signatures(cfg, *(rng.integers(0, 2**64, shape, dtype=np.uint64)
                                       for shape in (n, (n, cfg.sketch_bits // 64),
@@ -25,9 +25,9 @@ def random_signatures(rng: np.random.Generator, n: int) -> simstore.Signatures:
 
 def _writes_to_merge(tmp_path: Path, sim: bool, every: int = 4
                      ) -> tuple[int, list[int], list[int]]:
-    """Writes (one add each) a merge of every level of an 800-doc store with every
-    every-th doc removed takes, the store's entries a doc in each run database and the
-    sizes of table 0's runs after it (key order); answers checked."""
+    """How many writes (one add each) a merge of every level takes in a store of 800 docs
+    of which every ``every``-th was removed; the store's entries a doc in each run
+    database; the sizes of table 0's runs after it (key order). Answers checked."""
     rng = np.random.default_rng(5)
     cfg = simstore.SIGNATURE_CONFIG if sim else None
     with SimStore(tmp_path / f"s{int(sim)}", k=3, config=cfg, expected_size=2000,
