@@ -151,6 +151,30 @@ def test_damaged_data_file_is_refused_in_a_subprocess(tmp_path, case, readonly) 
     assert file_state(path, ("data.mdb",)) == before
 
 
+@pytest.mark.parametrize("cut", [4096 + 200, 4096 + 3182])
+def test_a_file_cut_inside_the_newest_meta_page_is_refused(tmp_path, cut) -> None:
+    """The file's end cuts meta page 1, the newest, past its meta: LMDB reads that meta
+    (the map shows zeros past the end) and went on to pages past the end (SIGBUS, found
+    by `stress.py damage`); opening refuses the file, naming its size."""
+    path = tmp_path / "s"
+    with SimStore(path, k=3) as s:
+        s.add_many(range(1000), list(range(0, 1000 * 7919, 7919)))
+        while max(m.txnid for m in read_metas(str(path / "data.mdb"), 4096) if m) % 2 == 0:
+            s.add(f"x{len(s)}", 1)  # until the newest snapshot is in meta page 1
+    with open(path / "data.mdb", "r+b") as fh:
+        fh.truncate(cut)
+    r = run_py(f"""
+        from simstore.store import SimStore
+        from simstore.exceptions import CorruptStoreError
+        try:
+            SimStore({str(path)!r})
+        except CorruptStoreError as exc:
+            print("refused:", exc)
+    """)
+    assert r.returncode == 0, f"exit {r.returncode} (negative = killed by a signal): {r.stderr}"
+    assert r.stdout.startswith("refused:") and f"{cut} bytes" in r.stdout, r.stdout + r.stderr
+
+
 # --------------------------------------------------------------------------- damage inside the file
 
 

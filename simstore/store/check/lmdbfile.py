@@ -111,15 +111,19 @@ class Meta:
 
 
 def read_metas(path: str, psize: int) -> list[Meta | None]:
-    """Both meta pages of the data file at path (None for one whose header or magic is wrong)."""
+    """Both meta pages of the data file at path (None for one whose header or magic is wrong,
+    or that lies past the file's end). A page the file's end cuts reads as LMDB's map
+    shows it, zeros past the end: LMDB takes the meta in it, so the check must too (it
+    then finds the file too short instead of leaving the truncated file to LMDB)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         out: list[Meta | None] = []
         for pg in range(NUM_METAS):
             page = os.pread(fd, psize, pg * psize)
-            if len(page) < psize:
+            if len(page) < HEADER.size + META_SIZE:
                 out.append(None)
                 continue
+            page = page.ljust(psize, b"\0")
             pgno, _, flags, _, _ = HEADER.unpack_from(page)
             meta = Meta.parse(page)
             ok = pgno == pg and flags & ~P_STATE == P_META
