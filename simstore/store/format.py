@@ -326,15 +326,20 @@ class RecordCodec:
             )
         return prefix
 
-    def _check(self, rec: bytes) -> None:
+    def _check(self, rec: bytes | None) -> None:
+        if rec is None:  # the ids table names a doc the docs table does not hold
+            raise CorruptStoreError(
+                "a doc id's internal id has no docs record: the store is damaged "
+                "(verify() says more; restore data.mdb from a copy)"
+            )
         if not rec or rec[0] != self.version or len(rec) <= self.id_start:
             raise CorruptStoreError(
                 f"a docs record has format {bytes(rec[:1])!r} and {len(rec)} bytes; this "
                 f"store keeps format {self.version} records of more than {self.id_start} bytes"
             )
 
-    def parse(self, rec: bytes) -> tuple[int, bytes]:
-        """(fingerprint, encoded id) of a record."""
+    def parse(self, rec: bytes | None) -> tuple[int, bytes]:
+        """(fingerprint, encoded id) of a record (None, a missing one: CorruptStoreError)."""
         self._check(rec)
         return int.from_bytes(rec[1:_FP_END], "big"), bytes(rec[self.id_start :])
 

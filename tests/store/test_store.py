@@ -178,6 +178,26 @@ def test_a_damaged_hit_record_is_corrupt_store_error(tmp_path, damage, says) -> 
             s.query(42, 1)
 
 
+def test_an_id_whose_docs_record_is_gone_is_corrupt_store_error(tmp_path) -> None:
+    """The ids table names a doc the docs table lost (a damaged page, `stress.py damage`
+    case 60 of seed 39): get, `in`, add and remove of that id raise CorruptStoreError (they
+    raised TypeError), other ids work."""
+    with SimStore(tmp_path / "s", k=3) as s:
+        s.add_many(["a", "b", "c"], [1, 2, 3])
+    env = lmdb.open(str(tmp_path / "s"), max_dbs=64)
+    with env.begin(write=True) as txn:
+        ids, docs = (env.open_db(n, txn=txn, create=False) for n in (b"ids", b"docs"))
+        iid = bytes(next(v for k, v in txn.cursor(db=ids) if bytes(k).endswith(b"b")))
+        assert txn.delete(iid, db=docs)
+    env.close()
+    with SimStore(tmp_path / "s") as s:
+        for call in (lambda: s.get("b"), lambda: "b" in s, lambda: s.add("b", 5),
+                     lambda: s.remove("b")):
+            with pytest.raises(CorruptStoreError, match="no docs record"):
+                call()
+        assert s.get("a") == 1 and s.remove("c") and s.get("c") is None
+
+
 def test_bad_doc_ids_are_refused(tmp_path) -> None:
     """Empty str, bool, float, bytes, None and over-long ids are refused by type/value."""
     with SimStore(tmp_path / "s") as s:
