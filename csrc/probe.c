@@ -113,9 +113,13 @@ static size_t dedupe_hits(hit *a, size_t n) {
 
 /* --- runs ------------------------------------------------------------------ */
 
+/* The key at i of keys of width kw (8, or 4: low halves under high). */
+static inline uint64_t key_at(const void *keys, uint64_t high, int kw, size_t i) {
+    return kw == 8 ? ((const uint64_t *)keys)[i] : (high | ((const uint32_t *)keys)[i]);
+}
+
 static inline uint64_t run_key(const ss_run *r, size_t i) {
-    return r->kw == 8 ? ((const uint64_t *)r->keys)[i]
-                      : (r->high | ((const uint32_t *)r->keys)[i]);
+    return key_at(r->keys, r->high, r->kw, i);
 }
 
 static inline uint64_t run_val(const ss_run *r, size_t i) {
@@ -142,28 +146,25 @@ static inline size_t run_of(const ss_runset *s, uint64_t v) {
     return lo;
 }
 
-/* Index of the first key of a kw-8 run that is >= v, searched from the guess
- * g (galloping out to a bracket, then halving it). */
-static inline size_t lower_from(const uint64_t *keys, size_t n, size_t g,
-                                uint64_t v) {
-    size_t lo, hi; /* keys[lo - 1] < v <= keys[hi] (bounds as sentinels) */
+/* Index of the first of n sorted keys (width kw, see key_at) that is >= v,
+ * searched from the guess g: galloping out to a bracket, then halving it.
+ * Inlined with a constant kw, the width test folds away. */
+static inline size_t gallop(const void *keys, uint64_t high, int kw, size_t n,
+                            size_t g, uint64_t v) {
+    size_t lo, hi, step = 1; /* key lo - 1 < v <= key hi (bounds as sentinels) */
     if (g >= n) g = n ? n - 1 : 0;
     if (!n) return 0;
-    if (keys[g] < v) {
-        size_t step = 1;
-        lo = g + 1;
-        hi = g + 1;
-        while (hi < n && keys[hi] < v) {
+    if (key_at(keys, high, kw, g) < v) {
+        lo = hi = g + 1;
+        while (hi < n && key_at(keys, high, kw, hi) < v) {
             lo = hi + 1;
             hi += step;
             step *= 2;
         }
         if (hi > n) hi = n;
     } else {
-        size_t step = 1;
-        hi = g;
-        lo = g;
-        while (lo > 0 && keys[lo - 1] >= v) {
+        lo = hi = g;
+        while (lo > 0 && key_at(keys, high, kw, lo - 1) >= v) {
             hi = lo - 1;
             lo = lo > step ? lo - step : 0;
             step *= 2;
@@ -171,21 +172,16 @@ static inline size_t lower_from(const uint64_t *keys, size_t n, size_t g,
     }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (keys[mid] < v) lo = mid + 1;
+        if (key_at(keys, high, kw, mid) < v) lo = mid + 1;
         else hi = mid;
     }
     return lo;
 }
 
-/* Index of the first key >= v of any run (binary search). */
-static inline size_t lower_any(const ss_run *r, uint64_t v) {
-    size_t lo = 0, hi = (size_t)r->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (run_key(r, mid) < v) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
+/* gallop over n 64-bit keys (a probe's run: every key 64-bit, checked). */
+static inline size_t lower_from(const uint64_t *keys, size_t n, size_t g,
+                                uint64_t v) {
+    return gallop(keys, 0, 8, n, g, v);
 }
 
 int ss_run_dir(const uint64_t *keys, size_t n, int dbits, int shift,
@@ -513,34 +509,6 @@ static inline size_t guess_in(const ss_runset *s, size_t r, const ss_run *run,
     return g < n ? g : (size_t)n - 1;
 }
 
-/* Index of the first key >= v of any run, galloping out from the guess g to
- * a bracket, then halving it (lower_from for keys of either width). */
-static inline size_t lower_near(const ss_run *r, size_t g, uint64_t v) {
-    size_t n = (size_t)r->n, lo, hi, step = 1;
-    if (run_key(r, g) < v) {
-        lo = hi = g + 1;
-        while (hi < n && run_key(r, hi) < v) {
-            lo = hi + 1;
-            hi += step;
-            step *= 2;
-        }
-        if (hi > n) hi = n;
-    } else {
-        lo = hi = g;
-        while (lo > 0 && run_key(r, lo - 1) >= v) {
-            hi = lo - 1;
-            lo = lo > step ? lo - step : 0;
-            step *= 2;
-        }
-    }
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (run_key(r, mid) < v) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
 static inline void prefetch_key(const ss_run *r, size_t i) {
     if (r->kw == 8) __builtin_prefetch((const uint64_t *)r->keys + i);
     else __builtin_prefetch((const uint32_t *)r->keys + i);
@@ -584,7 +552,7 @@ int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
                         g = 0;
                         continue;
                     }
-                    size_t j = g ? lower_near(run, g < run->n ? g : 0, q) : lower_any(run, q);
+                    size_t j = gallop(run->keys, run->high, run->kw, (size_t)run->n, g, q);
                     g = 0; /* a later run is searched from its start */
                     for (; j < run->n && run_key(run, j) == q; j++) {
                         if (m < cap) out_vals[m] = run_val(run, j);
