@@ -171,13 +171,13 @@ import sys, time
 import numpy as np
 import simstore
 ''' + SIGS + r'''
-path, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[4])
+path, n, k, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 g = np.random.default_rng(seed)
 t0 = time.perf_counter()
-with simstore.SimStore(path, config=simstore.SIGNATURE_CONFIG, expected_size=n) as s:
+with simstore.SimStore(path, k=k, config=simstore.SIGNATURE_CONFIG, expected_size=n) as s:
     for a in range(0, n, 1_000_000):
         s.add_many(range(a, min(a + 1_000_000, n)), SIGS(g, min(a + 1_000_000, n) - a))
-print(f"built {path} ({n:,} random signatures) in {time.perf_counter() - t0:.1f} s")
+print(f"built {path} ({n:,} random signatures, k={k}) in {time.perf_counter() - t0:.1f} s")
 '''
 
 
