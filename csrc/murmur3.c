@@ -49,3 +49,16 @@ void ss_murmur3_x64_128(const uint8_t *data, size_t len, uint32_t seed,
     out2[0] = h1;
     out2[1] = h2;
 }
+
+int ss_murmur3_many(const uint8_t *buf, const uint64_t *ends, size_t n, uint32_t seed,
+                    uint64_t *out) {
+    uint64_t start = 0, two[2];
+    if (n && (!buf || !ends || !out)) return -2;
+    for (size_t i = 0; i < n; i++) {
+        if (ends[i] < start) return -2;
+        ss_murmur3_x64_128(buf + start, (size_t)(ends[i] - start), seed, two);
+        out[i] = two[0];
+        start = ends[i];
+    }
+    return 0;
+}

@@ -14,6 +14,12 @@
 /* --- murmur3 (bit-identical to mmh3.hash64 / mmh3.hash128) ------------ */
 void ss_murmur3_x64_128(const uint8_t *key, size_t len, uint32_t seed,
                         uint64_t *out2);
+/* The low halves of murmur3_x64_128 of n byte strings laid end to end in buf
+ * (string i spans buf[ends[i-1] .. ends[i]), from 0 for the first) into out:
+ * the ids' keys of a run-ids store. Returns 0, or -2 on bad arguments (ends
+ * decreasing included). */
+int ss_murmur3_many(const uint8_t *buf, const uint64_t *ends, size_t n, uint32_t seed,
+                    uint64_t *out);
 
 /* --- Hamming distance ------------------------------------------------- */
 /* Distances of q to each of fps[0..n) into out[0..n). */

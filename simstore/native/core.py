@@ -44,6 +44,17 @@ def murmur3_x64_128(data: bytes, seed: int) -> tuple[int, int]:
     return int(out[0]), int(out[1])
 
 
+def murmur3_many(items: list[bytes], seed: int) -> np.ndarray:
+    """The low halves of murmur3_x64_128 of many byte strings (uint64, in order)."""
+    ends = np.cumsum(np.fromiter(map(len, items), dtype=np.uint64, count=len(items)),
+                     dtype=np.uint64)
+    out = np.empty(len(items), dtype=np.uint64)
+    rc = lib.ss_murmur3_many(b"".join(items), _u64_ptr(ends), len(items), seed, _u64_ptr(out))
+    if rc:
+        raise ValueError(f"murmur3_many: bad arguments ({rc})")
+    return out
+
+
 def hamming_one(q: int, fps: np.ndarray) -> np.ndarray:
     """Distances (uint8) from q to every fingerprint of a contiguous uint64 array."""
     out = np.empty(len(fps), dtype=np.uint8)

@@ -253,10 +253,10 @@ class _Greedy:
         self.txn, self.h, self.docs, self.rule, self.keys = txn, h, docs, rule, keys
         self.idkeys = [h.id_key(e) for e in docs.encs]
         n = len(self.idkeys)
-        ids_db = h.ids
+        found = h.idx.find_many(txn, docs.encs)
         self.stored_iid = {
-            key: int.from_bytes(got, "big")
-            for key in dict.fromkeys(self.idkeys) if (got := txn.get(key, db=ids_db)) is not None
+            key: int.from_bytes(found[enc], "big")
+            for key, enc in zip(self.idkeys, docs.encs, strict=True) if enc in found
         }
         self.next_new = next_iid(txn, h)
         self.pending: list[int] = []  # kept positions with new ids, not written yet
@@ -348,7 +348,9 @@ class _Greedy:
                 self.alive[prev] = False
             else:
                 self.dead.add(self.stored_iid[key])
-            self.iid[j] = int.from_bytes(self.txn.get(key, db=self.h.ids), "big")
+            now = self.h.idx.find(self.txn, docs.encs[j])
+            assert now is not None  # add() just wrote it
+            self.iid[j] = int.from_bytes(now[0], "big")
             self.next_new = next_iid(self.txn, self.h)
         self.alive[j] = True
         self.holder[key] = j

@@ -41,10 +41,11 @@ class TableEngine(Protocol):
 
     def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray,
              before: Callable[[], None] | None = None,
-             bands: np.ndarray | None = None) -> None:
+             bands: np.ndarray | None = None, idh: np.ndarray | None = None) -> None:
         """Take many docs at new iids, written by ``before()`` (if given) first.
 
-        bands: their (n, nbands) 32-bit band keys in a similarity store.
+        bands: their (n, nbands) 32-bit band keys in a similarity store; idh: their ids'
+        hashes where the engine keeps the ids (run ids, format 13 on), else None.
         """
 
     def search(self, txn: Any, q: int, k: int) -> list[tuple[int, bytes, bytes]]:

@@ -8,9 +8,10 @@ A store is one LMDB environment (a directory) with named databases:
 - ``docs``: internal id (8-byte big-endian, assigned in insertion order) ->
   record: 1 format byte (:data:`RECORD_VERSION`), the fingerprint (8 bytes
   big-endian), the encoded doc id. Readers dispatch on the first byte.
-- ``ids``: id key (see :func:`id_key`, or :func:`ordered_id_key` where meta ``idkeys``
-  says int ids key by value) -> internal id. An encoded id is a type tag (``s`` +
-  UTF-8 for str, ``i`` + signed big-endian bytes for int).
+- ``ids`` (formats 1-12): id key (see :func:`id_key`, or :func:`ordered_id_key` where
+  meta ``idkeys`` says int ids key by value) -> internal id; from format 13 the ids are
+  the run database ``rids`` instead (:func:`id_hash` -> internal id). An encoded id is
+  a type tag (``s`` + UTF-8 for str, ``i`` + signed big-endian bytes for int).
 - ``t00``, ``t01``, ...: one table per permutation of :mod:`simstore.layout`
   (see :mod:`simstore.store.legacy.tables`).
 
@@ -24,9 +25,11 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple, Union
 
+import mmh3
 import numpy as np
 
 from ..exceptions import CorruptStoreError, InvalidDocIdError, SimstoreTypeError
+from ..native.core import murmur3_many
 
 DocId = Union[str, int]  # noqa: UP007 - a runtime alias, kept valid on Python 3.10
 
@@ -56,14 +59,23 @@ FORMAT = "simstore"
 # from 11 on keys its int ids by value (meta "idkeys", ordered_id_key); older stores keep
 # their keys until a rebuild.
 # A write brings 3-10 to 11 (12 when exact).
-FORMAT_VERSION = 11
-EXACT_FORMAT_VERSION = 12
-FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+# 13 and 14: formats 11 and 12 whose ids are a run database too (``rids``: keys the
+# 64-bit hash of each doc's encoded id, :func:`id_hash`, values its internal id), derived
+# from the docs records and merged with the tables; no ``ids`` B-tree. A B-tree of random
+# keys (URLs) rewrote some 2,000 scattered pages a commit under churn and its file grew
+# 76 % over 1M adds with removes. Stores created or rebuilt from 13 on; 11 and 12 keep
+# their ``ids`` B-tree until a rebuild.
+FORMAT_VERSION = 13
+EXACT_FORMAT_VERSION = 14
+TREE_FORMAT_VERSION, TREE_EXACT_FORMAT_VERSION = 11, 12  # what a write upgrades 3-10 to
+FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
 RUNS_FROM = 3  # the first format version with run tables
 RUN_DIRS_FROM = 4  # the first whose runs carry directories
 RUN_INDEX_FROM = 7  # the first whose levels have index records
 VISIBLE_MERGE_FROM = 9  # the first whose merge target is a level of the state
 PAGED_FROM = 11  # the first whose level indexes and merge records are paged
+RUN_IDS_FROM = 13  # the first whose ids are a run database
+ID_HASH_SEED = 0x1D5EED  # of id_hash: part of the format, never to change
 MAX_DOC_ID_BYTES = 1 << 16
 MAX_KEY_BYTES = 511  # LMDB's key limit: longer ids are keyed by a digest
 _FP_END = 9  # a record is [version byte][fingerprint: bytes 1..8][encoded id]
@@ -169,6 +181,17 @@ def ordered_int_keys(xs: np.ndarray) -> list[bytes]:
         for p, key in zip(pos.tolist(), rows.view(f"V{m + 2}").ravel().tolist(), strict=True):
             out[p] = key
     return out
+
+
+def id_hash(enc: bytes) -> int:
+    """The 64-bit key of an encoded id in a run-ids store (format 13 on): murmur3_x64_128's
+    low half. Two ids may share one; a lookup compares the docs records' ids."""
+    return int(mmh3.hash64(enc, ID_HASH_SEED, signed=False)[0])
+
+
+def id_hashes(encs: Iterable[bytes]) -> np.ndarray:
+    """:func:`id_hash` of many encoded ids (uint64, in order; one C call)."""
+    return murmur3_many(list(encs), ID_HASH_SEED)
 
 
 def collision_message(path: str) -> str:
@@ -437,8 +460,15 @@ def from_json(raw: bytes | None, name: str) -> dict[str, Any]:
     return value
 
 
-def format_meta(exact: bool = False) -> dict[str, Any]:
-    """The ``format`` metadata this simstore writes for a new (or rebuilt) store."""
+def format_meta(exact: bool = False, run_ids: bool | None = None) -> dict[str, Any]:
+    """The ``format`` metadata this simstore writes for a new (or rebuilt) store; with
+    run_ids False, for a store that keeps its ``ids`` B-tree (one written in place since
+    11)."""
+    if run_ids is None:
+        run_ids = FORMAT_VERSION >= RUN_IDS_FROM
+    if not run_ids:  # (never past what this simstore writes: tests write older ones)
+        return {"format": FORMAT, "version": min(EXACT_FORMAT_VERSION, TREE_EXACT_FORMAT_VERSION)
+                if exact else min(FORMAT_VERSION, TREE_FORMAT_VERSION)}
     return {"format": FORMAT, "version": EXACT_FORMAT_VERSION if exact else FORMAT_VERSION}
 
 
@@ -468,6 +498,11 @@ def has_paged_records(meta: dict[str, Any]) -> bool:
     """Whether such a store's level indexes and merge records are in page-sized chunks
     (older simstores read neither)."""
     return int(meta["version"]) >= PAGED_FROM
+
+
+def has_run_ids(meta: dict[str, Any]) -> bool:
+    """Whether such a store's ids are a run database (no ``ids`` B-tree)."""
+    return int(meta["version"]) >= RUN_IDS_FROM
 
 
 def is_known_format(meta: dict[str, Any]) -> bool:

@@ -23,6 +23,7 @@ from . import format as F
 from .check import verify as _verify
 from .env import Env
 from .errors import translate
+from .idindex import TreeIds
 from .runs import RunTables
 from .schema import Handles, write_meta
 
@@ -68,18 +69,20 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             layout = plan(k, size).layout
             old_next = h.tables.next_iid(txn)  # internal ids are never reused
             h.tables.drop(txn)
-            # the ids table is derived from docs too: re-derive it
-            txn.drop(h.ids, delete=False)
-            id_items = sorted(zip(map(F.ordered_id_key, cols.encs), cols.keys, strict=True))
-            txn.cursor(h.ids).putmulti(id_items, append=True)
-            del id_items
+            if h.ids is not None:  # the ids move to a run database of the tables
+                txn.drop(h.ids, delete=True)
             write_meta(txn, h.meta, layout, exact=h.exact)  # the current format: run tables
             sig = h.bands is not None
             fresh = RunTables(env.env, txn, layout, h.docs, h.codec, create=True,
                               nbands=h.config.bands if sig else 0,
-                              dirs=F.has_run_dirs(F.format_meta()))
+                              dirs=F.has_run_dirs(F.format_meta()),
+                              run_ids=F.has_run_ids(F.format_meta()))
             fresh.init(txn, old_next)
-            fresh.fill(txn, cols.fps, cols.iids, bands=cols.bands if sig else None)
+            if fresh.ids_at is None:  # (an older format, in tests)
+                TreeIds(h.docs, h.codec, env.env.open_db(b"ids", txn=txn), True).reset(
+                    txn, cols.encs, cols.iids)
+            fresh.fill(txn, cols.fps, cols.iids, bands=cols.bands if sig else None,
+                       idh=None if fresh.ids_at is None else F.id_hashes(cols.encs))
             txn.commit()
         except BaseException:
             try:

@@ -40,13 +40,10 @@ class MappingMethods:
         return default if found is None else found[1]
 
     def _lookup(self, txn: Any, enc: bytes) -> tuple[bytes, int] | None:
-        iid = txn.get(self._h.id_key(enc), db=self._h.ids)
-        if iid is None:
+        found = self._h.idx.find(txn, enc)
+        if found is None:
             return None
-        fp, stored = self._h.codec.parse(txn.get(iid, db=self._h.docs))
-        if stored != enc:
-            return None
-        return bytes(iid), fp
+        return found[0], self._h.codec.parse(found[1])[0]
 
     def __getitem__(self, doc_id: DocId) -> int:
         """The fingerprint of doc_id; KeyError if it is not stored."""

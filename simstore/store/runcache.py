@@ -46,6 +46,7 @@ class RecentDocs:
     iids: np.ndarray
     fps: np.ndarray
     bands: dict[int, list[int]] = field(default_factory=dict)  # band key -> iids
+    ids: dict[int, list[int]] = field(default_factory=dict)  # id hash -> iids (run ids)
 
     def add_bands(self, iids: np.ndarray, keys32: np.ndarray | None) -> None:
         """Index recent docs' band keys (band << 32 | key32) for exact lookups."""
@@ -55,6 +56,14 @@ class RecentDocs:
         for iid, row in zip(iids.tolist(), band_keys(keys32).tolist(), strict=True):
             for key in row:
                 get(key, []).append(iid)
+
+    def add_ids(self, iids: np.ndarray, idh: np.ndarray | None) -> None:
+        """Index recent docs' id hashes (a run-ids store) for exact lookups."""
+        if idh is None:
+            return
+        get = self.ids.setdefault
+        for iid, key in zip(iids.tolist(), idh.tolist(), strict=True):
+            get(key, []).append(iid)
 
 
 
@@ -71,6 +80,9 @@ class LevelCache:
     run_dbs: list[Any]
     _prober: _probe.Prober
     _bprober: _probe.Prober | None
+    _iprober: _probe.Prober | None
+    bands_at: int | None
+    ids_at: int | None
     _levels: dict[int, OpenLevel]
     _recent: RecentDocs | None
     _wired: tuple[bytes, int] | None
@@ -104,7 +116,7 @@ class LevelCache:
             index = [read_index(src, db, level) for db in self.run_dbs]
             if all(firsts is not None for firsts in index):
                 sets = [_probe.RunSet(i if i < nt else 0, [None] * len(firsts), firsts,
-                                      kw=8 if i < nt else 4,
+                                      kw=4 if i == self.bands_at else 8,
                                       fetch=functools.partial(self._fetch, level, gen, db,
                                                               firsts), whole_at=WHOLE_AT)
                         for i, (db, firsts) in enumerate(zip(self.run_dbs, index, strict=True))]
@@ -177,13 +189,15 @@ class LevelCache:
             xor = rec.xor ^ mix_xor(w.iids, w.fps)
             if xor == st.recent_xor:
                 rec.add_bands(w.iids, w.bands)  # the old record is dropped just below
+                rec.add_ids(w.iids, w.idh)
                 rec = RecentDocs(st.flushed, st.next, xor, np.concatenate((rec.iids, w.iids)),
-                              np.concatenate((rec.fps, w.fps)), rec.bands)
+                              np.concatenate((rec.fps, w.fps)), rec.bands, rec.ids)
                 self._recent = rec
                 return rec
         w = self._walk(txn, st.flushed)
         rec = RecentDocs(st.flushed, st.next, st.recent_xor, w.iids, w.fps)
         rec.add_bands(w.iids, w.bands)
+        rec.add_ids(w.iids, w.idh)
         self._recent = rec
         return rec
 
@@ -202,8 +216,9 @@ class LevelCache:
         if len(rec.iids):
             sets.append(_probe.RunSet(-1, [_probe.Run(rec.fps, rec.iids)]))
         self._prober.set_sets(sets)
-        if self._bprober is not None:
-            self._bprober.set_sets([lev.sets[nt] for lev in levels if lev.sets[nt].nruns])
+        for prober, at in ((self._bprober, self.bands_at), (self._iprober, self.ids_at)):
+            if prober is not None and at is not None:
+                prober.set_sets([lev.sets[at] for lev in levels if lev.sets[at].nruns])
         self._wired = tag
 
     def _sync(self, txn: Any) -> None:

@@ -60,9 +60,11 @@ class RunTables(Protocol):
     """What the checks read of :class:`simstore.store.runs.RunTables`."""
 
     dbs: list[Any]  # the permutation tables' run databases
-    run_dbs: list[Any]  # those, then the band entries' (a similarity store)
+    run_dbs: list[Any]  # those, then the band entries' (a similarity store), the ids'
     specs: list[tuple[bytes, bytes, bytes]]
     nbands: int
+    bands_at: int | None  # the band entries' place in run_dbs
+    ids_at: int | None  # the ids' (a run-ids store)
 
     def state(self, txn: Any) -> State: ...
 
@@ -139,11 +141,28 @@ def check_bands(rt: RunTables, txn: Any, iids: np.ndarray, keys32: np.ndarray) -
         return [str(exc)]
     old = iids < np.uint64(st.flushed)
     want, vals = band_rows(iids[old], keys32[old])
+    assert rt.bands_at is not None
+    return _check_db(rt, txn, rt.bands_at, "of band keys", st, want, vals, rt.nbands)
+
+
+def check_ids(rt: RunTables, txn: Any, iids: np.ndarray, idh: np.ndarray) -> list[str]:
+    """Problems of the ids' entries against the live docs (iids and id hashes, iid order)."""
+    try:
+        st = rt.state(txn)
+    except CorruptStoreError as exc:
+        return [str(exc)]
+    assert rt.ids_at is not None
+    old = iids < np.uint64(st.flushed)
+    return _check_db(rt, txn, rt.ids_at, "of ids", st, idh[old], iids[old], 1)
+
+
+def _check_db(rt: RunTables, txn: Any, i: int, name: str, st: State, want: np.ndarray,
+              vals: np.ndarray, per_doc: int) -> list[str]:
+    """Run database i (not a table) holds the wanted rows, its index its runs."""
     gone = None if st.legacy else tombstones(txn, rt.meta_db(), 0, 1 << 64)
-    db = rt.run_dbs[-1]
-    return _check_index(rt, txn, "of band keys", db, st) + _check_level_rows(
-        txn, "of band keys", db, st, want, vals, rt.nbands, gone, _merging(rt, txn, st),
-        len(rt.run_dbs) - 1)
+    db = rt.run_dbs[i]
+    return _check_index(rt, txn, name, db, st) + _check_level_rows(
+        txn, name, db, st, want, vals, per_doc, gone, _merging(rt, txn, st), i)
 
 
 def _check_level_rows(txn: Any, name: str, db: Any, st: State, want: np.ndarray,

@@ -43,6 +43,7 @@ from .runsize import DIR_MIN_ENTRIES, RUN_HEAD, dir_bits
 STATE_DB = b"runs"
 STATE_KEY = b"state"
 BANDS_DB = b"rbands"
+IDS_DB = b"rids"  # format 13 on: id_hash(encoded id) -> iid (simstore.store.idindex)
 MERGE_KEY = b"merge"  # the merge under way, if any (Job)
 CURSOR_KEY = b"mcursor"  # its progress per run database
 CLEAN_KEY = b"mclean"  # once swapped in: how many of its tombstones are deleted

@@ -6,7 +6,8 @@ sorted (permuted fingerprint, iid) rows of its docs as runs
 (:mod:`simstore.store.runfile`), and the **recent** docs past the last level,
 read straight from the docs table and checked by a popcount scan: an add writes
 only the docs and ids records and the state record, not a B-tree entry per
-table. In a similarity store the band keys are levels too (database ``rbands``).
+table. In a similarity store the band keys are levels too (database ``rbands``), and from
+format 13 so are the ids (database ``rids``: :mod:`simstore.store.idindex`).
 
 **Merges in tiers.** A write that leaves more than ``RECENT_MAX`` recent docs
 writes them as a new level (cost: those docs). When the levels newer than one
@@ -77,13 +78,14 @@ from ..native import core as _core, probe as _probe
 from ..search.layout import Layout
 from . import merges, runcache, runcheck
 from .env import PAGE
-from .format import iid_bytes
+from .format import id_hashes, iid_bytes
 from .removed import drop_tombstones, put_job, put_tombstone, read_job, tombstones
 from .rows import band_keys, tables_beyond
 from .runfile import (
     BANDS_DB,
     BASE,
     EMPTY,
+    IDS_DB,
     STATE_DB,
     STATE_KEY,
     Job,
@@ -133,6 +135,7 @@ class _Walked(NamedTuple):
     iids: np.ndarray
     fps: np.ndarray
     bands: np.ndarray | None  # (n, nbands) uint32 band keys of a similarity store
+    idh: np.ndarray | None = None  # their ids' hashes (uint64) in a run-ids store
 
 
 class RunTables(merges.MergeJob, runcache.LevelCache):
@@ -144,14 +147,15 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
     def __init__(self, env: Any, txn: Any, layout: Layout, docs: Any, codec: Any, *,
                  create: bool, nbands: int = 0, map_epoch: Callable[[], int] | None = None,
                  dirs: bool = True, indexed: Callable[[Any], bool] | None = None,
-                 upgrade: Callable[[Any], bool] | None = None) -> None:
+                 upgrade: Callable[[Any], bool] | None = None, run_ids: bool = False) -> None:
         """map_epoch: the environment's epoch (changes whenever this process remaps);
         without it levels are read as private copies, never in place. dirs: the runs
         written carry directories (format 4; format 3 runs do not). indexed: whether a
         transaction sees a store whose levels all have index records (format 7; None:
         always). upgrade: records format 9 (10) in a format 3-8 store (in the write
         that first writes its new state) and says whether it did, so its levels get
-        their index records and a merge it left under way is adopted."""
+        their index records and a merge it left under way is adopted. run_ids: the ids
+        are a run database too (format 13 on: ``rids``, after the tables and bands)."""
         self.layout = layout
         self._dirs = dirs
         self._upgrade = upgrade
@@ -163,10 +167,14 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         n = len(layout.tables)
         self.nbands = nbands
         self.dbs = [env.open_db(table_name(t), txn=txn, create=create) for t in range(n)]
-        # every run database: the tables, then the band entries of a similarity store
+        # every run database: the tables, then the band entries of a similarity store,
+        # then the ids of a run-ids store; bands_at and ids_at: their places, or None
         self.run_dbs = self.dbs + (
-            [env.open_db(BANDS_DB, txn=txn, create=create)] if nbands else [])
-        self.per_doc = [1] * n + ([nbands] if nbands else [])
+            [env.open_db(BANDS_DB, txn=txn, create=create)] if nbands else []) + (
+            [env.open_db(IDS_DB, txn=txn, create=create)] if run_ids else [])
+        self.bands_at = n if nbands else None
+        self.ids_at = len(self.run_dbs) - 1 if run_ids else None
+        self.per_doc = [1] * n + ([nbands] if nbands else []) + ([1] if run_ids else [])
         self._meta = env.open_db(STATE_DB, txn=txn, create=create)
         self._docs = docs
         self._codec = codec
@@ -176,6 +184,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         self._prober = _probe.Prober(self.specs, self._hbits)
         # Band entries (band << 32 | key32) are looked up exactly (ss_lookup).
         self._bprober = _probe.Prober([(b"\0", b"\x40", b"\0")], [64]) if nbands else None
+        self._iprober = _probe.Prober([(b"\0", b"\x40", b"\0")], [64]) if run_ids else None
         self._levels: dict[int, runcache.OpenLevel] = {}
         self._recent: runcache.RecentDocs | None = None
         self._wired: tuple[bytes, int] | None = None  # what the prober holds
@@ -234,10 +243,11 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
     # --- bulk fill -----------------------------------------------------------------------
 
     def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray, before: Any = None,
-             bands: np.ndarray | None = None) -> None:
+             bands: np.ndarray | None = None, idh: np.ndarray | None = None) -> None:
         """Note many docs written (by ``before()``, if given) at new iids; merge if due.
 
-        bands: their (n, nbands) 32-bit band keys in a similarity store.
+        bands: their (n, nbands) 32-bit band keys in a similarity store; idh: their ids'
+        hashes in a run-ids store (else the first level is read back from the docs).
         """
         if before is not None:
             before()
@@ -248,12 +258,11 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         iids = np.ascontiguousarray(iids, dtype=np.uint64)
         top = int(iids.max()) + 1
         if not st.levels and int(txn.stat(self._docs)["entries"]) == len(iids) and (
-            bands is not None or not self.nbands
-        ):
+            bands is not None or not self.nbands) and (idh is not None or self.ids_at is None):
             # An empty store filled at once: the arrays are the whole first level.
             top = max(top, st.next)
             lv = Level(self._free_id(txn, st), new_gen(), top)
-            self._write_level(txn, lv.id, _Walked(iids, fps, bands))
+            self._write_level(txn, lv.id, _Walked(iids, fps, bands, idh))
             self._put_state(txn, State(next=top, flushed=top, levels=(lv,)))
             return
         st = st._replace(next=max(st.next, top),
@@ -283,7 +292,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         if st.stale:
             w = self._walk(txn, 0)
             keep = w.iids < np.uint64(st.next)  # not a doc this write is adding
-            w = _Walked(w.iids[keep], w.fps[keep], None if w.bands is None else w.bands[keep])
+            w = _Walked(*(None if c is None else c[keep] for c in w))
             for i in range(len(self.run_dbs)):
                 for lv in st.levels:
                     drop_level(txn, self.run_dbs[i], lv.id)
@@ -295,14 +304,16 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         return st
 
     def _walk(self, txn: Any, start: int) -> _Walked:
-        """(iids, fps, band keys) of the docs with iid >= start, in iid order."""
+        """(iids, fps, band keys, id hashes) of the docs with iid >= start, in iid order."""
         cur = txn.cursor(self._docs)
-        sig = bool(self.nbands)
+        sig, ids = bool(self.nbands), self.ids_at is not None
         if not cur.set_range(iid_bytes(start)):
             return _Walked(EMPTY, EMPTY,
-                           np.empty((0, self.nbands), dtype=np.uint32) if sig else None)
-        cols = self._codec.walk(cur.iternext(), with_ids=False, with_bands=sig)
-        return _Walked(cols.iids, cols.fps, cols.bands if sig else None)
+                           np.empty((0, self.nbands), dtype=np.uint32) if sig else None,
+                           EMPTY if ids else None)
+        cols = self._codec.walk(cur.iternext(), with_ids=ids, with_bands=sig)
+        return _Walked(cols.iids, cols.fps, cols.bands if sig else None,
+                       id_hashes(cols.encs) if cols.encs is not None else None)
 
     def _rows(self, w: _Walked) -> list[tuple[np.ndarray, np.ndarray]]:
         """Sorted (keys, vals) of docs in every run database."""
@@ -310,6 +321,10 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         if self.nbands:
             assert w.bands is not None
             out.append(band_rows(w.iids, w.bands))
+        if self.ids_at is not None:
+            assert w.idh is not None
+            order = np.lexsort((w.iids, w.idh))
+            out.append((w.idh[order], np.asarray(w.iids, dtype=np.uint64)[order]))
         return out
 
     def _run_size(self, docs: int) -> int:
@@ -319,10 +334,10 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
              size: int) -> None:
         """Add sorted rows to run database i's level, in runs of about size keys (band
         entries as low halves)."""
-        halves = i == len(self.dbs)
+        table = i < len(self.dbs)  # else band entries (as low halves) or ids
         put_runs(txn, self.run_dbs[i], level, keys, vals, run_entries=size,
-                 halves=halves, dirs=self._dirs and not halves,
-                 tail=0 if halves else 64 - self._hbits[i], index=self.indexed(txn))
+                 halves=i == self.bands_at, dirs=self._dirs and table,
+                 tail=64 - self._hbits[i] if table else 0, index=self.indexed(txn))
 
     def _write_level(self, txn: Any, level: int, w: _Walked) -> None:
         """Write docs as the whole of a level (replacing any runs under its id)."""
@@ -390,13 +405,26 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
 
         Each once, in no particular order; stale ones (removed docs) included.
         """
+        return self._exact(txn, self._bprober, keys, "bands")
+
+    def id_candidates(self, txn: Any, hashes: Any) -> list[int]:
+        """Internal ids of docs whose id hashes (uint64) to one of hashes: each once, in no
+        particular order, stale ones (removed docs) and other ids of the same hash included
+        (:class:`~simstore.store.idindex.RunIds` checks their docs records)."""
+        return self._exact(txn, self._iprober, hashes, "ids")
+
+    def _exact(self, txn: Any, prober: _probe.Prober | None, keys: Any, recent: str
+               ) -> list[int]:
+        """Values of the keys in a run database's levels (prober) and in the recent docs'
+        map of that name, each once."""
         self._sync(txn)
-        assert self._bprober is not None
+        assert prober is not None
         q = np.ascontiguousarray(keys, dtype=np.uint64)
-        out = self._bprober.lookup(q)
+        out = prober.lookup(q)
         rec = self._recent
-        if rec is not None and rec.bands:
-            get = rec.bands.get
+        found_in: dict[int, list[int]] = {} if rec is None else getattr(rec, recent)
+        if found_in:
+            get = found_in.get
             for key in q.tolist():
                 found = get(key)
                 if found:
@@ -442,6 +470,10 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
     def check_bands(self, txn: Any, iids: np.ndarray, keys32: np.ndarray) -> list[str]:
         """Problems of the band entries against the live docs (iids and band keys, iid order)."""
         return runcheck.check_bands(self, txn, iids, keys32)
+
+    def check_ids(self, txn: Any, iids: np.ndarray, idh: np.ndarray) -> list[str]:
+        """Problems of the ids' entries against the live docs (iids and id hashes, iid order)."""
+        return runcheck.check_ids(self, txn, iids, idh)
 
     def levels(self, txn: Any) -> list[int]:
         """The internal ids each level spans, oldest first (a merge's target included)."""

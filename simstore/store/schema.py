@@ -24,6 +24,7 @@ from ..search.layout import Layout
 from ..text.fingerprinting import FingerprintConfig
 from . import format as F
 from .engine import BandIndex, TableEngine
+from .idindex import IdIndex, RunIds, TreeIds
 from .legacy.bands import Bands
 from .legacy.tables import Tables
 from .runs import RunBands, RunTables
@@ -39,10 +40,11 @@ class Handles:
     codec: F.RecordCodec
     meta: Any
     docs: Any
-    ids: Any
+    ids: Any  # the ids B-tree (formats 1-12); None in a run-ids store: use idx
     tables: TableEngine
     bands: BandIndex | None
     format_version: int
+    idx: IdIndex  # where a doc id's internal id is found: TreeIds (ids) or RunIds
     # an exact store's shingles database (simstore.store.shingles); None in other stores
     shingles: Any = None
 
@@ -52,6 +54,7 @@ class Handles:
     def id_key(self, enc: bytes) -> bytes:
         """The ``ids`` key of an encoded id in this store."""
         return F.ordered_id_key(enc) if self.ordered_ids else F.id_key(enc)
+
 
     @property
     def exact(self) -> bool:
@@ -93,7 +96,8 @@ def bind(
     """Open (or create, inside txn) the named databases of a layout, config and format.
 
     The format picks the table engine: run tables from format 3 (with run
-    directories from 4), else the dupsort tables of formats 1 and 2.
+    directories from 4), else the dupsort tables of formats 1 and 2; and where the ids
+    live: a run database of the run tables from format 13, else the ``ids`` B-tree.
     map_epoch: the environment's remap counter; run tables read in place only with it.
     exact: the store keeps shingle sets (its ``shingles`` database is bound too).
     ordered_ids: its int ids key by value (meta ``idkeys``: a store created or rebuilt
@@ -105,19 +109,28 @@ def bind(
     docs = env.open_db(b"docs", txn=txn, create=create)
     tables: TableEngine
     bands: BandIndex | None = None
+    run_ids = F.has_run_ids(fmt)
     if F.has_runs(fmt):
         tables = RunTables(env, txn, layout, docs, codec, create=create,
                            nbands=config.bands if sig else 0, map_epoch=map_epoch,
                            dirs=F.has_run_dirs(fmt),
                            indexed=functools.partial(_indexed, meta=meta),
                            upgrade=None if F.has_paged_records(fmt) else
-                           functools.partial(_upgrade_format, meta=meta, exact=exact))
+                           functools.partial(_upgrade_format, meta=meta, exact=exact),
+                           run_ids=run_ids)
         if sig:
             bands = RunBands(tables)
     else:
         legacy_bands = Bands(env, txn, config.bands, create=create) if sig else None
         tables = Tables(env, txn, layout, docs, create=create, bands=legacy_bands)
         bands = legacy_bands
+    ids = None if run_ids else env.open_db(b"ids", txn=txn, create=create)
+    idx: IdIndex
+    if ids is None:
+        assert isinstance(tables, RunTables)
+        idx = RunIds(docs, codec, tables)
+    else:
+        idx = TreeIds(docs, codec, ids, ordered_ids)
     return Handles(
         path=path,
         layout=layout,
@@ -125,12 +138,13 @@ def bind(
         codec=codec,
         meta=meta,
         docs=docs,
-        ids=env.open_db(b"ids", txn=txn, create=create),
+        ids=ids,
         tables=tables,
         bands=bands,
         format_version=int(fmt["version"]),
         shingles=env.open_db(SHINGLES_DB, txn=txn, create=create) if exact else None,
         ordered_ids=ordered_ids,
+        idx=idx,
     )
 
 
@@ -150,7 +164,7 @@ def _upgrade_format(txn: Any, meta: Any, exact: bool) -> bool:
     writes what the new format adds)."""
     if F.has_paged_records(_recorded(txn, meta)):
         return False
-    txn.put(b"format", F.to_json(F.format_meta(exact)), db=meta)
+    txn.put(b"format", F.to_json(F.format_meta(exact, run_ids=False)), db=meta)
     return True
 
 

@@ -55,12 +55,11 @@ def add(txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra) -
         raise CorruptStoreError(f"store {h.path!r}: a doc's shingle set must come with it "
                                 "in an exact store, and only there")
     new = h.codec.record(fp, enc, sketch, b"".join(keys))
-    old = txn.get(idkey, db=h.ids)
+    old = h.idx.find(txn, enc)
+    if old is None and h.ids is not None and txn.get(idkey, db=h.ids) is not None:
+        raise CorruptStoreError(F.collision_message(h.path))  # a long id's digest
     if old is not None:
-        oid = bytes(old)
-        rec = txn.get(oid, db=h.docs)
-        if h.codec.parse(rec)[1] != enc:
-            raise CorruptStoreError(F.collision_message(h.path))
+        oid, rec = old
         if rec == new:
             if code is not None:
                 _shingles.put(txn, h, oid, code, replace=True)  # maybe another set
@@ -68,8 +67,8 @@ def add(txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra) -
         _unindex(txn, h, oid, rec)
         txn.delete(oid, db=h.docs)
     iid = F.iid_bytes(next_iid(txn, h))
-    txn.put(idkey, iid, db=h.ids)
     txn.put(iid, new, db=h.docs)
+    h.idx.put(txn, enc, iid)
     if code is not None:
         _shingles.put(txn, h, iid, code)
     h.tables.index(txn, iid, fp, keys)
@@ -77,22 +76,30 @@ def add(txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra) -
 
 def remove(txn: Any, h: Handles, idkey: bytes, enc: bytes) -> bool:
     """Delete one doc; whether it was stored."""
-    iid = txn.get(idkey, db=h.ids)
-    if iid is None:
-        return False
-    iid = bytes(iid)
-    rec = txn.get(iid, db=h.docs)
-    if h.codec.parse(rec)[1] != enc:
-        return False  # a digest collision: the stored doc is another id
-    _unindex(txn, h, iid, rec)
-    txn.delete(iid, db=h.docs)
-    txn.delete(idkey, db=h.ids)
+    found = h.idx.find(txn, enc)
+    if found is None:
+        return False  # (or a long id whose digest names another id's doc)
+    _drop(txn, h, enc, *found)
     return True
 
 
+def _drop(txn: Any, h: Handles, enc: bytes, iid: bytes, rec: Any) -> None:
+    _unindex(txn, h, iid, rec)
+    txn.delete(iid, db=h.docs)
+    h.idx.delete(txn, enc)
+
+
 def remove_many(txn: Any, h: Handles, encs: list[bytes]) -> int:
-    """Delete many docs; how many were stored."""
-    return sum(remove(txn, h, h.id_key(e), e) for e in encs)
+    """Delete many docs; how many were stored (their ids found in one pass)."""
+    found = h.idx.find_many(txn, encs)
+    n = 0
+    for enc in dict.fromkeys(encs):
+        iid = found.get(enc)
+        rec = None if iid is None else txn.get(iid, db=h.docs)
+        if rec is not None:
+            _drop(txn, h, enc, iid, rec)
+            n += 1
+    return n
 
 
 def add_many(
@@ -111,16 +118,9 @@ def add_many(
     """
     n = len(ids)
     ints = isinstance(ids, np.ndarray)
-    if ints:
-        id_order = np.argsort(ids, kind="stable") if h.ordered_ids else F.int_id_order(ids)
-    else:
-        idkeys = [h.id_key(e) for e in ids]
-        id_order = np.asarray(sorted(range(n), key=idkeys.__getitem__), dtype=np.int64)
 
-    def id_keys(pos: np.ndarray) -> list[bytes]:
-        if not ints:
-            return [idkeys[i] for i in pos.tolist()]
-        return F.ordered_int_keys(ids[pos]) if h.ordered_ids else F.int_encodings(ids[pos])
+    def encs_at(pos: np.ndarray) -> list[bytes]:
+        return F.int_encodings(ids[pos]) if ints else [ids[i] for i in pos.tolist()]
 
     if (sets is None) != (h.shingles is None):
         raise CorruptStoreError(f"store {h.path!r}: docs' shingle sets must come with them "
@@ -134,14 +134,14 @@ def add_many(
         return part if codes is None else (*part, codes[i])
 
     is_new = np.ones(n, dtype=bool)
-    if txn.stat(h.ids)["entries"]:
-        # Which ids are stored already: lookups in key order, one cursor.
-        cur = txn.cursor(h.ids)
+    if txn.stat(h.docs)["entries"]:
+        # Which ids are stored already: looked up a chunk at a time.
         for a in range(0, n, PUT_CHUNK):
-            pos = id_order[a : a + PUT_CHUNK]
-            for i, key in zip(pos.tolist(), id_keys(pos), strict=True):
-                if cur.set_key(key):
-                    is_new[i] = False
+            pos = np.arange(a, min(a + PUT_CHUNK, n))
+            chunk = encs_at(pos)
+            found = h.idx.find_many(txn, chunk)
+            if found:
+                is_new[pos] = [e not in found for e in chunk]
         old = np.flatnonzero(~is_new)
         for i in old.tolist():
             enc = F.encode_id(int(ids[i])) if ints else ids[i]
@@ -168,19 +168,16 @@ def add_many(
                 recs = [p + ids[i] for p, i in zip(pre, pos.tolist(), strict=True)]
             put_sorted(cur, rows[pos].tolist(), recs, append=True)
         del prefix
-        # ids: encoded id -> internal id, in key order
-        new_order = id_order[is_new[id_order]]
-        cur = txn.cursor(h.ids)
-        append = txn.stat(h.ids)["entries"] == 0
-        for a in range(0, len(new_order), PUT_CHUNK):
-            pos = new_order[a : a + PUT_CHUNK]
-            append = put_sorted(cur, id_keys(pos), rows[pos].tolist(), append=append)
+        h.idx.put_new(txn, ids, new, rows)
         if codes is not None:  # shingles: appended after every stored doc's, as docs
             _shingles.put_many(txn, h, rows[new].tolist(), [codes[i] for i in new.tolist()])
 
     sub = fps[new] if len(new) != n else fps
+    chunks = [h.idx.hashes(encs_at(new[a : a + PUT_CHUNK]))
+              for a in range(0, len(new), PUT_CHUNK)]
+    idh = None if not chunks or chunks[0] is None else np.concatenate(chunks)
     h.tables.fill(txn, sub, iids[new], before=write_docs_ids_and_bands,
-                  bands=None if keys32 is None else keys32[new])
+                  bands=None if keys32 is None else keys32[new], idh=idh)
 
 
 def add_if_similar(

@@ -19,6 +19,16 @@ def test_murmur3_matches_mmh3(data, seed):
     assert _core.murmur3_x64_128(data, seed) == mmh3.hash64(data, seed, signed=False)
 
 
+@settings(max_examples=100)
+@given(items=st.lists(st.binary(max_size=40), max_size=30), seed=st.integers(0, 2**32 - 1))
+def test_murmur3_many_is_each_strings_low_half(items, seed):
+    """murmur3_many hashes each of many strings laid end to end (empty ones too) as mmh3
+    hashes it alone: the ids' keys of a run-ids store."""
+    got = _core.murmur3_many(items, seed)
+    assert got.dtype == np.uint64
+    assert got.tolist() == [mmh3.hash64(x, seed, signed=False)[0] for x in items]
+
+
 @given(q=fingerprints, fps=st.lists(fingerprints, max_size=50), k=st.integers(0, 64))
 def test_hamming_within_equals_brute_force(q, fps, k):
     """hamming_within returns exactly the indices whose distance is <= k."""

@@ -67,10 +67,13 @@ def test_verify_reports_missing_and_orphan_entries_and_rebuild_repairs(tmp_path,
         assert s._h.tables.name == "runs" and [m.doc_id for m in s.query(1 << 40, 0)] == ["d3"]
 
 
-def test_verify_reports_a_doc_missing_from_ids(tmp_path):
-    """A doc whose ids entry is gone is named in the report."""
+def test_verify_reports_a_doc_missing_from_ids(tmp_path, monkeypatch):
+    """A doc whose ids entry is gone is named in the report (an ids B-tree: formats 1-12;
+    run ids: tests/store/test_run_ids.py)."""
     path = tmp_path / "s"
+    monkeypatch.setattr(simstore.store.format, "RUN_IDS_FROM", 99)
     _fill(path, [5, 6]).close()
+    monkeypatch.undo()
     env = _raw(path)
     with env.begin(write=True) as txn:
         ids = env.open_db(b"ids", txn=txn)

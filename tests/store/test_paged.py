@@ -16,6 +16,7 @@ import pytest
 
 import simstore
 from simstore import SimStore
+from simstore.store import format as F
 from simstore.store.runfile import Job
 
 from .test_runs import (
@@ -225,6 +226,7 @@ def test_a_format_9_store_is_read_and_paged_by_its_first_write(
     rng = random.Random(5)
     model = {i: rng.getrandbits(64) for i in range(2000)}
     path = tmp_path / "s"
+    monkeypatch.setattr(F, "RUN_IDS_FROM", 99)  # an ids B-tree, as formats 3-12 kept
     with SimStore(path, k=3, expected_size=10**5, durable=False) as s:
         s.add_many(list(model), list(model.values()))
         i = 0
@@ -323,6 +325,7 @@ def test_a_store_keyed_before_format_11_keeps_its_keys_until_a_rebuild(
     from simstore.store import format as F
 
     path = tmp_path / "s"
+    monkeypatch.setattr(F, "RUN_IDS_FROM", 99)  # an ids B-tree (formats 11-12)
     monkeypatch.setattr(F, "ordered_id_key", F.id_key)  # what an older simstore wrote
     monkeypatch.setattr(F, "ordered_int_keys", F.int_encodings)
     monkeypatch.setattr(F, "ORDERED_KEY", b"i")
@@ -353,12 +356,10 @@ def test_a_store_keyed_before_format_11_keeps_its_keys_until_a_rebuild(
         assert keys() == sorted(F.encode_id(d) for d in model) and s.verify() == []
         check_answers(s, model, list(model.values())[::50])
         s.rebuild()
-    with SimStore(path) as s:
-        assert s._h.ordered_ids and s.verify() == []
-        assert keys() == sorted(F.ordered_id_key(F.encode_id(d)) for d in model)
-        assert [k for k in keys() if k[:1] == b"n"] == [
-            F.ordered_id_key(F.encode_id(d)) for d in sorted(d for d in model if isinstance(d, int))]
+    with SimStore(path) as s:  # rebuilt: its ids are a run database (format 13)
+        assert s._h.ids is None and s.stats()["format_version"] == 13 and s.verify() == []
         assert all(s.get(d) == fp for d, fp in model.items())
+        check_answers(s, model, list(model.values())[::50])
 
 
 def ids_leaf_pages(store: SimStore) -> int:
@@ -375,6 +376,7 @@ def test_ids_put_between_stored_ones_fill_pages(monkeypatch: pytest.MonkeyPatch,
     inserts between stored keys); every id is found after either way."""
     from simstore.store import rows
 
+    monkeypatch.setattr(F, "RUN_IDS_FROM", 99)  # the ids B-tree of formats 11-12
     pages = {}
     for spread in (1, rows.SPREAD):
         monkeypatch.setattr(rows, "SPREAD", spread)
@@ -390,10 +392,13 @@ def test_ids_put_between_stored_ones_fill_pages(monkeypatch: pytest.MonkeyPatch,
     assert pages[rows.SPREAD] <= 0.85 * pages[1], pages  # 201 vs 254 pages
 
 
-def test_ids_past_the_end_are_appended_in_later_batches(tmp_path: Path) -> None:
+def test_ids_past_the_end_are_appended_in_later_batches(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
     """Int ids numbered on after a store's own (ordered keys past the ids table's end) are
-    appended by every add_many, not just the first: 20 batches into a stored table take
-    no more leaf pages than one bulk load of the same ids, plus one a batch."""
+    appended by every add_many, not just the first (a format 11-12 store's ids B-tree): 20
+    batches into a stored table take no more leaf pages than one bulk load of the same
+    ids, plus one a batch."""
+    monkeypatch.setattr(F, "RUN_IDS_FROM", 99)
     fps = [random.Random(i).getrandbits(64) for i in range(30_000)]
     with SimStore(tmp_path / "one", k=3, expected_size=10**5) as s:
         s.add_many(range(30_000), fps)

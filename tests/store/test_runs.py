@@ -37,7 +37,7 @@ import simstore
 import simstore.store.runcache
 import simstore.store.runs
 from simstore.search.layout import permute
-from simstore.store import SimStore
+from simstore.store import SimStore, format as F
 from simstore.store.levelruns import LevelRuns
 from simstore.store.removed import read_job
 from simstore.store.runfile import Job, lineage
@@ -598,7 +598,7 @@ def child_ops(path: Path, values: dict[str, int], ops: list[list[Any]]) -> None:
     ["query", fp]) on the store in a fresh interpreter with the same constants."""
     r = run_py(child_prelude(values) + f"""
 import json
-from simstore.store import SimStore
+from simstore.store import SimStore, format as F
 with SimStore({str(path)!r}) as s:
     for op, *args in json.loads({json.dumps(ops)!r}):
         if op == "add":
@@ -630,8 +630,9 @@ def apply_ops(model: dict[Any, int], ops: list[list[Any]]) -> None:
 def iid_of(store: SimStore, doc_id: Any) -> int:
     """The internal id of a stored doc (as the open batch, if any, sees it)."""
     with store._env.reading() as txn:
-        return int.from_bytes(bytes(txn.get(store._h.id_key(
-            simstore.store.format.encode_id(doc_id)), db=store._h.ids)), "big")
+        found = store._h.idx.find(txn, simstore.store.format.encode_id(doc_id))
+        assert found is not None
+        return int.from_bytes(found[0], "big")
 
 
 def test_cache_follows_another_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -724,7 +725,7 @@ def test_reader_across_a_map_grown_by_another_process(monkeypatch: pytest.Monkey
     # grows, every level stays (they are recent docs)
     r = run_py(child_prelude(values) + f"""
 import random
-from simstore.store import SimStore
+from simstore.store import SimStore, format as F
 rng = random.Random(5)
 with SimStore({str(path)!r}) as s:
     s.add_many(["%03d" % i + "x" * 60_000 for i in range(40)],
@@ -919,7 +920,8 @@ def test_legacy_store_works_and_rebuild_moves_it_to_runs(monkeypatch: pytest.Mon
 
         store.rebuild()
         now = simstore.store.format.FORMAT_VERSION
-        assert now == 11 and format_version(store) == now and store._h.tables.name == "runs"
+        assert now == 13 and format_version(store) == now and store._h.tables.name == "runs"
+        assert store._h.ids is None  # the ids moved to a run database
         assert (store.stats()["format_version"], store.stats()["table_engine"]) == (now, "runs")
         if version == 3:
             assert 0 not in run_dir_bits(store)
@@ -1039,7 +1041,7 @@ DAMAGE = {
 _QUERY_CHILD = """
 import json, sys
 from simstore.exceptions import SimstoreError
-from simstore.store import SimStore
+from simstore.store import SimStore, format as F
 out = {}
 for name, path in json.loads(sys.argv[1]).items():
     rows = out[name] = []
@@ -1308,7 +1310,10 @@ def test_a_format_4_state_record_is_read_and_upgraded(tmp_path: Path) -> None:
     rng = random.Random(45)
     path = tmp_path / "s"
     model = {i: rng.getrandbits(64) for i in range(300)}
-    with SimStore(path, k=3, expected_size=1000) as s:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(F, "RUN_IDS_FROM", 99)  # an ids B-tree, as formats 3-12 kept
+        s = SimStore(path, k=3, expected_size=1000)
+    with s:
         s.add_many(list(model), list(model.values()))
         st_ = state_of(s)
         assert [lv.id for lv in st_.levels] == [0]
@@ -1410,9 +1415,16 @@ def index_records(store: SimStore) -> dict[int, list[int]]:
     return out
 
 
+def table_sets(store: SimStore) -> list[Any]:
+    """The run sets of the tables (no ids', which queries never probe) of the levels this
+    process has opened."""
+    nt = len(store._h.tables.dbs)
+    return [rs for lev in store._h.tables._levels.values() for rs in lev.sets[:nt]]
+
+
 def loaded_runs(store: SimStore) -> tuple[int, int]:
-    """(runs loaded, runs in all) over the levels this process has opened."""
-    sets = [rs for lev in store._h.tables._levels.values() for rs in lev.sets]
+    """(runs loaded, runs in all) of the tables over the levels this process has opened."""
+    sets = table_sets(store)
     return sum(rs.loaded for rs in sets), sum(rs.nruns for rs in sets)
 
 
@@ -1567,7 +1579,7 @@ def test_a_reader_holds_no_object_for_a_run_it_reads_in_place(
         check_answers(s, model, list(model.values())[:60])
         got, total = loaded_runs(s)
         assert got == total >= 10
-        sets = [rs for lev in s._h.tables._levels.values() for rs in lev.sets]
+        sets = table_sets(s)
         held = sum(len(rs._keep) for rs in sets)
         short = sum(1 for rs in sets for i in range(rs.nruns)
                     if rs._runs[i].n * (8 + rs._runs[i].vw) < s._h.tables._psize)
@@ -1587,7 +1599,7 @@ def test_open_adopts_a_map_grown_between_its_open_and_first_read(
 
     def load_after_growth(env: Any, *args: Any, **kw: Any) -> Any:
         r = run_py(f"""
-from simstore.store import SimStore
+from simstore.store import SimStore, format as F
 with SimStore({str(path)!r}) as s:
     s.add_many(["%03d" % i + "x" * 60_000 for i in range(40)], list(range(40)))
 """)
@@ -1607,6 +1619,7 @@ def test_a_merge_an_older_simstore_left_under_way_is_adopted(
     write puts the target into the state and trims the sources; the merge then finishes
     and verify passes at every step."""
     small(monkeypatch)
+    monkeypatch.setattr(F, "RUN_IDS_FROM", 99)  # an ids B-tree, as formats 3-12 kept
     rng = random.Random(21)
     model = {f"d{i}": rng.getrandbits(64) for i in range(400)}
     path = tmp_path / "s"

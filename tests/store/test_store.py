@@ -23,7 +23,7 @@ from simstore.exceptions import (
     StoreClosedError,
     StoreInUseError,
 )
-from simstore.store import MAX_DOC_ID_BYTES, Match, SimStore
+from simstore.store import MAX_DOC_ID_BYTES, Match, SimStore, format as F
 from simstore.text.fingerprinting import FingerprintConfig
 
 from ..oracles import brute_matches, brute_neighbours
@@ -182,7 +182,10 @@ def test_an_id_whose_docs_record_is_gone_is_corrupt_store_error(tmp_path) -> Non
     """The ids table names a doc the docs table lost (a damaged page, `stress.py damage`
     case 60 of seed 39): get, `in`, add and remove of that id raise CorruptStoreError (they
     raised TypeError), other ids work."""
-    with SimStore(tmp_path / "s", k=3) as s:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(F, "RUN_IDS_FROM", 99)  # an ids B-tree (formats 1-12; run ids: below)
+        SimStore(tmp_path / "s", k=3).close()
+    with SimStore(tmp_path / "s") as s:
         s.add_many(["a", "b", "c"], [1, 2, 3])
     env = lmdb.open(str(tmp_path / "s"), max_dbs=64)
     with env.begin(write=True) as txn:

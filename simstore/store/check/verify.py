@@ -33,14 +33,13 @@ from typing import Any
 import lmdb
 
 from ...exceptions import SimstoreError, StoreError, VerifyTimeoutError
-from .. import format as F, schema as _schema, shingles as _shingles
+from .. import schema as _schema, shingles as _shingles
 from ..create import MAX_DBS
 from ..errors import translate
 from ..schema import Handles
 from .lmdbfile import begin
 from .pages import FileCheck, check_open
 
-_MAX_LISTED = 20
 _ATTEMPTS = 5  # snapshots tried when writers in other processes keep committing
 TIMEOUT_BASE = 120.0  # seconds, plus one per TIMEOUT_RATE bytes of data.mdb
 TIMEOUT_RATE = 4 << 20  # about 10x slower than a full check runs on a laptop
@@ -238,7 +237,7 @@ def _check_env(env: Any, path: str) -> Report | None:
 def records(txn: Any, h: Handles) -> list[str]:
     """Every broken invariant of the records, as sentences; [] when all hold.
 
-    Walks the docs table and checks each doc against the ids table, every
+    Walks the docs table and checks each doc against its ids index, every
     permutation table and every band table, and in an exact store its shingle
     set. LMDB reads the pages: run it only on a snapshot whose structure was
     checked (or that this process wrote itself).
@@ -246,33 +245,10 @@ def records(txn: Any, h: Handles) -> list[str]:
     problems: list[str] = []
     cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_sketches=True, problems=problems)
     assert cols.encs is not None
-    bad_ids = 0
-    for key, enc in zip(cols.keys, cols.encs, strict=True):
-        got = txn.get(h.id_key(enc), db=h.ids)
-        if got is None or bytes(got) != key:
-            bad_ids += 1
-            if bad_ids <= _MAX_LISTED:
-                problems.append(
-                    f"doc {_safe_id(enc)!r}: the ids table "
-                    + ("lacks it" if got is None else "points to another record")
-                )
-    if bad_ids > _MAX_LISTED:
-        problems.append(f"... and {bad_ids - _MAX_LISTED} more docs with bad ids entries")
-    n_ids = int(txn.stat(h.ids)["entries"])
-    if n_ids != len(cols.keys):
-        problems.append(
-            f"the ids table has {n_ids} entries for {len(cols.keys)} docs (orphans or gaps)"
-        )
+    problems.extend(h.idx.check(txn, cols.keys, cols.encs))
     problems.extend(h.tables.check(txn, cols.iids, cols.fps))
     if h.bands is not None:
         problems.extend(h.bands.check(txn, cols.iids, cols.bands))
     if h.shingles is not None:
         problems.extend(_shingles.check(txn, h, cols.iids))
     return problems
-
-
-def _safe_id(enc: bytes) -> Any:
-    try:
-        return F.decode_id(enc)
-    except Exception:  # noqa: BLE001 - a damaged id must not stop the report
-        return enc

@@ -194,7 +194,7 @@ class Tables:
             del kl, vl
 
     def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray, before: Any = None,
-             bands: Any = None) -> None:
+             bands: Any = None, idh: Any = None) -> None:
         """Insert (permuted fp, internal id) of many docs into every table, in key order,
         and their (n, nbands) 32-bit band keys into the band table.
 

@@ -1,0 +1,214 @@
+"""Run ids (format 13 on): a store's doc ids are a run database of its run tables.
+
+Every lookup by id (get, in, add's update, remove, add_many's stored check, dedup) goes
+through the ``rids`` levels, the recent docs and the docs records; these check it against
+a dict model while levels flush and merge, with hashes that collide, across processes,
+and that verify() names what damage did.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import numpy as np
+import pytest
+
+import simstore
+import simstore.store.runs
+from simstore import SimStore
+from simstore.store import format as F
+from simstore.store.check.verify import records
+
+from ..oracles import brute_matches
+from .test_crash import run_py
+from .test_runs import child_prelude, merging, small
+
+
+def url(i: int) -> str:
+    return f"https://site{i * 7919 % 50021}.example.org/page/{i:x}"
+
+
+def check_model(s: SimStore, model: dict[Any, int], probe: list[Any]) -> None:
+    """get / in / len of the store against the model, for the probed ids."""
+    assert len(s) == len(model)
+    for d in probe:
+        assert s.get(d) == model.get(d), d
+        assert (d in s) == (d in model), d
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_writes_match_a_dict(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                    seed: int) -> None:
+    """Adds (one and many, new and stored ids), updates, removes (one and many, absent
+    ids too) and batches of URL, str and int ids on a store whose levels flush every
+    few docs and merge in slices: every id reads as the model says after every step,
+    queries equal brute force, verify passes, and a fresh process reads the same."""
+    values = small(monkeypatch)
+    rng = random.Random(seed)
+    pool = [url(i) for i in range(300)] + [f"d{i}" for i in range(100)] + list(range(-50, 150))
+    model: dict[Any, int] = {}
+    path = tmp_path / "s"
+    merged = False
+    with SimStore(path, k=3, expected_size=2000, durable=False) as s:
+        assert s._h.ids is None and s.stats()["format_version"] == 13
+        for _ in range(160):
+            op = rng.random()
+            if op < 0.3:
+                d, fp = rng.choice(pool), rng.getrandbits(64)
+                s.add(d, fp)
+                model[d] = fp
+            elif op < 0.55:
+                ids = list(dict.fromkeys(rng.sample(pool, rng.randint(1, 30))))
+                fps = [rng.getrandbits(64) for _ in ids]
+                s.add_many(ids, fps)
+                model.update(zip(ids, fps, strict=True))
+            elif op < 0.7 and model:
+                d = rng.choice(pool)
+                assert s.remove(d) == (d in model)
+                model.pop(d, None)
+            elif op < 0.85:
+                ids = rng.sample(pool, rng.randint(1, 25))
+                ids += ids[:2]  # an id twice: removed once
+                assert s.remove_many(ids) == len(set(ids) & set(model))
+                for d in ids:
+                    model.pop(d, None)
+            else:
+                with s.batch():  # an id added and removed in one write, another updated
+                    a, b = rng.sample(pool, 2)
+                    s.add(a, 7)
+                    assert s.remove(a)
+                    model.pop(a, None)
+                    s.add(b, rng.getrandbits(64))
+                    model[b] = rng.getrandbits(64)
+                    s.add(b, model[b])
+            merged = merged or merging(s) is not None
+            check_model(s, model, rng.sample(pool, 40))
+        assert merged and len(s.stats()["levels"]) >= 2
+        check_model(s, model, pool)
+        for q in list(model.values())[:10]:  # (ties in no particular order: sorted)
+            for k in range(4):
+                assert sorted(map(repr, s.query(q, k))) == \
+                    sorted(map(repr, brute_matches(model, q, k)))
+        assert s.verify() == []
+    r = run_py(child_prelude(values) + f"""
+import json
+from simstore import SimStore
+model = dict(json.loads({json.dumps(list(model.items()))!r}))
+with SimStore({str(path)!r}, readonly=True) as s:
+    assert len(s) == len(model)
+    for d, fp in model.items():
+        assert s.get(d) == fp, d
+    assert s.get("nope") is None and -10**6 not in s
+""")
+    assert r.returncode == 0, r.stderr
+
+
+def test_ids_that_share_a_hash_are_told_apart(monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    """With a hash of 3 values every lookup meets other ids' entries (and removed docs'):
+    each id still reads, updates and removes only its own doc, and verify passes."""
+    small(monkeypatch)
+
+    def weak(enc: bytes) -> int:
+        return sum(enc) % 3
+
+    monkeypatch.setattr(F, "id_hash", weak)
+    monkeypatch.setattr(simstore.store.runs, "id_hashes",
+                        lambda encs: np.fromiter(map(weak, encs), dtype=np.uint64))
+    monkeypatch.setattr(F, "id_hashes",
+                        lambda encs: np.fromiter(map(weak, encs), dtype=np.uint64))
+    rng = random.Random(4)
+    with SimStore(tmp_path / "s", k=3, durable=False) as s:
+        model = {f"x{i}": rng.getrandbits(64) for i in range(120)}
+        s.add_many(list(model), list(model.values()))
+        for i in range(0, 120, 3):
+            assert s.remove(f"x{i}")
+            del model[f"x{i}"]
+        for i in range(1, 120, 5):
+            model[f"x{i}"] = 99
+            s.add(f"x{i}", 99)
+        s.add_many(["x0", "x3", "x1"], [5, 6, 7])  # two removed ids back, one updated
+        model.update(x0=5, x3=6, x1=7)
+        check_model(s, model, [f"x{i}" for i in range(130)])
+        with s._env.reading() as txn:  # in this process: verify()'s child has the real hash
+            assert records(txn, s._h) == []
+
+
+def _raw(path: Path) -> Any:
+    return lmdb.open(str(path), max_dbs=64, subdir=True)
+
+
+def test_a_new_store_has_no_ids_btree_and_an_older_simstore_refuses_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Format 13: the ids live in ``rids``, the environment has no ``ids`` database; a
+    simstore reading formats up to 12 refuses the store rather than miss every id."""
+    with SimStore(tmp_path / "s", k=3) as s:
+        s.add_many(["a", "b"], [1, 2])
+    env = _raw(tmp_path / "s")
+    with env.begin() as txn:
+        names = {bytes(k) for k, _ in txn.cursor()}
+    env.close()
+    assert b"rids" in names and b"ids" not in names and b"docs" in names
+    monkeypatch.setattr(F, "FORMAT_VERSIONS", tuple(range(1, 13)))
+    with pytest.raises(simstore.FormatVersionError):
+        SimStore(tmp_path / "s")
+
+
+def test_rebuild_moves_a_format_11_store_to_run_ids(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    """A store with an ids B-tree (format 11) works as before and keeps it through writes;
+    rebuild drops the B-tree and derives the ids' runs: every id reads the same."""
+    rng = random.Random(6)
+    model: dict[Any, int] = {url(i): rng.getrandbits(64) for i in range(500)}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(F, "RUN_IDS_FROM", 99)
+        SimStore(tmp_path / "s", k=3).close()
+    with SimStore(tmp_path / "s") as s:
+        assert s.stats()["format_version"] == 11 and s._h.ids is not None
+        s.add_many(list(model), list(model.values()))
+        assert s.remove(url(3)) and s.remove_many([url(4), url(9999)]) == 1
+        del model[url(3)], model[url(4)]
+        check_model(s, model, list(model)[:50] + [url(3)])
+        assert s.stats()["format_version"] == 11
+        s.rebuild()
+    with SimStore(tmp_path / "s") as s:
+        assert s.stats()["format_version"] == 13 and s._h.ids is None
+        check_model(s, model, list(model) + [url(3), url(4)])
+        assert s.verify() == []
+    env = _raw(tmp_path / "s")
+    with env.begin() as txn:
+        assert txn.get(b"ids") is None  # the B-tree itself is gone
+    env.close()
+
+
+def test_verify_names_damage_to_the_ids(tmp_path: Path) -> None:
+    """Two live docs with one id (a docs record rewritten with another's id) and a level's
+    ids entry deleted are both reported."""
+    with SimStore(tmp_path / "s", k=3) as s:
+        s.add_many([f"d{i}" for i in range(20)], list(range(20)))
+        assert s.verify() == []
+        h = s._h
+        with s._env.reading() as txn:
+            level = s._h.tables.state(txn).levels[0].id
+    env = _raw(tmp_path / "s")
+    with env.begin(write=True) as txn:
+        docs = env.open_db(b"docs", txn=txn, create=False)
+        rec = bytes(txn.get(F.iid_bytes(5), db=docs))
+        fp, _ = h.codec.parse(rec)
+        txn.put(F.iid_bytes(5), h.codec.record(fp, F.encode_id("d6"), b"", b""), db=docs)
+    env.close()
+    with SimStore(tmp_path / "s", readonly=True) as s:
+        text = " ".join(s.verify())
+    assert "share an id" in text and "of ids" in text
+    env = _raw(tmp_path / "s")
+    with env.begin(write=True) as txn:
+        rids = env.open_db(b"rids", txn=txn, create=False)
+        run = next(bytes(k) for k, _ in txn.cursor(rids) if bytes(k)[:1] == bytes((level,)))
+        assert txn.delete(run, db=rids)
+    env.close()
+    with SimStore(tmp_path / "s", readonly=True) as s:
+        assert any("of ids" in p for p in s.verify())
