@@ -20,16 +20,24 @@ Everything here is pure: bytes in, values out, no LMDB calls.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple, Union
 
-import mmh3
 import numpy as np
 
 from ..exceptions import CorruptStoreError, InvalidDocIdError, SimstoreTypeError
-from ..native.core import murmur3_many
+from .idkeys import (  # noqa: F401 - the ids' keys, part of the format, re-exported
+    ID_HASH_SEED,
+    MAX_KEY_BYTES,
+    ORDERED_KEY,
+    collision_message,
+    id_hash,
+    id_hashes,
+    id_key,
+    ordered_id_key,
+    ordered_int_keys,
+)
 
 DocId = Union[str, int]  # noqa: UP007 - a runtime alias, kept valid on Python 3.10
 
@@ -75,9 +83,7 @@ RUN_INDEX_FROM = 7  # the first whose levels have index records
 VISIBLE_MERGE_FROM = 9  # the first whose merge target is a level of the state
 PAGED_FROM = 11  # the first whose level indexes and merge records are paged
 RUN_IDS_FROM = 13  # the first whose ids are a run database
-ID_HASH_SEED = 0x1D5EED  # of id_hash: part of the format, never to change
 MAX_DOC_ID_BYTES = 1 << 16
-MAX_KEY_BYTES = 511  # LMDB's key limit: longer ids are keyed by a digest
 _FP_END = 9  # a record is [version byte][fingerprint: bytes 1..8][encoded id]
 TEXT_ID = ord("s")  # the first byte of an encoded str doc id
 INT_ID = ord("i")  # the first byte of an encoded int doc id
@@ -134,72 +140,6 @@ def decode_id(enc: bytes) -> DocId:
     if tag == b"i":
         return int.from_bytes(payload, "big", signed=True)
     raise CorruptStoreError(f"a docs record holds an id with unknown type tag {bytes(tag)!r}")
-
-
-def id_key(enc: bytes) -> bytes:
-    """The ``ids`` key of an encoded id: itself, or a digest when over the key limit."""
-    if len(enc) <= MAX_KEY_BYTES:
-        return enc
-    return b"h" + hashlib.blake2b(enc, digest_size=32).digest()
-
-
-ORDERED_KEY = b"n"  # the lead byte of an int id's key in an ``ordered`` store
-_ORDERED_MAX = 100  # payload bytes an ordered key holds; longer ints keep id_key's form
-
-
-def ordered_id_key(enc: bytes) -> bytes:
-    """The ``ids`` key of an encoded id in a store whose int ids sort by value (those
-    created or rebuilt from format 11; meta ``idkeys``): ``n``, a length byte (0x80 + n
-    for x >= 0, 0x80 - n below zero) and x's n low bytes big-endian (x + 256**n when
-    negative), so neighbouring ints are neighbouring keys and removing a range of them
-    touches a few leaf pages, not one each (the signed minimal bytes of :func:`encode_id`
-    sort 5 with 1280-1535); a str id keys as :func:`id_key`."""
-    if enc[:1] != b"i":
-        return id_key(enc)
-    x = int.from_bytes(enc[1:], "big", signed=True)
-    n = max(1, ((~x if x < 0 else x).bit_length() + 7) // 8)
-    if n > _ORDERED_MAX:
-        return id_key(enc)
-    lead = 0x80 + n if x >= 0 else 0x80 - n
-    return ORDERED_KEY + bytes((lead,)) + (x % (1 << (8 * n))).to_bytes(n, "big")
-
-
-def ordered_int_keys(xs: np.ndarray) -> list[bytes]:
-    """:func:`ordered_id_key` of int64 ids, vectorized (in input order)."""
-    a = xs.astype(np.int64)
-    mag = np.where(a < 0, ~a, a).astype(np.uint64)
-    n = np.ones(len(a), dtype=np.int64)
-    for j in range(1, 8):
-        n += mag >= np.uint64(1 << (8 * j))
-    lead = np.where(a >= 0, 0x80 + n, 0x80 - n).astype(np.uint8)
-    big = a.astype(">i8").view(np.uint8).reshape(-1, 8)
-    out: list[bytes] = [b""] * len(a)
-    for m in np.unique(n).tolist():
-        pos = np.flatnonzero(n == m)
-        rows = np.empty((len(pos), m + 2), dtype=np.uint8)
-        rows[:, 0], rows[:, 1], rows[:, 2:] = ORDERED_KEY[0], lead[pos], big[pos, 8 - m:]
-        for p, key in zip(pos.tolist(), rows.view(f"V{m + 2}").ravel().tolist(), strict=True):
-            out[p] = key
-    return out
-
-
-def id_hash(enc: bytes) -> int:
-    """The 64-bit key of an encoded id in a run-ids store (format 13 on): murmur3_x64_128's
-    low half. Two ids may share one; a lookup compares the docs records' ids."""
-    return int(mmh3.hash64(enc, ID_HASH_SEED, signed=False)[0])
-
-
-def id_hashes(encs: Iterable[bytes]) -> np.ndarray:
-    """:func:`id_hash` of many encoded ids (uint64, in order; one C call)."""
-    return murmur3_many(list(encs), ID_HASH_SEED)
-
-
-def collision_message(path: str) -> str:
-    """What to say when two long ids share a digest (never seen; reported, not hidden)."""
-    return (
-        f"store {path!r}: two doc ids longer than {MAX_KEY_BYTES} bytes share a blake2b "
-        "digest; please report this"
-    )
 
 
 def doc_ids_list(doc_ids: Any) -> list[Any]:

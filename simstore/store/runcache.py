@@ -3,7 +3,8 @@
 :class:`LevelCache` is the part of :class:`~simstore.store.runs.RunTables` that
 keeps, per level, its runs' pointers into LMDB's map (fetched when a probe first
 lands in them), the recent docs, and the probers pointed at both; it brings them
-to the state a transaction sees before every query. The invariant that keeps
+to the state a transaction sees before every query, and looks keys up exactly in
+the band keys' and the ids' run databases. The invariant that keeps
 those pointers valid is stated in :mod:`simstore.store.runs`.
 """
 
@@ -231,3 +232,35 @@ class LevelCache:
             self._wired_raw = bytes(raw)
             self._wired_epoch = self._epoch()
 
+    # --- exact lookups (band keys, id hashes) ---------------------------------------
+
+    def band_candidates(self, txn: Any, keys: np.ndarray) -> list[int]:
+        """Internal ids of docs sharing a band key (band << 32 | key32, uint64) with keys.
+
+        Each once, in no particular order; stale ones (removed docs) included.
+        """
+        return self._exact(txn, self._bprober, keys, "bands")
+
+    def id_candidates(self, txn: Any, hashes: Any) -> list[int]:
+        """Internal ids of docs whose id hashes (uint64) to one of hashes: each once, in no
+        particular order, stale ones (removed docs) and other ids of the same hash included
+        (:class:`~simstore.store.idindex.RunIds` checks their docs records)."""
+        return self._exact(txn, self._iprober, hashes, "ids")
+
+    def _exact(self, txn: Any, prober: _probe.Prober | None, keys: Any, recent: str
+               ) -> list[int]:
+        """Values of the keys in a run database's levels (prober) and in the recent docs'
+        map of that name, each once."""
+        self._sync(txn)
+        assert prober is not None
+        q = np.ascontiguousarray(keys, dtype=np.uint64)
+        out = prober.lookup(q)
+        rec = self._recent
+        found_in: dict[int, list[int]] = {} if rec is None else getattr(rec, recent)
+        if found_in:
+            get = found_in.get
+            for key in q.tolist():
+                found = get(key)
+                if found:
+                    out.extend(found)
+        return list(dict.fromkeys(out))
