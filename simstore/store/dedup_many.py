@@ -255,7 +255,7 @@ class _Greedy:
         n = len(self.idkeys)
         found = h.idx.find_many(txn, docs.encs)
         self.stored_iid = {
-            key: int.from_bytes(found[enc], "big")
+            key: int.from_bytes(found[enc][0], "big")
             for key, enc in zip(self.idkeys, docs.encs, strict=True) if enc in found
         }
         self.next_new = next_iid(txn, h)

@@ -31,8 +31,8 @@ class IdIndex(Protocol):
     def find(self, txn: Any, enc: bytes) -> Found | None:
         """(internal id, docs record) of the live doc with this encoded id, or None."""
 
-    def find_many(self, txn: Any, encs: list[bytes]) -> dict[bytes, bytes]:
-        """Encoded id -> internal id of those of encs that are stored."""
+    def find_many(self, txn: Any, encs: list[bytes]) -> dict[bytes, Found]:
+        """Encoded id -> (internal id, docs record) of those of encs that are stored."""
 
     def put(self, txn: Any, enc: bytes, iid: bytes) -> None:
         """Note a doc written at iid under this id (after its docs record)."""
@@ -94,7 +94,7 @@ class TreeIds(_Docs):
         rec = txn.get(iid, db=self.docs)
         return (iid, rec) if self.codec.parse(rec)[1] == enc else None
 
-    def find_many(self, txn: Any, encs: list[bytes]) -> dict[bytes, bytes]:
+    def find_many(self, txn: Any, encs: list[bytes]) -> dict[bytes, Found]:
         if not txn.stat(self.db)["entries"]:
             return {}
         keyed = sorted((self.id_key(e), e) for e in dict.fromkeys(encs))
@@ -102,7 +102,8 @@ class TreeIds(_Docs):
         for key, enc in keyed:  # in key order: one cursor's walk
             if cur.set_key(key):
                 out[enc] = bytes(cur.value())
-        return {enc: iid for enc, iid in out.items() if self._named(txn, iid, enc)}
+        named = ((enc, self._named(txn, iid, enc)) for enc, iid in out.items())
+        return {enc: found for enc, found in named if found is not None}
 
     def put(self, txn: Any, enc: bytes, iid: bytes) -> None:
         txn.put(self.id_key(enc), iid, db=self.db)
@@ -173,11 +174,11 @@ class RunIds(_Docs):
                 return found
         return None
 
-    def find_many(self, txn: Any, encs: list[bytes]) -> dict[bytes, bytes]:
+    def find_many(self, txn: Any, encs: list[bytes]) -> dict[bytes, Found]:
         want = set(encs)
         if not want:
             return {}
-        out: dict[bytes, bytes] = {}
+        out: dict[bytes, Found] = {}
         get, docs, parse = txn.get, self.docs, self.codec.parse
         hs = np.unique(F.id_hashes(want))
         for iid in self._tables.id_candidates(txn, hs):
@@ -186,7 +187,7 @@ class RunIds(_Docs):
             if rec is not None:
                 enc = parse(rec)[1]
                 if enc in want:
-                    out[enc] = key
+                    out[enc] = key, rec
         return out
 
     def put(self, txn: Any, enc: bytes, iid: bytes) -> None:

@@ -92,14 +92,10 @@ def _drop(txn: Any, h: Handles, enc: bytes, iid: bytes, rec: Any) -> None:
 def remove_many(txn: Any, h: Handles, encs: list[bytes]) -> int:
     """Delete many docs; how many were stored (their ids found in one pass)."""
     found = h.idx.find_many(txn, encs)
-    n = 0
-    for enc in dict.fromkeys(encs):
-        iid = found.get(enc)
-        rec = None if iid is None else txn.get(iid, db=h.docs)
-        if rec is not None:
-            _drop(txn, h, enc, iid, rec)
-            n += 1
-    return n
+    for enc in dict.fromkeys(encs):  # (each once: its record is gone after)
+        if enc in found:
+            _drop(txn, h, enc, *found[enc])
+    return len(found)
 
 
 def add_many(
