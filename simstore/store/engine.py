@@ -39,6 +39,9 @@ class TableEngine(Protocol):
     def unindex(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
         """Let go of a doc about to leave the docs table (keys as for index)."""
 
+    def unindex_many(self, txn: Any, docs: list[tuple[bytes, int, list[bytes]]]) -> None:
+        """Let go of many docs about to leave (internal id, fp, keys as for index)."""
+
     def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray,
              before: Callable[[], None] | None = None,
              bands: np.ndarray | None = None, idh: np.ndarray | None = None) -> None:

@@ -51,13 +51,9 @@ def _bitmap(raw: Any) -> np.ndarray:
     return np.unpackbits(np.frombuffer(_block(raw), dtype=np.uint8), bitorder="little")
 
 
-def put_tombstone(txn: Any, db: Any, iid: int) -> None:
-    """Add a removed doc's tombstone to its block (a remove writes one: kept short)."""
-    key = _block_key(iid >> BLOCK_BITS)
-    buf = _block(txn.get(key, db=db))
-    off = iid & ((1 << BLOCK_BITS) - 1)
-    buf[off >> 3] |= 1 << (off & 7)
-    txn.put(key, buf, db=db)
+def put_tombstones(txn: Any, db: Any, iids: list[int]) -> None:
+    """Add many removed docs' tombstones (sorted ids: each block read and written once)."""
+    _set_bits(txn, db, iids, True)
 
 
 def drop_tombstones(txn: Any, db: Any, iids: np.ndarray) -> None:

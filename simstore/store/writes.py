@@ -36,10 +36,17 @@ def next_iid(txn: Any, h: Handles) -> int:
 
 
 def _unindex(txn: Any, h: Handles, iid: bytes, rec: bytes) -> None:
-    fp, _ = h.codec.parse(rec)
-    h.tables.unindex(txn, iid, fp, h.codec.band_keys(rec) if h.bands is not None else [])
+    _unindex_many(txn, h, [(iid, rec)])
+
+
+def _unindex_many(txn: Any, h: Handles, docs: list[tuple[bytes, Any]]) -> None:
+    """Let the tables (and an exact store's shingle sets) go of docs (iid, record)."""
+    bands = h.bands is not None
+    h.tables.unindex_many(txn, [(iid, h.codec.parse(rec)[0],
+                                 h.codec.band_keys(rec) if bands else []) for iid, rec in docs])
     if h.shingles is not None:
-        _shingles.delete(txn, h, iid)
+        for iid, _ in docs:
+            _shingles.delete(txn, h, iid)
 
 
 def add(txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra) -> None:
@@ -92,9 +99,10 @@ def _drop(txn: Any, h: Handles, enc: bytes, iid: bytes, rec: Any) -> None:
 def remove_many(txn: Any, h: Handles, encs: list[bytes]) -> int:
     """Delete many docs; how many were stored (their ids found in one pass)."""
     found = h.idx.find_many(txn, encs)
-    for enc in dict.fromkeys(encs):  # (each once: its record is gone after)
-        if enc in found:
-            _drop(txn, h, enc, *found[enc])
+    _unindex_many(txn, h, list(found.values()))
+    for enc, (iid, _) in found.items():
+        txn.delete(iid, db=h.docs)
+        h.idx.delete(txn, enc)
     return len(found)
 
 

@@ -112,6 +112,11 @@ class Tables:
         if self.bands is not None:
             self.bands.unindex(txn, iid, keys)
 
+    def unindex_many(self, txn: Any, docs: list[tuple[bytes, int, list[bytes]]]) -> None:
+        """:meth:`unindex` of each (internal id, fp, band keys)."""
+        for doc in docs:
+            self.unindex(txn, *doc)
+
     # --- search --------------------------------------------------------------------
 
     def search(self, txn: Any, q: int, k: int) -> list[tuple[int, bytes]]:
