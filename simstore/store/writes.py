@@ -177,9 +177,7 @@ def add_many(
             _shingles.put_many(txn, h, rows[new].tolist(), [codes[i] for i in new.tolist()])
 
     sub = fps[new] if len(new) != n else fps
-    chunks = [h.idx.hashes(encs_at(new[a : a + PUT_CHUNK]))
-              for a in range(0, len(new), PUT_CHUNK)]
-    idh = None if not chunks or chunks[0] is None else np.concatenate(chunks)
+    idh = h.idx.hashes(ids, new)
     h.tables.fill(txn, sub, iids[new], before=write_docs_ids_and_bands,
                   bands=None if keys32 is None else keys32[new], idh=idh)
 

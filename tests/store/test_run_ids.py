@@ -16,6 +16,7 @@ from typing import Any
 import lmdb
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import simstore
 import simstore.store.runs
@@ -212,3 +213,12 @@ def test_verify_names_damage_to_the_ids(tmp_path: Path) -> None:
     env.close()
     with SimStore(tmp_path / "s", readonly=True) as s:
         assert any("of ids" in p for p in s.verify())
+
+
+@settings(max_examples=50)
+@given(xs=st.lists(st.integers(-(2**63) + 1, 2**63 - 1), max_size=60))
+def test_int_id_hashes_are_the_hashes_of_their_encodings(xs: list[int]) -> None:
+    """The bulk path's hashes of int ids (packed a length at a time, no bytes objects) are
+    id_hash of each id's encoding, as a single get looks it up."""
+    arr = np.array(xs, dtype=np.int64)
+    assert F.int_id_hashes(arr).tolist() == [F.id_hash(F.encode_id(x)) for x in xs]
