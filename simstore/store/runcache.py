@@ -87,6 +87,8 @@ class LevelCache:
     _levels: dict[int, OpenLevel]
     _recent: RecentDocs | None
     _wired: tuple[bytes, int] | None
+    _wired_levels: tuple[Any, int] | None  # the levels and epoch the exact probers hold
+    _unwired: tuple[list[OpenLevel], RecentDocs] | None  # what the tables' prober lacks
     _wired_raw: bytes | None
     _wired_epoch: int
 
@@ -212,15 +214,27 @@ class LevelCache:
             del self._levels[lid]  # a level merged away: forget its pointers
         levels = [self._level(txn, lv.id, lv.gen) for lv in st.levels]
         rec = self._recent_docs(txn, st)
+        at_levels = (st.levels, self._epoch())
+        if self._wired_levels != at_levels:  # (a write's state moves on; its levels seldom)
+            for prober, at in ((self._bprober, self.bands_at), (self._iprober, self.ids_at)):
+                if prober is not None and at is not None:
+                    prober.set_sets([lev.sets[at] for lev in levels if lev.sets[at].nruns])
+            self._wired_levels = at_levels
+        self._unwired = (levels, rec)  # the tables' prober: wired by the next search
+        self._wired = tag
+
+    def _wire_tables(self) -> None:
+        """Point the tables' prober at the levels and recent docs _wire saw (a write that
+        only looks ids up never needs it)."""
+        if self._unwired is None:
+            return
+        levels, rec = self._unwired
         nt = len(self.dbs)
         sets = [lev.sets[t] for lev in levels for t in range(nt) if lev.sets[t].nruns]
         if len(rec.iids):
             sets.append(_probe.RunSet(-1, [_probe.Run(rec.fps, rec.iids)]))
         self._prober.set_sets(sets)
-        for prober, at in ((self._bprober, self.bands_at), (self._iprober, self.ids_at)):
-            if prober is not None and at is not None:
-                prober.set_sets([lev.sets[at] for lev in levels if lev.sets[at].nruns])
-        self._wired = tag
+        self._unwired = None
 
     def _sync(self, txn: Any) -> None:
         """Bring the cache and probers to the state this transaction sees (and the map);

@@ -188,6 +188,8 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         self._levels: dict[int, runcache.OpenLevel] = {}
         self._recent: runcache.RecentDocs | None = None
         self._wired: tuple[bytes, int] | None = None  # what the prober holds
+        self._wired_levels: tuple[Any, int] | None = None
+        self._unwired: tuple[list[runcache.OpenLevel], runcache.RecentDocs] | None = None
         self._wired_raw: bytes | None = None  # the state record it was wired for
         self._wired_epoch = -2  # and the map epoch
         self._memo: tuple[bytes, State] | None = None  # the last state record written
@@ -415,6 +417,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         recent docs, so the prober's runs stand.
         """
         self._sync(txn)
+        self._wire_tables()
         hits = self._prober.hits(q, k, self._radius[k])
         if not hits:
             return []
