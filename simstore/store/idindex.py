@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ..exceptions import CorruptStoreError
 from . import format as F
 from .rows import PUT_CHUNK, put_sorted
 
@@ -76,10 +77,11 @@ class _Docs:
 class TreeIds(_Docs):
     """The ``ids`` B-tree (formats 1-12): id key -> internal id."""
 
-    def __init__(self, docs: Any, codec: Any, ids: Any, ordered: bool) -> None:
+    def __init__(self, docs: Any, codec: Any, ids: Any, ordered: bool, path: str = "") -> None:
         super().__init__(docs, codec)
         self.db = ids
         self.ordered = ordered  # int ids key by value (F.ordered_id_key)
+        self.path = path
 
     def id_key(self, enc: bytes) -> bytes:
         """The B-tree key of an encoded id."""
@@ -103,8 +105,13 @@ class TreeIds(_Docs):
         for key, enc in keyed:  # in key order: one cursor's walk
             if cur.set_key(key):
                 out[enc] = bytes(cur.value())
-        named = ((enc, self._named(txn, iid, enc)) for enc, iid in out.items())
-        return {enc: found for enc, found in named if found is not None}
+        got = {}
+        for enc, iid in out.items():
+            found = self._named(txn, iid, enc)
+            if found is None:  # its key names another id's doc: never written over
+                raise CorruptStoreError(F.collision_message(self.path))
+            got[enc] = found
+        return got
 
     def put(self, txn: Any, enc: bytes, iid: bytes) -> None:
         txn.put(self.id_key(enc), iid, db=self.db)

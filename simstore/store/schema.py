@@ -130,7 +130,7 @@ def bind(
         assert isinstance(tables, RunTables)
         idx = RunIds(docs, codec, tables)
     else:
-        idx = TreeIds(docs, codec, ids, ordered_ids)
+        idx = TreeIds(docs, codec, ids, ordered_ids, path)
     return Handles(
         path=path,
         layout=layout,

@@ -439,3 +439,25 @@ def test_large_add_many_pipelined_fill_is_exact(tmp_path) -> None:
         for q in (int(fps[5]), int(fps[3000]), int(fps[77]) ^ 0b111, int(all_fps[-1])):
             want = sorted((d, i) for i, d in brute_neighbours(all_fps, q, 3))
             assert [(m.distance, m.doc_id) for m in s.query(q, 3)] == [(d, ids[i]) for d, i in want]
+
+
+def test_two_long_ids_sharing_a_digest_never_overwrite_each_other(tmp_path, monkeypatch) -> None:
+    """An ids B-tree (formats 1-12) keys an id over 511 bytes by its digest: were two to
+    share one, adding the second (alone or in bulk) raises CorruptStoreError and leaves
+    the first's doc alone; the second is not found, its remove does nothing."""
+    monkeypatch.setattr(F, "RUN_IDS_FROM", 99)
+    first, second = "x" * 600, "y" * 600
+
+    def shared(enc: bytes) -> bytes:
+        return b"h" + bytes(32) if len(enc) > 511 else enc
+
+    monkeypatch.setattr(F, "id_key", shared)
+    monkeypatch.setattr(F, "ordered_id_key", shared)
+    with SimStore(tmp_path / "s", k=3) as s:
+        s.add(first, 1)
+        with pytest.raises(CorruptStoreError, match="share a blake2b"):
+            s.add(second, 2)
+        with pytest.raises(CorruptStoreError, match="share a blake2b"):
+            s.add_many([second, "z"], [2, 3])
+        assert s.get(second) is None and second not in s and not s.remove(second)
+        assert s.get(first) == 1 and len(s) == 1
