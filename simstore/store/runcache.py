@@ -89,6 +89,7 @@ class LevelCache:
     _wired: tuple[bytes, int] | None
     _wired_levels: tuple[Any, int] | None  # the levels and epoch the exact probers hold
     _unwired: tuple[list[OpenLevel], RecentDocs] | None  # what the tables' prober lacks
+    _offer: tuple[int, int, int, Any] | None  # (start, stop, epoch, docs) a bulk write added
     _wired_raw: bytes | None
     _wired_epoch: int
 
@@ -187,8 +188,12 @@ class LevelCache:
         if rec is not None and rec.flushed == st.flushed and rec.upto == st.next \
                 and rec.xor == st.recent_xor:
             return rec
+        offer, self._offer = self._offer, None
         if rec is not None and rec.flushed == st.flushed and rec.upto < st.next:
-            w = self._walk(txn, rec.upto)
+            # the docs this process wrote past them, if it offered those, else a walk; both
+            # must bring the XOR hash to the state's (else a whole walk below)
+            w = offer[3] if offer is not None \
+                and offer[:3] == (rec.upto, st.next, self._epoch()) else self._walk(txn, rec.upto)
             xor = rec.xor ^ mix_xor(w.iids, w.fps)
             if xor == st.recent_xor:
                 rec.add_bands(w.iids, w.bands)  # the old record is dropped just below

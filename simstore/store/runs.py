@@ -190,6 +190,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         self._wired: tuple[bytes, int] | None = None  # what the prober holds
         self._wired_levels: tuple[Any, int] | None = None
         self._unwired: tuple[list[runcache.OpenLevel], runcache.RecentDocs] | None = None
+        self._offer: tuple[int, int, int, _Walked] | None = None
         self._wired_raw: bytes | None = None  # the state record it was wired for
         self._wired_epoch = -2  # and the map epoch
         self._memo: tuple[bytes, State] | None = None  # the last state record written
@@ -276,6 +277,14 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
             self._write_level(txn, lv.id, _Walked(iids, fps, bands, idh))
             self._put_state(txn, State(next=top, flushed=top, levels=(lv,)))
             return
+        if self._map_epoch is not None and int(iids[0]) == st.next and \
+                top - st.next == len(iids) and (
+                len(iids) < 2 or bool((np.diff(iids) == 1).all())):
+            # the recent docs' next extension, without reading them back (a writer looks
+            # up its next commit's ids): taken only in the same map epoch (an abort moves
+            # it on: never the docs of a write that did not commit) and if they bring the
+            # recent docs' XOR hash to the state's then, as a walk's docs would
+            self._offer = (st.next, top, self._epoch(), _Walked(iids, fps, bands, idh))
         st = st._replace(next=max(st.next, top),
                      recent_xor=st.recent_xor ^ mix_xor(iids, fps))
         self._put_state(txn, self._advance(txn, st, len(iids)))

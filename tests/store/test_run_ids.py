@@ -222,3 +222,31 @@ def test_int_id_hashes_are_the_hashes_of_their_encodings(xs: list[int]) -> None:
     id_hash of each id's encoding, as a single get looks it up."""
     arr = np.array(xs, dtype=np.int64)
     assert F.int_id_hashes(arr).tolist() == [F.id_hash(F.encode_id(x)) for x in xs]
+
+
+class _Abort(Exception):
+    pass
+
+
+def test_a_bulk_writes_docs_serve_the_next_lookup_only_if_it_committed(tmp_path: Path) -> None:
+    """A process's add_many hands its docs to its next lookups (not read back): after an
+    aborted batch of two docs, another process adds two others at the same internal ids
+    with the same fingerprints (so the recent docs' XOR hash is the same); this process
+    then finds the other's ids, not its aborted ones, and updating one adds no second."""
+    path = tmp_path / "s"
+    with SimStore(path, k=3) as s:
+        s.add_many(["base"], [1])
+        with pytest.raises(_Abort), s.batch():
+            s.add_many(["a", "b"], [7, 7])
+            raise _Abort
+        r = run_py(f"""
+from simstore import SimStore
+with SimStore({str(path)!r}) as o:
+    o.add_many(["x", "y"], [7, 7])
+""")
+        assert r.returncode == 0, r.stderr
+        assert "x" in s and "y" in s and "a" not in s and s.get("b") is None
+        s.add_many(["x", "z"], [8, 9])
+        assert len(s) == 4 and s.get("x") == 8 and s.verify() == []
+        s.add_many(["w"], [5])  # a committed bulk write: its docs are found next
+        assert s.get("w") == 5 and s.remove_many(["w", "z"]) == 2 and len(s) == 3
