@@ -27,7 +27,8 @@ from .engine import BandIndex, TableEngine
 from .idindex import IdIndex, RunIds, TreeIds
 from .legacy.bands import Bands
 from .legacy.tables import Tables
-from .runs import RunBands, RunTables
+from .runbands import RunBands
+from .runs import RunTables
 
 
 @dataclass(frozen=True)
