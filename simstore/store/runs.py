@@ -269,25 +269,30 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         fps = np.ascontiguousarray(fps, dtype=np.uint64)
         iids = np.ascontiguousarray(iids, dtype=np.uint64)
         top = int(iids.max()) + 1
-        if not st.levels and int(txn.stat(self._docs)["entries"]) == len(iids) and (
-            bands is not None or not self.nbands) and (idh is not None or self.ids_at is None):
+        if not st.levels and int(txn.stat(self._docs)["entries"]) == len(iids) and \
+                self._whole(_Walked(iids, fps, bands, idh)):
             # An empty store filled at once: the arrays are the whole first level.
             top = max(top, st.next)
             lv = Level(self._free_id(txn, st), new_gen(), top)
             self._write_level(txn, lv.id, _Walked(iids, fps, bands, idh))
             self._put_state(txn, State(next=top, flushed=top, levels=(lv,)))
             return
-        if self._map_epoch is not None and int(iids[0]) == st.next and \
-                top - st.next == len(iids) and (
-                len(iids) < 2 or bool((np.diff(iids) == 1).all())):
+        w = _Walked(iids, fps, bands, idh)
+        if self._map_epoch is not None and self._whole(w) and int(iids[0]) == st.next and \
+                top - st.next == len(iids) and (len(iids) < 2 or bool((np.diff(iids) == 1).all())):
             # the recent docs' next extension, without reading them back (a writer looks
             # up its next commit's ids): taken only in the same map epoch (an abort moves
             # it on: never the docs of a write that did not commit) and if they bring the
             # recent docs' XOR hash to the state's then, as a walk's docs would
-            self._offer = (st.next, top, self._epoch(), _Walked(iids, fps, bands, idh))
+            self._offer = (st.next, top, self._epoch(), w)
         st = st._replace(next=max(st.next, top),
                      recent_xor=st.recent_xor ^ mix_xor(iids, fps))
         self._put_state(txn, self._advance(txn, st, len(iids)))
+
+    def _whole(self, w: _Walked) -> bool:
+        """Whether docs given to fill carry all a level of them holds (a walk's worth)."""
+        return (w.bands is not None or not self.nbands) and (
+            w.idh is not None or self.ids_at is None)
 
     # --- levels and merges ---------------------------------------------------------------
 
