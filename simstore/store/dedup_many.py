@@ -343,7 +343,7 @@ class _Greedy:
                 extra = extra_of(docs.sketches[j], docs.bands[j])
                 if docs.sets is not None:
                     extra = (*extra, _shingles.encode(docs.sets.take([j]))[0])
-            add(self.txn, self.h, key, docs.encs[j], int(docs.fps[j]), extra)
+            add(self.txn, self.h, docs.encs[j], int(docs.fps[j]), extra)
             if prev is not None:
                 self.alive[prev] = False
             else:

@@ -29,8 +29,10 @@ Found = tuple[bytes, Any]  # (internal id, 8-byte key; its docs record)
 class IdIndex(Protocol):
     """Where a store finds the internal id of a doc id."""
 
-    def find(self, txn: Any, enc: bytes) -> Found | None:
-        """(internal id, docs record) of the live doc with this encoded id, or None."""
+    def find(self, txn: Any, enc: bytes, *, strict: bool = False) -> Found | None:
+        """(internal id, docs record) of the live doc with this encoded id, or None;
+        strict: CorruptStoreError where the id's key names another id's doc (a long id's
+        digest in an ids B-tree: a write must not take the key over)."""
 
     def find_many(self, txn: Any, encs: list[bytes]) -> dict[bytes, Found]:
         """Encoded id -> (internal id, docs record) of those of encs that are stored."""
@@ -48,9 +50,6 @@ class IdIndex(Protocol):
     def hashes(self, ids: Any, pos: np.ndarray) -> np.ndarray | None:
         """What the table engine indexes of ids[pos] (encoded ids, or an int64 array of
         int ids): RunIds their hashes, TreeIds None."""
-
-    def reset(self, txn: Any, encs: list[bytes], iids: np.ndarray) -> None:
-        """Re-derive the index of every doc (a rebuild: encs and iids of all docs)."""
 
     def check(self, txn: Any, keys: list[bytes], encs: list[bytes]) -> list[str]:
         """Problems of the index against the live docs (8-byte keys and encoded ids)."""
@@ -87,9 +86,14 @@ class TreeIds(_Docs):
         """The B-tree key of an encoded id."""
         return F.ordered_id_key(enc) if self.ordered else F.id_key(enc)
 
-    def find(self, txn: Any, enc: bytes) -> Found | None:
+    def find(self, txn: Any, enc: bytes, *, strict: bool = False) -> Found | None:
         iid = txn.get(self.id_key(enc), db=self.db)
-        return None if iid is None else self._named(txn, bytes(iid), enc)
+        if iid is None:
+            return None
+        found = self._named(txn, bytes(iid), enc)
+        if found is None and strict:
+            raise CorruptStoreError(F.collision_message(self.path))
+        return found
 
     def _named(self, txn: Any, iid: bytes, enc: bytes) -> Found | None:
         """(iid, record) of the doc the B-tree names, None when it holds another id (a
@@ -143,6 +147,7 @@ class TreeIds(_Docs):
         return None
 
     def reset(self, txn: Any, encs: list[bytes], iids: np.ndarray) -> None:
+        """Write the B-tree of every doc afresh (encs and iids of all docs)."""
         txn.drop(self.db, delete=False)
         rows = F.iid_rows(np.asarray(iids, dtype=np.uint64)).tolist()
         items = sorted(zip(map(F.ordered_id_key, encs), rows, strict=True))
@@ -175,8 +180,8 @@ class RunIds(_Docs):
         super().__init__(docs, codec)
         self._tables = tables
 
-    def find(self, txn: Any, enc: bytes) -> Found | None:
-        for iid in self._tables.id_candidates(txn, [F.id_hash(enc)]):
+    def find(self, txn: Any, enc: bytes, *, strict: bool = False) -> Found | None:
+        for iid in self._tables.id_candidates(txn, [F.id_hash(enc)]):  # (no key to take)
             found = self._live(txn, F.iid_bytes(iid), enc)
             if found is not None:
                 return found
@@ -211,9 +216,6 @@ class RunIds(_Docs):
         if isinstance(ids, np.ndarray):
             return F.int_id_hashes(ids[pos])
         return F.id_hashes([ids[i] for i in pos.tolist()])
-
-    def reset(self, txn: Any, encs: list[bytes], iids: np.ndarray) -> None:
-        pass  # the tables' rebuild writes the ids' level too (RunTables.fill)
 
     def check(self, txn: Any, keys: list[bytes], encs: list[bytes]) -> list[str]:
         problems = []

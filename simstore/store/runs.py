@@ -269,16 +269,16 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         fps = np.ascontiguousarray(fps, dtype=np.uint64)
         iids = np.ascontiguousarray(iids, dtype=np.uint64)
         top = int(iids.max()) + 1
-        if not st.levels and int(txn.stat(self._docs)["entries"]) == len(iids) and \
-                self._whole(_Walked(iids, fps, bands, idh)):
+        w = _Walked(iids, fps, bands, idh)
+        whole = self._whole(w)
+        if whole and not st.levels and int(txn.stat(self._docs)["entries"]) == len(iids):
             # An empty store filled at once: the arrays are the whole first level.
             top = max(top, st.next)
             lv = Level(self._free_id(txn, st), new_gen(), top)
-            self._write_level(txn, lv.id, _Walked(iids, fps, bands, idh))
+            self._write_level(txn, lv.id, w)
             self._put_state(txn, State(next=top, flushed=top, levels=(lv,)))
             return
-        w = _Walked(iids, fps, bands, idh)
-        if self._map_epoch is not None and self._whole(w) and int(iids[0]) == st.next and \
+        if self._map_epoch is not None and whole and int(iids[0]) == st.next and \
                 top - st.next == len(iids) and (len(iids) < 2 or bool((np.diff(iids) == 1).all())):
             # the recent docs' next extension, without reading them back (a writer looks
             # up its next commit's ids): taken only in the same map epoch (an abort moves

@@ -207,7 +207,7 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
         """
         enc = F.encode_id(doc_id)
         q, extra = _inputs.item(self._h, fp)
-        self._write(_writes.add, self._h.id_key(enc), enc, q, extra)
+        self._write(_writes.add, enc, q, extra)
 
     def add_many(self, doc_ids: Iterable[DocId], fps: Any) -> None:
         """Store many docs in one transaction; a doc_id given twice keeps its last fp.
@@ -225,7 +225,7 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
     def remove(self, doc_id: DocId) -> bool:
         """Delete doc_id; True if it was stored, False if not (never raises KeyError)."""
         enc = F.encode_id(doc_id)
-        return bool(self._write(_writes.remove, self._h.id_key(enc), enc))
+        return bool(self._write(_writes.remove, enc))
 
     def remove_many(self, doc_ids: Iterable[DocId]) -> int:
         """Delete many docs in one transaction; returns how many were stored."""
@@ -263,7 +263,7 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
             keys = extra[1]
             sketch = fp.sketch if isinstance(fp, Signature) else None
             return self._write(  # type: ignore[no-any-return]
-                _writes.add_if_similar, self._h.id_key(enc), enc, q, extra, sketch, keys, t, query
+                _writes.add_if_similar, enc, q, extra, sketch, keys, t, query
             )
         if threshold is not None:
             raise InvalidConfigError(
@@ -271,15 +271,15 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
                 "Hamming check"
             )
         kk = self._k_arg(k)
-        return self._write(self._op_add_if_new, self._h.id_key(enc), enc, q, extra, kk)  # type: ignore[no-any-return]
+        return self._write(self._op_add_if_new, enc, q, extra, kk)  # type: ignore[no-any-return]
 
     def _op_add_if_new(
-        self, txn: Any, h: _schema.Handles, idkey: bytes, enc: bytes, fp: int,
-        extra: _writes.Extra, k: int,
+        self, txn: Any, h: _schema.Handles, enc: bytes, fp: int, extra: _writes.Extra,
+        k: int,
     ) -> list[Match]:
         found = self._search(txn, fp, k)
         if not found:
-            _writes.add(txn, h, idkey, enc, fp, extra)
+            _writes.add(txn, h, enc, fp, extra)
         return found
 
     def add_if_new_many(

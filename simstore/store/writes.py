@@ -49,7 +49,7 @@ def _unindex_many(txn: Any, h: Handles, docs: list[tuple[bytes, Any]]) -> None:
             _shingles.delete(txn, h, iid)
 
 
-def add(txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra) -> None:
+def add(txn: Any, h: Handles, enc: bytes, fp: int, extra: Extra) -> None:
     """Store one doc; an existing id gets the new fingerprint (and signature).
 
     A changed doc gets a new internal id (it moves to the end of insertion
@@ -62,9 +62,7 @@ def add(txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra) -
         raise CorruptStoreError(f"store {h.path!r}: a doc's shingle set must come with it "
                                 "in an exact store, and only there")
     new = h.codec.record(fp, enc, sketch, b"".join(keys))
-    old = h.idx.find(txn, enc)
-    if old is None and h.ids is not None and txn.get(idkey, db=h.ids) is not None:
-        raise CorruptStoreError(F.collision_message(h.path))  # a long id's digest
+    old = h.idx.find(txn, enc, strict=True)
     if old is not None:
         oid, rec = old
         if rec == new:
@@ -81,7 +79,7 @@ def add(txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra) -
     h.tables.index(txn, iid, fp, keys)
 
 
-def remove(txn: Any, h: Handles, idkey: bytes, enc: bytes) -> bool:
+def remove(txn: Any, h: Handles, enc: bytes) -> bool:
     """Delete one doc; whether it was stored."""
     found = h.idx.find(txn, enc)
     if found is None:
@@ -149,7 +147,7 @@ def add_many(
         old = np.flatnonzero(~is_new)
         for i in old.tolist():
             enc = F.encode_id(int(ids[i])) if ints else ids[i]
-            add(txn, h, h.id_key(enc), enc, int(fps[i]), extra(i))
+            add(txn, h, enc, int(fps[i]), extra(i))
         if len(old) == n:
             return
     new = np.flatnonzero(is_new)
@@ -183,8 +181,8 @@ def add_many(
 
 
 def add_if_similar(
-    txn: Any, h: Handles, idkey: bytes, enc: bytes, fp: int, extra: Extra,
-    sketch: np.ndarray, keys: list[bytes], t: float, query: ShingleSets | None = None,
+    txn: Any, h: Handles, enc: bytes, fp: int, extra: Extra, sketch: np.ndarray,
+    keys: list[bytes], t: float, query: ShingleSets | None = None,
 ) -> list[SimilarMatch]:
     """Store one doc unless a stored doc has estimated Jaccard >= t (exact Jaccard, given
     the doc's set ``query`` in an exact store); the matches found."""
@@ -193,5 +191,5 @@ def add_if_similar(
     else:
         found = similar(h, txn, fp, sketch, keys, t)
     if not found:
-        add(txn, h, idkey, enc, fp, extra)
+        add(txn, h, enc, fp, extra)
     return found
