@@ -3,8 +3,9 @@
 One store of N random fingerprints is built once per revision (by that revision's code,
 so in its format, see ``readers``) and copied fresh for every run. A writer process then
 commits ``--adds`` new documents, 1,000 per durable commit; with ``--removes`` each
-commit (one ``batch()``) also removes as many of the store's first documents, so the
-store keeps its size while its tables churn. It reports adds/s over the commits' time,
+commit (one ``batch()``) also removes as many of the store's first documents (or, with
+``--pick random``, as many live ones anywhere), so the store keeps its size while its
+tables churn. It reports adds/s over the commits' time,
 the median, 99th percentile and worst commit, and the store's file size and used pages
 per live fingerprint before and after; with ``--trace N`` the file's pages and the pages in
 use every N commits, with ``--queries N`` the p50 of 200 queries (outside the commits'
@@ -52,7 +53,8 @@ import simstore
 from simstore import SimStore
 path, adds, removes, per = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", 1000
 kind = sys.argv[4]
-rng = np.random.default_rng(7)
+rng = np.random.default_rng(int(os.environ.get("BENCH_WSEED", "7")))
+pick = os.environ.get("BENCH_PICK", "oldest")
 import importlib
 for name, value in json.loads(os.environ.get("BENCH_SET", "{}")).items():
     mod, attr = name.rsplit(".", 1)  # e.g. merges.STALE_SHARE: a constant of simstore.store
@@ -76,6 +78,7 @@ def size(s):
 s = SimStore(path)
 before = size(s)
 n0 = len(s)
+live = np.arange(n0, dtype=np.int64)  # the live docs' numbers (--pick random)
 times, trace, queried = [], [], []
 
 def db_pages(env, txn):
@@ -101,8 +104,13 @@ for i in range(adds // per):
         ids = [URL(j) for j in range(n0 + i * per, n0 + (i + 1) * per)]
     else:
         ids = [f"w{i}-{j}" for j in range(per)]
-    gone = [URL(j) for j in range(i * per, (i + 1) * per)] if kind == "url" else \
-        range(i * per, (i + 1) * per)
+    if pick == "random":  # as many live docs anywhere in the store, the new ones after
+        at = rng.choice(len(live), per, replace=False)
+        nums = live[at].tolist()
+        live = np.concatenate([np.delete(live, at), np.arange(n0 + i * per, n0 + (i + 1) * per)])
+    else:
+        nums = range(i * per, (i + 1) * per)
+    gone = [URL(j) for j in nums] if kind == "url" else nums
     a = time.perf_counter()
     if removes:
         with s.batch():
@@ -197,7 +205,7 @@ def _own_store(tree: Path, int_store: Path, args: argparse.Namespace) -> Path:
 
 def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
          verify: bool, ids: str, trace: int = 0, sets: dict[str, int] | None = None,
-         queries: int = 0) -> dict[str, Any]:
+         queries: int = 0, pick: str = "oldest", wseed: int = 7) -> dict[str, Any]:
     """The writer on a fresh copy of the pristine store; its report."""
     if work.exists():
         shutil.rmtree(work)
@@ -208,6 +216,7 @@ def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
         env["BENCH_VERIFY"] = "1"
     env["BENCH_TRACE"], env["BENCH_SET"] = str(trace), json.dumps(sets or {})
     env["BENCH_QUERIES"] = str(queries)
+    env["BENCH_PICK"], env["BENCH_WSEED"] = pick, str(wseed)
     out = subprocess.run([sys.executable, "-c", WRITER, str(work), str(adds),
                           "1" if removes else "0", ids], env=env, cwd=work.parent,
                          capture_output=True, text=True)
@@ -254,7 +263,8 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
     for r in range(args.rounds):
         for side, (tree, store) in pairs.items():
             res = _run(tree, store, workdir / f"work-{side}", args.adds, args.removes,
-                       args.verify, args.ids, args.trace, sets, args.queries)
+                       args.verify, args.ids, args.trace, sets, args.queries, args.pick,
+                       args.writer_seed)
             res.update(side=side, round=r)
             rows.append(res)
             print(f"  {side:<4} round {r}: {res['adds_per_s']:9.0f} adds/s  commit p50 "
@@ -280,6 +290,7 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "writes", "n": args.n, "k": args.k, "adds": args.adds,
         "removes": args.removes, "ids": args.ids, "base": args.base, "head": args.head,
         "trace_every": args.trace, "queries_every": args.queries, "set": sets,
+        "pick": args.pick, "writer_seed": args.writer_seed,
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
                                  text=True).stdout.strip(),
         "load_start": load0, "load_end": load_average(), "rows": rows,
@@ -295,7 +306,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--k", type=int, default=3)
     p.add_argument("--adds", type=int, default=300_000, help="documents added, 1,000 a commit")
     p.add_argument("--removes", action="store_true",
-                   help="each commit also removes 1,000 of the store's first documents")
+                   help="each commit also removes 1,000 of the store's documents (--pick)")
+    p.add_argument("--pick", choices=("oldest", "random"), default="oldest",
+                   help="which documents --removes takes: the oldest (a crawl's expiry) or "
+                   "any live ones at random")
+    p.add_argument("--writer-seed", type=int, default=7,
+                   help="the writer's fingerprints (and --pick random's choices)")
     p.add_argument("--ids", choices=("str", "int", "url", "sig"), default="str",
                    help="the added documents' ids: str ('w12-345', longer than the store's "
                    "own int ids, so records and id keys grow too), int (numbered on after "
