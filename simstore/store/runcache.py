@@ -48,6 +48,7 @@ class RecentDocs:
     fps: np.ndarray
     bands: dict[int, list[int]] = field(default_factory=dict)  # band key -> iids
     ids: dict[int, list[int]] = field(default_factory=dict)  # id hash -> iids (run ids)
+    has_ids: bool = False  # ids holds every recent doc's (read once a lookup by id wants it)
 
     def add_bands(self, iids: np.ndarray, keys32: np.ndarray | None) -> None:
         """Index recent docs' band keys (band << 32 | key32) for exact lookups."""
@@ -93,8 +94,11 @@ class LevelCache:
     _wired_raw: bytes | None
     _wired_epoch: int
 
-    def _walk(self, txn: Any, start: int) -> Any:
-        """(iids, fps, band keys) of the docs with iid >= start (RunTables walks them)."""
+    _want_ids: bool  # this process looks ids up: its recent docs carry their id hashes
+
+    def _walk(self, txn: Any, start: int, ids: bool = True) -> Any:
+        """(iids, fps, band keys, id hashes unless not ids) of the docs with iid >= start
+        (RunTables walks them)."""
         raise NotImplementedError
 
     def _epoch(self) -> int:
@@ -183,8 +187,13 @@ class LevelCache:
         return out
 
     def _recent_docs(self, txn: Any, st: State) -> RecentDocs:
-        """The recent docs (iid >= flushed), extended or re-read as the state says."""
+        """The recent docs (iid >= flushed), extended or re-read as the state says; with
+        their id hashes only once this process has looked an id up (a pure reader never
+        decodes and hashes the ids of the docs each commit adds)."""
         rec = self._recent
+        ids = self._want_ids and self.ids_at is not None
+        if rec is not None and rec.has_ids != ids:
+            rec = None  # (the first lookup by id: read them again with their ids)
         if rec is not None and rec.flushed == st.flushed and rec.upto == st.next \
                 and rec.xor == st.recent_xor:
             return rec
@@ -192,20 +201,22 @@ class LevelCache:
         if rec is not None and rec.flushed == st.flushed and rec.upto < st.next:
             # the docs this process wrote past them, if it offered those, else a walk; both
             # must bring the XOR hash to the state's (else a whole walk below)
-            w = offer[3] if offer is not None \
-                and offer[:3] == (rec.upto, st.next, self._epoch()) else self._walk(txn, rec.upto)
+            w = offer[3] if offer is not None and offer[:3] == (
+                rec.upto, st.next, self._epoch()) else self._walk(txn, rec.upto, ids)
             xor = rec.xor ^ mix_xor(w.iids, w.fps)
             if xor == st.recent_xor:
                 rec.add_bands(w.iids, w.bands)  # the old record is dropped just below
-                rec.add_ids(w.iids, w.idh)
+                if ids:
+                    rec.add_ids(w.iids, w.idh)
                 rec = RecentDocs(st.flushed, st.next, xor, np.concatenate((rec.iids, w.iids)),
-                              np.concatenate((rec.fps, w.fps)), rec.bands, rec.ids)
+                                 np.concatenate((rec.fps, w.fps)), rec.bands, rec.ids, ids)
                 self._recent = rec
                 return rec
-        w = self._walk(txn, st.flushed)
-        rec = RecentDocs(st.flushed, st.next, st.recent_xor, w.iids, w.fps)
+        w = self._walk(txn, st.flushed, ids)
+        rec = RecentDocs(st.flushed, st.next, st.recent_xor, w.iids, w.fps, has_ids=ids)
         rec.add_bands(w.iids, w.bands)
-        rec.add_ids(w.iids, w.idh)
+        if ids:
+            rec.add_ids(w.iids, w.idh)
         self._recent = rec
         return rec
 
@@ -264,6 +275,9 @@ class LevelCache:
         """Internal ids of docs whose id hashes (uint64) to one of hashes: each once, in no
         particular order, stale ones (removed docs) and other ids of the same hash included
         (:class:`~simstore.store.idindex.RunIds` checks their docs records)."""
+        if not self._want_ids:  # the first lookup by id: the recent docs' ids from now on
+            self._want_ids = True
+            self._wired = self._wired_raw = None
         return self._exact(txn, self._iprober, hashes, "ids")
 
     def _exact(self, txn: Any, prober: _probe.Prober | None, keys: Any, recent: str

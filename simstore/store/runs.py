@@ -191,6 +191,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         self._wired_levels: tuple[Any, int] | None = None
         self._unwired: tuple[list[runcache.OpenLevel], runcache.RecentDocs] | None = None
         self._offer: tuple[int, int, int, _Walked] | None = None
+        self._want_ids = False  # set by the first lookup by id (id_candidates)
         self._wired_raw: bytes | None = None  # the state record it was wired for
         self._wired_epoch = -2  # and the map epoch
         self._memo: tuple[bytes, State] | None = None  # the last state record written
@@ -328,10 +329,11 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
             st = st._replace(legacy=False)
         return st
 
-    def _walk(self, txn: Any, start: int) -> _Walked:
-        """(iids, fps, band keys, id hashes) of the docs with iid >= start, in iid order."""
+    def _walk(self, txn: Any, start: int, ids: bool = True) -> _Walked:
+        """(iids, fps, band keys, id hashes unless not ids) of the docs with iid >= start,
+        in iid order."""
         cur = txn.cursor(self._docs)
-        sig, ids = bool(self.nbands), self.ids_at is not None
+        sig, ids = bool(self.nbands), ids and self.ids_at is not None
         if not cur.set_range(iid_bytes(start)):
             return _Walked(EMPTY, EMPTY,
                            np.empty((0, self.nbands), dtype=np.uint32) if sig else None,

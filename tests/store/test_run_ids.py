@@ -250,3 +250,35 @@ with SimStore({str(path)!r}) as o:
         assert len(s) == 4 and s.get("x") == 8 and s.verify() == []
         s.add_many(["w"], [5])  # a committed bulk write: its docs are found next
         assert s.get("w") == 5 and s.remove_many(["w", "z"]) == 2 and len(s) == 3
+
+
+def test_a_reader_hashes_the_recent_ids_only_once_it_looks_one_up(tmp_path: Path) -> None:
+    """A process that only queries keeps the recent docs without their ids (no decode and
+    hash of every new doc's id); its first lookup by id reads them again with their ids,
+    and from then on every later commit's docs, another process's adds and removes
+    included, are found by id."""
+    path = tmp_path / "s"
+    with SimStore(path, k=3) as w:
+        w.add_many([f"d{i}" for i in range(20)], list(range(20)))
+
+    def other(code: str) -> None:
+        r = run_py(f"""
+from simstore import SimStore
+with SimStore({str(path)!r}) as o:
+    {code}
+""")
+        assert r.returncode == 0, r.stderr
+
+    with SimStore(path) as s:
+        tables = s._h.tables
+        assert [m.doc_id for m in s.query(3, 0)] == ["d3"]
+        other('o.add_many(["e1", "e2"], [1 << 40, 1 << 41])')
+        assert [m.doc_id for m in s.query(1 << 40, 0)] == ["e1"]
+        assert tables._recent is not None and not tables._recent.has_ids
+        assert tables._recent.ids == {}
+        assert s.get("e2") == 1 << 41 and "e1" in s and "e3" not in s  # now with ids
+        assert tables._recent.has_ids and len(tables._recent.ids) == 2  # (d0-d19: a level)
+        other('o.add("e3", 1 << 42); o.remove("e1")')
+        assert s.get("e3") == 1 << 42 and "e1" not in s and s.get("e2") == 1 << 41
+        assert [m.doc_id for m in s.query(1 << 42, 0)] == ["e3"]
+        assert tables._recent.has_ids
