@@ -74,16 +74,21 @@ FORMAT = "simstore"
 # keys (URLs) rewrote some 2,000 scattered pages a commit under churn and its file grew
 # 76 % over 1M adds with removes. Stores created or rebuilt from 13 on; 11 and 12 keep
 # their ``ids`` B-tree until a rebuild.
-FORMAT_VERSION = 13
-EXACT_FORMAT_VERSION = 14
+# 15 and 16: formats 13 and 14 whose merges may keep their list of removed docs as
+# tombstone blocks (``mgb`` chunks, simstore.store.removed) where those take fewer bytes
+# than the ids: 13 and 14 read no such chunk. Stores created or rebuilt from 15 on; 13
+# and 14 keep writing the ids until a rebuild.
+FORMAT_VERSION = 15
+EXACT_FORMAT_VERSION = 16
 TREE_FORMAT_VERSION, TREE_EXACT_FORMAT_VERSION = 11, 12  # what a write upgrades 3-10 to
-FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
+FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
 RUNS_FROM = 3  # the first format version with run tables
 RUN_DIRS_FROM = 4  # the first whose runs carry directories
 RUN_INDEX_FROM = 7  # the first whose levels have index records
 VISIBLE_MERGE_FROM = 9  # the first whose merge target is a level of the state
 PAGED_FROM = 11  # the first whose level indexes and merge records are paged
 RUN_IDS_FROM = 13  # the first whose ids are a run database
+GONE_BLOCKS_FROM = 15  # the first whose merges may list removed docs as blocks
 MAX_DOC_ID_BYTES = 1 << 16
 _FP_END = 9  # a record is [version byte][fingerprint: bytes 1..8][encoded id]
 TEXT_ID = ord("s")  # the first byte of an encoded str doc id
@@ -460,6 +465,11 @@ def has_paged_records(meta: dict[str, Any]) -> bool:
 def has_run_ids(meta: dict[str, Any]) -> bool:
     """Whether such a store's ids are a run database (no ``ids`` B-tree)."""
     return int(meta["version"]) >= RUN_IDS_FROM
+
+
+def has_gone_blocks(meta: dict[str, Any]) -> bool:
+    """Whether a merge may list its removed docs as tombstone blocks in such a store."""
+    return int(meta["version"]) >= GONE_BLOCKS_FROM
 
 
 def is_known_format(meta: dict[str, Any]) -> bool:

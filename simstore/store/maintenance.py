@@ -76,7 +76,8 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             fresh = RunTables(env.env, txn, layout, h.docs, h.codec, create=True,
                               nbands=h.config.bands if sig else 0,
                               dirs=F.has_run_dirs(F.format_meta()),
-                              run_ids=F.has_run_ids(F.format_meta()))
+                              run_ids=F.has_run_ids(F.format_meta()),
+                              gone_blocks=F.has_gone_blocks(F.format_meta()))
             fresh.init(txn, old_next)
             if fresh.ids_at is None:  # (an older format, in tests)
                 TreeIds(h.docs, h.codec, env.env.open_db(b"ids", txn=txn), True).reset(

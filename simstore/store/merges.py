@@ -80,6 +80,7 @@ class MergeJob:
     run databases, and how it writes rows into a level)."""
 
     run_dbs: list[Any]
+    gone_blocks: bool
     per_doc: list[int]  # entries a doc has in each run database (a band database: nbands)
     _meta: Any
     _docs: Any
@@ -127,7 +128,7 @@ class MergeJob:
         for db in self.run_dbs:
             drop_level(txn, db, job.target)
             put_index(txn, db, job.target, _NO_RUNS)
-        put_job(txn, self._meta, job)
+        put_job(txn, self._meta, job, self.gone_blocks)
         txn.put(CURSOR_KEY, pack_cursors([0] * len(self.run_dbs)), db=self._meta)
         target = Level(job.target, job.gen, lo)
         return job, st._replace(levels=st.levels[:first] + (target,) + st.levels[first:])

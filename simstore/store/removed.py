@@ -7,7 +7,11 @@ ids (bit i of byte j: iid block * 512 + 8 j + i). Removes come in runs of neighb
 ids (a crawl's oldest pages, a dataset's rows), so a block holds many: about a byte a
 tombstone where one record each (``g`` + iid, formats 5-10, still read and deleted) took
 25-40. A merge records the tombstones it honours (its ``gone`` list) as chunks of 240
-ids (``mgone`` + a 4-byte number) beside its ``merge`` record, each inside a leaf page.
+ids (``mgone`` + a 4-byte number) beside its ``merge`` record, each inside a leaf page;
+from format 15 as tombstone blocks (``mgb`` + a 4-byte number -> up to 26 blocks, each its
+number, 8 bytes little-endian, and its bitmap): a byte or less a removed doc where the ids
+took 8 (a 1M store's merge of 62.5k tombstones: 132 leaf pages, held while it runs, and
+read by every write).
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ BLOCK_BITS = 9  # 512 ids a block: a 64-byte bitmap
 _BLOCK_BYTES = (1 << BLOCK_BITS) // 8
 GONE_KEY = b"mgone"  # + 4-byte chunk number: the merge's honoured tombstones (format 11)
 GONE_CHUNK = 240  # internal ids per chunk: 1,920 bytes, inside a 4 KB leaf page
+GONE_BLOCKS_KEY = b"mgb"  # + 4-byte chunk number: the gone list as blocks (format 15)
+_GONE_BLOCK = 8 + _BLOCK_BYTES  # a block's number (little-endian) and bitmap
+GONE_BLOCKS_CHUNK = 26  # blocks per chunk: 1,872 bytes, inside a 4 KB leaf page
 
 
 def tombstone_key(iid: int) -> bytes:
@@ -132,45 +139,78 @@ def tombstones(txn: Any, db: Any, lo: int, hi: int) -> np.ndarray:
 # --- a merge's gone list ----------------------------------------------------------
 
 
-def _gone_chunks(txn: Any, db: Any) -> list[tuple[bytes, bytes]]:
-    """(key, value) of the merge's gone chunks, in order (one walk)."""
+def _gone_chunks(txn: Any, db: Any, prefix: bytes = GONE_KEY) -> list[tuple[bytes, bytes]]:
+    """(key, value) of the merge's gone chunks of one kind, in order (one walk)."""
     cur = txn.cursor(db)
     out: list[tuple[bytes, bytes]] = []
-    if cur.set_range(GONE_KEY):
+    if cur.set_range(prefix):
         for key, val in cur.iternext():
-            if bytes(key[:len(GONE_KEY)]) != GONE_KEY:
+            if bytes(key[:len(prefix)]) != prefix:
                 break
             out.append((bytes(key), bytes(val)))
     return out
 
 
 def read_job(txn: Any, db: Any) -> Job | None:
-    """The merge under way (record ``merge`` and its gone chunks), if any."""
+    """The merge under way (record ``merge`` and its gone chunks of either kind), if any."""
     raw = txn.get(MERGE_KEY, db=db)
     if raw is None:
         return None
 
     def chunks(count: int) -> np.ndarray:
         parts = [val for _, val in _gone_chunks(txn, db)]
-        if any(len(p) % 8 for p in parts):
+        blocks = [val for _, val in _gone_chunks(txn, db, GONE_BLOCKS_KEY)]
+        if any(len(p) % 8 for p in parts) or any(len(b) % _GONE_BLOCK for b in blocks):
             raise CorruptStoreError("the run tables' merge record is malformed")
-        return np.frombuffer(b"".join(parts), dtype="<u8").astype(np.uint64)
+        ids = np.frombuffer(b"".join(parts), dtype="<u8").astype(np.uint64)
+        return np.concatenate([ids, blocks_ids(b"".join(blocks))]) if blocks else ids
 
     return Job.unpack(raw, chunks)
 
 
-def put_job(txn: Any, db: Any, job: Job) -> None:
+def blocks_ids(raw: bytes) -> np.ndarray:
+    """The sorted internal ids of tombstone blocks packed as put_job packs them (their
+    numbers strictly ascending, checked)."""
+    rows = np.frombuffer(raw, dtype=np.uint8).reshape(-1, _GONE_BLOCK)
+    nums = rows[:, :8].copy().view("<u8").ravel().astype(np.uint64)
+    if len(nums) > 1 and not bool(np.all(nums[1:] > nums[:-1])) or \
+            bool(np.any(nums >= np.uint64(1 << (64 - BLOCK_BITS)))):
+        raise CorruptStoreError("the run tables' merge record is malformed")
+    at, bit = np.nonzero(np.unpackbits(rows[:, 8:], axis=1, bitorder="little"))
+    return (nums[at] << np.uint64(BLOCK_BITS)) + bit.astype(np.uint64)
+
+
+def ids_blocks(ids: np.ndarray) -> bytes:
+    """Sorted distinct internal ids as tombstone blocks: each block's number (8 bytes
+    little-endian) and its 64-byte bitmap, in order."""
+    ids = np.asarray(ids, dtype=np.uint64)
+    nums, row = np.unique(ids >> np.uint64(BLOCK_BITS), return_inverse=True)
+    off = (ids & np.uint64((1 << BLOCK_BITS) - 1)).astype(np.int64)
+    maps = np.zeros((len(nums), _BLOCK_BYTES), dtype=np.uint8)
+    np.bitwise_or.at(maps, (row, off >> 3), (1 << (off & 7)).astype(np.uint8))
+    return np.concatenate([nums.astype("<u8").view(np.uint8).reshape(-1, 8), maps],
+                          axis=1).tobytes()
+
+
+def put_job(txn: Any, db: Any, job: Job, blocks: bool = False) -> None:
     """Write a merge's record and its gone list in chunks that each fit in a leaf page
-    (one record of 8 bytes per removed doc took a run of free pages: the file grew)."""
+    (one record of 8 bytes per removed doc took a run of free pages: the file grew): its
+    ids, or (blocks: format 15 on) its tombstone blocks where they take fewer bytes
+    (more than 9 removed docs a block of 512 ids, on average)."""
     drop_gone(txn, db)
     txn.put(MERGE_KEY, job.pack(), db=db)
     raw = np.ascontiguousarray(job.gone, dtype="<u8").tobytes()
-    step = 8 * GONE_CHUNK
+    key, step = GONE_KEY, 8 * GONE_CHUNK
+    if blocks and len(raw):
+        packed = ids_blocks(job.gone)
+        if len(packed) < len(raw):
+            raw, key, step = packed, GONE_BLOCKS_KEY, _GONE_BLOCK * GONE_BLOCKS_CHUNK
     for n, at in enumerate(range(0, len(raw), step)):
-        txn.put(GONE_KEY + n.to_bytes(4, "big"), raw[at:at + step], db=db)
+        txn.put(key + n.to_bytes(4, "big"), raw[at:at + step], db=db)
 
 
 def drop_gone(txn: Any, db: Any) -> None:
-    """Delete the gone chunks of a merge (done, or rewritten)."""
-    for key, _ in _gone_chunks(txn, db):
-        txn.delete(key, db=db)
+    """Delete the gone chunks of a merge (done, or rewritten), of either kind."""
+    for prefix in (GONE_KEY, GONE_BLOCKS_KEY):
+        for key, _ in _gone_chunks(txn, db, prefix):
+            txn.delete(key, db=db)

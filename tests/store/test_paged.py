@@ -13,10 +13,12 @@ from typing import Any
 import lmdb
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import simstore
 from simstore import SimStore
 from simstore.store import format as F
+from simstore.store.removed import blocks_ids, ids_blocks
 from simstore.store.runfile import Job
 
 from .test_runs import (
@@ -119,15 +121,42 @@ def test_a_merge_appends_and_trims_index_chunks_in_place(monkeypatch: pytest.Mon
         assert s.verify() == []
 
 
+def gone_blocks(store: SimStore) -> list[bytes]:
+    """The values of the merge's removed-doc block chunks (``mgb`` + 4-byte number)."""
+    with store._env.reading() as txn:
+        return [bytes(v) for k, v in txn.cursor(store._h.tables.meta_db())
+                if bytes(k).startswith(b"mgb") and len(k) == 7]
+
+
+def blocks_read(chunks: list[bytes]) -> list[int]:
+    """Internal ids of block chunks as format 15 documents them: 72 bytes a block, its
+    number (8 bytes little-endian), then 64 bytes whose bit i of byte j marks iid
+    512 * number + 8 * j + i."""
+    out = []
+    raw = b"".join(chunks)
+    assert len(raw) % 72 == 0
+    for at in range(0, len(raw), 72):
+        base = int.from_bytes(raw[at:at + 8], "little") * 512
+        out += [base + 8 * j + i for j in range(64) for i in range(8)
+                if raw[at + 8 + j] >> i & 1]
+    return out
+
+
+@pytest.mark.parametrize("version", [13, 15])
 def test_a_merge_keeps_its_removed_docs_in_chunks(monkeypatch: pytest.MonkeyPatch,
-                                                  tmp_path: Path) -> None:
+                                                  tmp_path: Path, version: int) -> None:
     """A merge that honours more removed docs than a chunk holds records them as chunks
-    of at most 240 ids (the ``merge`` record holds only their count), leaves out exactly
-    their entries, and deletes the chunks when done; verify passes throughout."""
+    that fit a leaf page (the ``merge`` record holds only their count): in formats 11-14
+    of at most 240 ids; from 15 (removes of neighbouring ids, as here) of at most 26
+    tombstone blocks, fewer bytes. It leaves out exactly their entries and deletes the
+    chunks when done; verify passes throughout."""
     small(monkeypatch, MERGE_STEP=256, STALE_SHARE=4)
+    monkeypatch.setattr(F, "FORMAT_VERSION", version)
+    monkeypatch.setattr(F, "EXACT_FORMAT_VERSION", version + 1)
     rng = random.Random(4)
     model = {i: rng.getrandbits(64) for i in range(3000)}
     with SimStore(tmp_path / "s", k=3, expected_size=10**5, durable=False) as s:
+        assert format_version(s) == version
         s.add_many(list(model), list(model.values()))
         seen = None
         for i in range(0, 2000, 25):
@@ -135,11 +164,16 @@ def test_a_merge_keeps_its_removed_docs_in_chunks(monkeypatch: pytest.MonkeyPatc
             job = merging(s)
             if job is not None and len(job.gone) > CHUNK and seen is None:
                 seen = job
-                chunks = gone_chunks(s)
-                assert len(chunks) == -(-len(job.gone) // CHUNK)
-                assert all(len(c) <= 8 * CHUNK for c in chunks)
-                ids = np.frombuffer(b"".join(chunks), dtype="<u8")
-                assert ids.tolist() == sorted(job.gone.tolist())
+                chunks, blocks = gone_chunks(s), gone_blocks(s)
+                if version < 15:
+                    assert blocks == [] and len(chunks) == -(-len(job.gone) // CHUNK)
+                    assert all(len(c) <= 8 * CHUNK for c in chunks)
+                    ids = np.frombuffer(b"".join(chunks), dtype="<u8").tolist()
+                else:
+                    assert chunks == [] and all(len(c) <= 26 * 72 for c in blocks)
+                    assert sum(map(len, blocks)) < 8 * len(job.gone)
+                    ids = blocks_read(blocks)
+                assert ids == sorted(job.gone.tolist())
                 with s._env.reading() as txn:
                     raw = bytes(txn.get(b"merge", db=s._h.tables.meta_db()))
                 assert len(raw) == len(Job(job.target, job.gen, job.sources,
@@ -149,10 +183,69 @@ def test_a_merge_keeps_its_removed_docs_in_chunks(monkeypatch: pytest.MonkeyPatc
         while merging(s) is not None:
             s.add(f"more{len(model)}", 5)
             model[f"more{len(model)}"] = 5
-        assert gone_chunks(s) == []
+        assert gone_chunks(s) == [] and gone_blocks(s) == []
         check_levels(s, state_of(s), simstore.store.runs.RUN_ENTRIES)
         check_answers(s, model, list(model.values())[::41])
+        assert s.verify() == [] and format_version(s) == version
+
+
+def test_a_merge_lists_scattered_removed_docs_as_ids(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    """Format 15: where removed docs are few in their blocks (one in 100 ids here: 8 bytes
+    each against a block's 72 for 5), a merge keeps their ids."""
+    small(monkeypatch, MERGE_STEP=256, STALE_SHARE=128)
+    rng = random.Random(5)
+    model = {i: rng.getrandbits(64) for i in range(20000)}
+    with SimStore(tmp_path / "s", k=3, expected_size=10**5, durable=False) as s:
+        s.add_many(list(model), list(model.values()))
+        with s.batch():
+            assert s.remove_many(range(0, 20000, 100)) == 200
+            s.add("x", 5)
+        for i in range(0, 20000, 100):
+            del model[i]
+        model["x"] = 5
+        job = merging(s)
+        assert job is not None and len(job.gone) == 200 and gone_blocks(s) == []
+        ids = np.frombuffer(b"".join(gone_chunks(s)), dtype="<u8").tolist()
+        assert ids == job.gone.tolist() == list(range(0, 20000, 100))
+        check_answers(s, model, list(model.values())[::97])
         assert s.verify() == []
+
+
+def test_a_simstore_of_format_14_refuses_a_format_15_store(monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """A simstore that knows formats up to 14 reads no block chunks: it refuses a new store
+    (format 15) rather than meet a merge whose removed docs it cannot read; a format 13
+    store rebuilt moves to 15."""
+    SimStore(tmp_path / "new", k=3).close()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(F, "FORMAT_VERSIONS", tuple(range(1, 15)))
+        with pytest.raises(simstore.FormatVersionError):
+            SimStore(tmp_path / "new")
+        mp.setattr(F, "FORMAT_VERSION", 13)
+        mp.setattr(F, "EXACT_FORMAT_VERSION", 14)
+        with SimStore(tmp_path / "old", k=3) as s:
+            s.add_many(range(100), range(100))
+    with SimStore(tmp_path / "old") as s:
+        assert format_version(s) == 13 and not s._h.tables.gone_blocks
+        s.rebuild()
+        assert format_version(s) == 15 and s._h.tables.gone_blocks
+        assert [m.doc_id for m in s.query(7, 0)] == [7] and s.verify() == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.one_of(st.integers(0, 5000), st.integers(0, (1 << 64) - 1)), max_size=300))
+def test_gone_blocks_round_trip(ids: set[int]) -> None:
+    """Sorted internal ids packed as blocks read back the same, in the documented layout;
+    blocks out of order are refused."""
+    arr = np.array(sorted(ids), dtype=np.uint64)
+    raw = ids_blocks(arr)
+    assert blocks_ids(raw).tolist() == blocks_read([raw]) == sorted(ids)
+    assert len(raw) == 72 * len({i >> 9 for i in ids})
+    if len(raw) >= 144:
+        swapped = raw[72:144] + raw[:72] + raw[144:]
+        with pytest.raises(simstore.CorruptStoreError):
+            blocks_ids(swapped)
 
 
 def tomb_keys(store: SimStore) -> tuple[int, int]:
@@ -356,8 +449,8 @@ def test_a_store_keyed_before_format_11_keeps_its_keys_until_a_rebuild(
         assert keys() == sorted(F.encode_id(d) for d in model) and s.verify() == []
         check_answers(s, model, list(model.values())[::50])
         s.rebuild()
-    with SimStore(path) as s:  # rebuilt: its ids are a run database (format 13)
-        assert s._h.ids is None and s.stats()["format_version"] == 13 and s.verify() == []
+    with SimStore(path) as s:  # rebuilt: its ids are a run database (format 15)
+        assert s._h.ids is None and s.stats()["format_version"] == 15 and s.verify() == []
         assert all(s.get(d) == fp for d, fp in model.items())
         check_answers(s, model, list(model.values())[::50])
 

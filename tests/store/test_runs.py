@@ -920,7 +920,7 @@ def test_legacy_store_works_and_rebuild_moves_it_to_runs(monkeypatch: pytest.Mon
 
         store.rebuild()
         now = simstore.store.format.FORMAT_VERSION
-        assert now == 13 and format_version(store) == now and store._h.tables.name == "runs"
+        assert now == 15 and format_version(store) == now and store._h.tables.name == "runs"
         assert store._h.ids is None  # the ids moved to a run database
         assert (store.stats()["format_version"], store.stats()["table_engine"]) == (now, "runs")
         if version == 3:
