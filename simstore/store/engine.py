@@ -68,6 +68,14 @@ class TableEngine(Protocol):
         """The internal ids each sorted level spans, oldest first ([]: an engine without
         levels): how many a query probes, for stats()."""
 
+    def take_owed(self, txn: Any) -> int:
+        """Docs' worth of upkeep the committed write transaction txn left owed (bounded
+        commits: a bulk write's merging), then none; 0 for an engine without."""
+
+    def repay(self, txn: Any, owed: int) -> int:
+        """A bounded share of that upkeep in a transaction of its own: how much it did (0:
+        there was none left, the caller stops)."""
+
 
 class BandIndex(Protocol):
     """The band keys of a similarity store: which docs share a MinHash band key (the

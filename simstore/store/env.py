@@ -65,6 +65,7 @@ class Env:
         self.lock = threading.RLock()
         self.env: Any = None
         self.wtxn: Any = None
+        self.committed: Any = None  # the last write transaction this handle committed
         self._log: list[tuple[Callable[..., Any], tuple[Any, ...]]] | None = None
         self.closed = False
         self.quiet_at_fork = True  # set by the fork hook: no call in flight at the fork
@@ -337,6 +338,7 @@ class Env:
                 try:
                     result = op(txn, *args)
                     txn.commit()
+                    self.committed = txn
                     return result
                 except BaseException:
                     self._abort_write(txn)
@@ -380,6 +382,7 @@ class Env:
                 yield
                 self._log.append((_no_op, ()))
                 self.retrying(lambda: self.wtxn.commit(), self._replay)
+                self.committed = self.wtxn
             except BaseException:
                 self._abort_write(self.wtxn)
                 raise

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..exceptions import CorruptStoreError
 from .levelruns import LevelRuns, key_after, slice_level
-from .removed import drop_gone, drop_tombstones, put_job, tombstones
+from .removed import drop_gone, drop_tombstones, put_job, read_job, tombstones
 from .runfile import (
     CLEAN_KEY,
     CURSOR_KEY,
@@ -47,6 +47,12 @@ MERGE_PER_DOC = 16  # ... or this many per doc the write added, if more
 MERGE_SHARE = 128
 MERGE_STEP_MAX = 1 << 17
 STALE_SHARE = 16  # merge every level when stale entries exceed live / STALE_SHARE
+# Entries per run database one commit merges at most. A bulk write's share past it is
+# owed and paid by commits of their own right after (MergeJob.repay): LMDB reuses no
+# page the committed store held until two commits after the one that freed it, so one
+# commit that merged a 10M store's two 5M levels held both and their merge (10M built
+# in 5M batches: 108 B a fingerprint on disk, a third of it free pages).
+MERGE_COMMIT_MAX = 1 << 19
 _MASK = (1 << 64) - 1
 _NO_RUNS = np.empty(0, dtype=np.uint64)
 
@@ -81,6 +87,7 @@ class MergeJob:
 
     run_dbs: list[Any]
     gone_blocks: bool
+    _owe: tuple[Any, int] | None  # (write transaction, docs' worth of merging it owes)
     per_doc: list[int]  # entries a doc has in each run database (a band database: nbands)
     _meta: Any
     _docs: Any
@@ -95,6 +102,14 @@ class MergeJob:
         """Keys per run in a level of about docs docs (RunTables': runs.run_entries)."""
         raise NotImplementedError
 
+    def _writable(self, txn: Any) -> State:
+        """The state for a write (RunTables')."""
+        raise NotImplementedError
+
+    def _put_state(self, txn: Any, st: State) -> None:
+        """Write the state record (RunTables')."""
+        raise NotImplementedError
+
     def _per_write(self, entries: int) -> int:
         """Docs a write merges for a share of ``entries`` entries per run database: fewer in
         a similarity store, whose docs have more entries (band keys) than tables."""
@@ -104,6 +119,50 @@ class MergeJob:
         """Docs a write of ``added`` docs merges in every run database (a merge under way):
         MERGE_STEP entries' worth, or MERGE_PER_DOC per doc added if more."""
         return max(self._per_write(MERGE_STEP), MERGE_PER_DOC * added)
+
+    def _capped(self, txn: Any, budget: int) -> int:
+        """budget, or MERGE_COMMIT_MAX entries' worth if less: the rest is owed by txn
+        (a batch's writes add up)."""
+        cap = self._per_write(MERGE_COMMIT_MAX)
+        if budget <= cap:
+            return budget
+        held = self._owe[1] if self._owe is not None and self._owe[0] is txn else 0
+        self._owe = (txn, held + budget - cap)
+        return cap
+
+    def take_owed(self, txn: Any) -> int:
+        """Docs' worth of merging the committed write transaction txn owes (then none)."""
+        owe, self._owe = self._owe, None
+        return owe[1] if owe is not None and owe[0] is txn else 0
+
+    def repay(self, txn: Any, owed: int) -> int:
+        """A commit of its own after a bulk write: up to MERGE_COMMIT_MAX entries' worth
+        of the merging it owed (the merge under way, or one due); how many docs' worth
+        (0: no merge was left to do)."""
+        st = self._writable(txn)
+        job = read_job(txn, self._meta)
+        if job is None:
+            job, st = self._start(txn, st)
+            if job is None:
+                return 0
+        budget = min(owed, self._per_write(MERGE_COMMIT_MAX))
+        self._put_state(txn, self._spend(txn, st, job, budget))
+        return budget
+
+    def _spend(self, txn: Any, st: State, job: Job | None, budget: int) -> State:
+        """Merge up to budget docs' worth: the merge under way (job), or one that is due,
+        and the next ones while budget is left; the new state."""
+        if job is None:
+            job, st = self._start(txn, st)
+        while job is not None:
+            st, left = self._merge(txn, st, job, budget)
+            if left is None:  # not done: the next write goes on
+                break
+            budget = left
+            job = None
+            if budget > 0:
+                job, st = self._start(txn, st)
+        return st
 
     def _free_id(self, txn: Any, st: State) -> int:
         """A level id neither the state nor the merge under way uses."""

@@ -195,6 +195,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         self._unwired: tuple[list[runcache.OpenLevel], runcache.RecentDocs] | None = None
         self._offer: tuple[int, int, int, _Walked] | None = None
         self._want_ids = False  # set by the first lookup by id (id_candidates)
+        self._owe: tuple[Any, int] | None = None  # merging a bulk write owes (MergeJob)
         self._wired_raw: bytes | None = None  # the state record it was wired for
         self._wired_epoch = -2  # and the map epoch
         self._memo: tuple[bytes, State] | None = None  # the last state record written
@@ -409,23 +410,14 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         The share is as many docs in every run database, MERGE_STEP entries' worth or
         MERGE_PER_DOC per doc added if more (MergeJob._budget): a commit's cost is
         bounded by its own size, not the store's, and merges keep up with the writes
-        in the band database too (see :func:`simstore.store.merges.due`).
+        in the band database too (see :func:`simstore.store.merges.due`). A bulk
+        write's share past MERGE_COMMIT_MAX is owed: commits of their own pay it
+        (MergeJob.repay), so the pages a merge frees are reused as it goes.
         """
         job = read_job(txn, self._meta)
         if st.next - st.flushed > RECENT_MAX:
             st = self._flush(txn, st, job)
-        budget = self._budget(added)
-        if job is None:
-            job, st = self._start(txn, st)
-        while job is not None:
-            st, left = self._merge(txn, st, job, budget)
-            if left is None:  # not done: the next write goes on
-                break
-            budget = left
-            job = None
-            if budget > 0:
-                job, st = self._start(txn, st)
-        return st
+        return self._spend(txn, st, job, self._capped(txn, self._budget(added)))
 
     # --- search --------------------------------------------------------------------------
 

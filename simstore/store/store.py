@@ -187,6 +187,7 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
         """
         with self._env.batch():
             yield self
+        self._repay()
 
     # --- writes ----------------------------------------------------------------------
 
@@ -197,7 +198,24 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
         """
         with self._env.lock:
             self._env.live()
-            return self._env.write(op, self._h, *args, need=need)
+            out = self._env.write(op, self._h, *args, need=need)
+            self._repay()
+            return out
+
+    def _repay(self) -> None:
+        """After a commit outside batch(): the merging a bulk write left owed, in commits
+        of their own (each as crash-safe as any: a killed process leaves the merge to the
+        next writes), so the pages it frees are reused as it goes."""
+        env = self._env
+        with env.lock:
+            if env.wtxn is not None:  # inside batch(): its end pays
+                return
+            owed = self._h.tables.take_owed(env.committed)
+            while owed > 0:
+                spent = env.write(_writes.repay, self._h, owed)
+                if not spent:
+                    break
+                owed -= spent
 
     def add(self, doc_id: DocId, fp: int | Signature) -> None:
         """Store doc_id with fingerprint fp (a Signature in a similarity store; the text, or

@@ -35,6 +35,11 @@ def next_iid(txn: Any, h: Handles) -> int:
     return h.tables.next_iid(txn)
 
 
+def repay(txn: Any, h: Handles, owed: int) -> int:
+    """A share of the merging a bulk write owed, in a commit of its own (the engine's)."""
+    return h.tables.repay(txn, owed)
+
+
 def _unindex(txn: Any, h: Handles, iid: bytes, rec: bytes) -> None:
     _unindex_many(txn, h, [(iid, rec)])
 

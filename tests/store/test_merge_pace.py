@@ -101,3 +101,37 @@ def test_a_write_takes_the_whole_runs_nearest_its_budget(monkeypatch: pytest.Mon
     assert 800 // 32 - 2 <= writes <= 800 // 32 + 2, writes
     # the merged level (the only one: the adds since are recent), runs full but its last
     assert sum(sizes) == 750 and min(sizes[:-1]) >= 16 - 16 // 8, sizes
+
+
+def test_a_bulk_writes_merging_is_paid_in_commits_of_its_own(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """A bulk write whose merge share passes MERGE_COMMIT_MAX entries a run database
+    commits its docs with that much merged and pays the rest in commits of their own
+    before add_many returns (or once a batch() block commits): the store then holds one
+    level, answers as brute force and verifies, and its file is smaller than one commit's
+    whole merge left it (each commit reuses the pages the ones two before freed)."""
+    from simstore.store import merges
+
+    small(monkeypatch, RECENT_MAX=64, MERGE_STEP=64, MERGE_PER_DOC=16, RUN_ENTRIES=256)
+    rng = np.random.default_rng(3)
+    fps = [int(x) for x in rng.integers(0, 2**64, 40000, dtype=np.uint64)]
+    model = dict(enumerate(fps))
+    pages, commits = {}, {}
+    for cap in (2048, 1 << 40):
+        monkeypatch.setattr(merges, "MERGE_COMMIT_MAX", cap)
+        with SimStore(tmp_path / f"s{cap}", k=3, expected_size=40000, durable=False) as s:
+            s.add_many(range(20000), fps[:20000])
+            t0 = s._env.env.info()["last_txnid"]
+            s.add_many(range(20000, 40000), fps[20000:])
+            commits[cap] = s._env.env.info()["last_txnid"] - t0
+            pages[cap] = s._env.env.info()["last_pgno"]
+            assert merging(s) is None and s.stats()["levels"] == [40000]
+            check_answers(s, model, fps[::1999])
+            assert s.verify() == []
+            with s.batch():  # two more bulk writes: paid once the block commits
+                s.add_many(range(40000, 45000), fps[:5000])
+                s.add_many(range(45000, 50000), fps[5000:10000])
+            assert merging(s) is None and len(s.stats()["levels"]) <= 2
+            assert s.verify() == []
+    assert commits[1 << 40] == 1 and commits[2048] >= 15
+    assert pages[2048] < 0.8 * pages[1 << 40]
