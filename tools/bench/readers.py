@@ -284,6 +284,10 @@ def cmd_readers(args: argparse.Namespace) -> dict[str, Any]:
         _build(tree, empties[side], 1, args.k, args.seed)
     qfile = workdir / "queries.npy"
     np.save(qfile, _queries(_fps(args.n, args.seed), args.queries, args.seed + 1))
+    for side, p in stores.items():
+        size = (p / "data.mdb").stat().st_size
+        print(f"  {side:<4} store {size / 2**30:.2f} GiB, {size / args.n:.1f} B a fingerprint",
+              flush=True)
     rows = []
     for r in args.counts:
         for side, tree in trees.items():
@@ -317,6 +321,7 @@ def cmd_readers(args: argparse.Namespace) -> dict[str, Any]:
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
                                  text=True).stdout.strip(),
         "stores": {side: str(p) for side, p in stores.items()},
+        "store_bytes": {side: (p / "data.mdb").stat().st_size for side, p in stores.items()},
         "head": args.head, "load_start": load0, "load_end": load_average(), "rows": rows,
         "command": " ".join(["python -m tools.bench", *args.argv]),
     }
