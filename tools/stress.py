@@ -70,10 +70,11 @@ PRELOAD = 3000
 REBUILD_KS = (2, 3, 4)
 # The churn worker's run-table constants (simstore.store.runs and .merges): a new level
 # every few calls, merges spread over several writes, levels of many runs (longer ones in
-# a level of 1,024 docs or more).
+# a level of 1,024 docs or more), and every add_many's merging paid partly in commits of
+# their own (MERGE_COMMIT_MAX: a kill lands between them too).
 CHURN_RUNS = {"runs": {"RECENT_MAX": 64, "RUN_ENTRIES": 128, "BULK_DOCS": 1024,
                        "BULK_RUN_ENTRIES": 512},
-              "merges": {"MERGE_STEP": 128, "MERGE_PER_DOC": 2}}
+              "merges": {"MERGE_STEP": 128, "MERGE_PER_DOC": 2, "MERGE_COMMIT_MAX": 256}}
 CHURN_ADD_MAX = 300  # new docs per add_many call
 CHURN_REMOVE_MAX = 200  # acknowledged docs per remove_many call
 
