@@ -233,7 +233,10 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
         fps: fingerprints (uint64 array or ints), or Signatures in a similarity
         store. The fast path for bulk loads: each table gets its keys sorted
         (appended in key order when the table is empty). Int ids (a range, an
-        int array or a list of ints) are encoded with numpy, not one by one.
+        int array or a list of ints) are encoded with numpy, not one by one. The docs
+        commit first; a large batch's share of merging then goes on in bounded
+        commits of their own before this returns (a kill between them leaves it to
+        later writes; an error there is raised, the docs stay stored).
         """
         batch = _inputs.many(self._h, doc_ids, fps)
         if len(batch.ids):
