@@ -135,3 +135,24 @@ def test_a_bulk_writes_merging_is_paid_in_commits_of_its_own(monkeypatch: pytest
             assert s.verify() == []
     assert commits[1 << 40] == 1 and commits[2048] >= 15
     assert pages[2048] < 0.8 * pages[1 << 40]
+
+
+def test_a_similarity_stores_bulk_merging_is_paid_alike(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    """In a similarity store (16 band entries a doc) the owed merging is paid the same way:
+    one level after two bulk writes, every doc found by its own signature, verify clean."""
+    from simstore.store import merges
+
+    small(monkeypatch, RECENT_MAX=64, MERGE_STEP=64, MERGE_PER_DOC=16, RUN_ENTRIES=256)
+    monkeypatch.setattr(merges, "MERGE_COMMIT_MAX", 4096)
+    sigs = random_signatures(np.random.default_rng(4), 6000)
+    with SimStore(tmp_path / "s", k=3, config=simstore.SIGNATURE_CONFIG, expected_size=6000,
+                  durable=False) as s:
+        s.add_many(range(3000), sigs[:3000])
+        t0 = s._env.env.info()["last_txnid"]
+        s.add_many(range(3000, 6000), sigs[3000:])
+        assert s._env.env.info()["last_txnid"] - t0 >= 5
+        assert merging(s) is None and s.stats()["levels"] == [6000]
+        for i in range(0, 6000, 397):
+            assert [m.doc_id for m in s.similar(sigs[i], 0.99)] == [i]
+        assert s.verify() == []
