@@ -26,24 +26,6 @@ from .runfile import STATE_KEY, State, lineage, mix_xor, place_run, read_runs
 from .runindex import read_index
 
 WHOLE_AT = 8  # a process that has fetched 1 / WHOLE_AT of a level's runs fetches the rest
-PREFAULT_AT = 32  # a fetch of this many runs or more first reads them in file order
-
-
-def _prefault(vals: list[Any]) -> None:
-    """Read the first and last byte of each run in the map in the order of their places
-    in the file: a level read whole (a cold reader's, WHOLE_AT) then reads the file
-    forwards, where key order jumps about a file whose merges reused freed pages (100M
-    in a 2 GiB cgroup: a read in key order is a seek a run)."""
-    for v in file_order(vals):
-        v[0], v[len(v) - 1]  # noqa: B018  (each touch faults its page in, with read-around)
-
-
-def file_order(vals: list[Any]) -> list[Any]:
-    """The non-empty buffers among vals sorted by their addresses (in the map: their
-    places in the file)."""
-    at = [(np.frombuffer(v, dtype=np.uint8).ctypes.data, j) for j, v in enumerate(vals)
-          if len(v)]
-    return [vals[j] for _, j in sorted(at)]
 
 
 @dataclass
@@ -192,7 +174,7 @@ class LevelCache:
         """Runs idxs of a level (first keys firsts) as the query under way sees them."""
         lead = bytes((level,))
         with self._reading(self._txn, level, gen, lineage_ok=True) as src:
-            got = []
+            out = []
             for i in idxs:
                 key = lead + int(firsts[i]).to_bytes(8, "big")
                 val, in_map = src.get(key, db=db), src is not self._txn
@@ -201,10 +183,8 @@ class LevelCache:
                 if val is None:
                     raise CorruptStoreError(
                         f"table level {level} names a run its index has and the table not")
-                got.append((key, val, in_map))
-            if len(got) >= PREFAULT_AT:
-                _prefault([val for _, val, in_map in got if in_map])
-            return [place_run(key, val, level, self._psize, in_map) for key, val, in_map in got]
+                out.append(place_run(key, val, level, self._psize, in_map))
+        return out
 
     def _recent_docs(self, txn: Any, st: State) -> RecentDocs:
         """The recent docs (iid >= flushed), extended or re-read as the state says; with

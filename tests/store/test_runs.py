@@ -1709,32 +1709,3 @@ def test_a_reader_keeps_its_runs_across_a_merges_slices(monkeypatch: pytest.Monk
         assert slices >= 2 and kept > 0
     with SimStore(path) as s:
         assert s.verify() == []
-
-
-def test_a_level_read_whole_is_read_in_file_order(monkeypatch: pytest.MonkeyPatch,
-                                                  tmp_path: Path) -> None:
-    """A reader that fetches a level's runs whole (WHOLE_AT) first touches them in the
-    order of their places in the map, whatever their key order (a store whose merges
-    reused freed pages), then answers as brute force."""
-    small(monkeypatch, RUN_ENTRIES=16, MERGE_STEP=64, MERGE_PER_DOC=1, RECENT_MAX=64)
-    rng = random.Random(8)
-    model = {i: rng.getrandbits(64) for i in range(3000)}
-    with SimStore(tmp_path / "s", k=3, expected_size=10**5, durable=False) as w:
-        w.add_many(range(1500), list(model.values())[:1500])
-        for i in range(1500, 3000, 100):  # more levels and merges into freed pages
-            w.add_many(range(i, i + 100), list(model.values())[i:i + 100])
-    seen: list[list[int]] = []
-    real = simstore.store.runcache._prefault
-
-    def spy(vals: list[Any]) -> None:
-        seen.append([np.frombuffer(v, dtype=np.uint8).ctypes.data for v in vals])
-        real(vals)
-
-    monkeypatch.setattr(simstore.store.runcache, "_prefault", spy)
-    with SimStore(tmp_path / "s", readonly=True) as r:
-        check_answers(r, model, list(model.values())[::149])
-    assert seen and max(len(s) for s in seen) >= simstore.store.runcache.PREFAULT_AT
-    assert any(s != sorted(s) for s in seen)  # key order is not file order here
-    buf = memoryview(bytearray(range(64)))
-    views = [buf[40:48], buf[0:8], buf[16:24], buf[8:8]]
-    assert simstore.store.runcache.file_order(views) == [buf[0:8], buf[16:24], buf[40:48]]
