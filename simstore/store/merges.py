@@ -38,7 +38,7 @@ LEVEL_RATIO = 4  # a level absorbs the newer ones once they hold 1 / LEVEL_RATIO
 MERGE_STEP = 1 << 14  # entries per run database a write merges, at least (a merge under way)
 # (fewer pages freed per commit wait to be reused: LMDB reuses a page two commits after the
 # one that freed it. Format 13, 1M churn of 1,000 adds and removes a commit: int ids' file
-# +13.4 % at 1 << 14, +19.2 % at 1 << 15, +25.8 % at 1 << 16; URL ids +10.7 / +13.3 %.
+# +13.5 % at 1 << 14, +19.3 % at 1 << 15, +26.0 % at 1 << 16; URL ids +10.7 / +13.4 %.
 # It must hold a bulk level's whole run and an eighth: MergeJob._slice)
 MERGE_PER_DOC = 16  # ... or this many per doc the write added, if more
 # ... or 1 / MERGE_SHARE of the merge's own entries, up to MERGE_STEP_MAX: no other merge
