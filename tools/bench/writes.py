@@ -78,7 +78,7 @@ def size(s):
 s = SimStore(path)
 before = size(s)
 n0 = len(s)
-live = np.arange(n0, dtype=np.int64)  # the live docs' numbers (--pick random)
+live = np.arange(n0 if pick == "random" else 0, dtype=np.int64)  # live docs (--pick random)
 times, trace, queried = [], [], []
 
 def db_pages(env, txn):
