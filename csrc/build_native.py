@@ -16,7 +16,7 @@ from cffi import FFI
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCES = [
     "murmur3.c", "hamming.c", "simhash.c", "signature.c", "permute.c", "batch.c", "query.c",
-    "probe.c", "unicode.c", "jaccard.c",
+    "probe.c", "unicode.c", "jaccard.c", "lmdbmap.c",
 ]
 
 

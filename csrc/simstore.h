@@ -394,6 +394,24 @@ int64_t ss_shingles_decode(const uint8_t *codes, const int64_t *offsets,
                            int64_t *out_offsets, int64_t *bad);
 /* JACCARD-END */
 
+/* --- values in LMDB's map (csrc/lmdbmap.c) ----------------------------- */
+/* Where the value of the record whose key is key[0..klen) lies in an LMDB
+ * map of `pages` pages of psize bytes at map: key must be a buffer a read
+ * transaction returned for a cursor's key (it points into the record's leaf
+ * page). For a value on overflow pages, returns its byte offset in the map
+ * and its size (*out_size), having read only the leaf page and the value's
+ * first page; -1 when the key is not in the map, its node holds its value
+ * inline or anything read does not check out (the caller then gets the value
+ * as LMDB returns it); -2 bad arguments. */
+int64_t ss_map_value(const uint8_t *map, uint64_t pages, uint32_t psize,
+                     const uint8_t *key, size_t klen, uint64_t *out_size);
+/* Where the map lies (*out_map), from a record LMDB returned in place: key and
+ * value buffers of one read transaction (value[0..vlen) on overflow pages,
+ * as the value's node and first page confirm). Returns 0, -1 when they do not
+ * check out (an inline value, a copy), -2 bad arguments. */
+int ss_map_base(const uint8_t *key, size_t klen, const uint8_t *value, size_t vlen,
+                uint32_t psize, uintptr_t *out_map);
+
 /* CDEF-END */
 
 #endif /* SIMSTORE_H */

@@ -30,6 +30,7 @@ from .create import MAX_DBS, create_aside
 from .errors import translate
 from .forks import FORK_WAIT, abandon, close_inherited, let_go, register
 from .lockfile import StoreLock
+from .readahead import wants_readahead
 
 T = TypeVar("T")
 
@@ -53,8 +54,10 @@ class Env:
         max_readers: int,
         map_size: int,
         on_open: Callable[[Any, bool], None],
+        readahead: bool | None = None,
     ) -> None:
         self.path = path
+        self.readahead = readahead  # None: as wants_readahead says at each open
         self.readonly = readonly
         self.durable = durable
         self.max_readers = max_readers
@@ -158,6 +161,8 @@ class Env:
                     max_readers=self.max_readers,
                     lock=True,
                     create=creating,
+                    readahead=self.readahead if self.readahead is not None
+                    else wants_readahead(os.path.join(self.path, "data.mdb")),
                 )
             except lmdb.Error as exc:
                 # py-lmdb refuses a second open of one environment in a process with a

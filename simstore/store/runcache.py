@@ -20,7 +20,7 @@ import lmdb
 import numpy as np
 
 from ..exceptions import CorruptStoreError
-from ..native import probe as _probe
+from ..native import lmdbmap as _lmdbmap, probe as _probe
 from .rows import band_keys
 from .runfile import STATE_KEY, State, lineage, mix_xor, place_run, read_runs
 from .runindex import read_index
@@ -95,6 +95,7 @@ class LevelCache:
     _wired_epoch: int
 
     _want_ids: bool  # this process looks ids up: its recent docs carry their id hashes
+    _map_at: tuple[int, int] | None = None  # (map epoch, the map's address then)
 
     def _walk(self, txn: Any, start: int, ids: bool = True) -> Any:
         """(iids, fps, band keys, id hashes unless not ids) of the docs with iid >= start
@@ -175,9 +176,12 @@ class LevelCache:
         lead = bytes((level,))
         with self._reading(self._txn, level, gen, lineage_ok=True) as src:
             out = []
+            cur = src.cursor(db=db) if src is not self._txn else None
+            pages = self._map_pages() if cur is not None else 0
             for i in idxs:
                 key = lead + int(firsts[i]).to_bytes(8, "big")
-                val, in_map = src.get(key, db=db), src is not self._txn
+                in_map = cur is not None
+                val = self._in_map(cur, key, pages) if in_map else src.get(key, db=db)
                 if val is None and in_map:  # merged away since: a copy
                     val, in_map = self._txn.get(key, db=db), False
                 if val is None:
@@ -185,6 +189,30 @@ class LevelCache:
                         f"table level {level} names a run its index has and the table not")
                 out.append(place_run(key, val, level, self._psize, in_map))
         return out
+
+    def _map_pages(self) -> int:
+        """Pages no record of a snapshot this process reads lies beyond: the last
+        commit's, within this process's map."""
+        info = self._env.info()
+        return min(info["last_pgno"] + 1, info["map_size"] // self._psize)
+
+    def _in_map(self, cur: Any, key: bytes, pages: int) -> Any:
+        """The value of a run record in place, or None when there is none: from its leaf
+        node when the map's address is known for this epoch (only the record's first
+        page read), else as py-lmdb returns it (every page read), which tells the
+        address. cur: a cursor of a read transaction begun with ``buffers=True``."""
+        if not cur.set_key(key):
+            return None
+        epoch = self._epoch()
+        if self._map_at is not None and self._map_at[0] == epoch:
+            val = _lmdbmap.map_value(self._map_at[1], pages, self._psize, cur.key())
+            if val is not None:
+                return val
+        val = cur.value()
+        base = _lmdbmap.map_base(cur.key(), val, self._psize)
+        if base is not None:
+            self._map_at = (epoch, base)
+        return val
 
     def _recent_docs(self, txn: Any, st: State) -> RecentDocs:
         """The recent docs (iid >= flushed), extended or re-read as the state says; with

@@ -93,7 +93,9 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
     skips the fsyncs (LMDB ``sync=False, metasync=False``): an OS crash or power
     loss may lose the last commits, but never corrupts the store; process
     crashes lose nothing. ``readonly=True`` never writes and refuses writes
-    with :class:`ReadOnlyError`.
+    with :class:`ReadOnlyError`. ``readahead`` (default None: off for a store
+    larger than half the memory the process may use, its cgroup's or the
+    machine's) lets the OS read 128 KB around each page a query reads.
 
     Many processes may open one store; writes are serialized by LMDB. A
     handle is usable from several threads (calls are serialized). After
@@ -113,6 +115,7 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
         map_size: int | None = None,
         max_readers: int = 512,
         exact: bool | None = None,
+        readahead: bool | None = None,
     ) -> None:
         spath = check_path(path, "path")
         max_readers = check_int(max_readers, "max_readers", 1)
@@ -126,8 +129,9 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
             )
         if map_size is not None:
             map_size = check_int(map_size, "map_size", PAGE)
-        if exact is not None and not isinstance(exact, bool):
-            raise SimstoreTypeError(f"'exact' must be a bool (got {type(exact).__name__})")
+        for name, flag in (("exact", exact), ("readahead", readahead)):
+            if flag is not None and not isinstance(flag, bool):
+                raise SimstoreTypeError(f"{name!r} must be a bool (got {type(flag).__name__})")
         if exact and config is not None and not config.has_signature:
             raise InvalidConfigError(
                 "'exact' keeps each doc's shingle set for exact Jaccard: it needs a signature "
@@ -148,6 +152,7 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
             max_readers=max_readers,
             map_size=map_size or _initial_map_size(planned, size),
             on_open=self._on_open,
+            readahead=readahead,
         )
         self._scanner = _reads.Scanner(self._env)
         self._env.open()
@@ -461,7 +466,7 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
         return (
             _reopen,
             (env.path, self._layout.max_k, self._config, env.readonly, env.durable,
-             self._map_size, env.max_readers, self._h.exact),
+             self._map_size, env.max_readers, self._h.exact, env.readahead),
         )
 
     def __repr__(self) -> str:
@@ -473,10 +478,11 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
 def _reopen(
     path: str, k: int, config: FingerprintConfig, readonly: bool, durable: bool,
     map_size: int | None, max_readers: int, exact: bool = False,
+    readahead: bool | None = None,
 ) -> SimStore:
     return SimStore(
         path, k=k, config=config, readonly=readonly, durable=durable,
-        map_size=map_size, max_readers=max_readers, exact=exact,
+        map_size=map_size, max_readers=max_readers, exact=exact, readahead=readahead,
     )
 
 

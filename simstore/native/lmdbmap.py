@@ -1,0 +1,39 @@
+"""Thin binding of ``csrc/lmdbmap.c``: a record's value in LMDB's map, its pages untouched.
+
+py-lmdb reads every page of a value it returns; :func:`map_value` finds the value of a
+record a read transaction's cursor stands on from the key's leaf node alone, given where
+the map lies, which :func:`map_base` finds from one value py-lmdb did return. Neither
+ever gives memory outside the map; the caller keeps that memory valid (a read
+transaction that sees the record, and no remap since the base was taken).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .core import ffi, lib
+
+__all__ = ["map_base", "map_value"]
+
+
+def map_base(key: Any, value: Any, psize: int) -> int | None:
+    """The map's address, from a record py-lmdb returned in place (key and value buffers
+    of one read transaction begun with ``buffers=True``), or None when its value is not
+    on overflow pages (or the buffers are copies)."""
+    out = ffi.new("uintptr_t *")
+    rc = lib.ss_map_base(ffi.from_buffer("uint8_t[]", key), len(key),
+                         ffi.from_buffer("uint8_t[]", value), len(value), psize, out)
+    return int(out[0]) if rc == 0 else None
+
+
+def map_value(base: int, pages: int, psize: int, key: Any) -> Any | None:
+    """The value of the record whose key buffer is key (a cursor's, in a read transaction
+    begun with ``buffers=True``) as a buffer over the map at base, of `pages` pages (no
+    page of the snapshot lies beyond); None when it is not on overflow pages there (get
+    it from LMDB instead)."""
+    size = ffi.new("uint64_t *")
+    off = lib.ss_map_value(ffi.cast("uint8_t *", base), pages, psize,
+                           ffi.from_buffer("uint8_t[]", key), len(key), size)
+    if off < 0:
+        return None
+    return ffi.buffer(ffi.cast("uint8_t *", base + off), size[0])

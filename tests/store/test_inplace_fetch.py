@@ -1,0 +1,105 @@
+"""Runs fetched where LMDB maps them, from their leaf nodes, and the readahead choice.
+
+A query's first probe into a run fetches it: since py-lmdb reads every page of a value
+it returns, the run tables learn the map's address from the first run they get from
+py-lmdb (per map epoch) and place every later one from its leaf node
+(:mod:`simstore.native.lmdbmap`). Answers are checked against brute force, through a
+map that grows under the store.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simstore import SimStore
+from simstore.exceptions import SimstoreTypeError
+from simstore.native import lmdbmap
+from simstore.store import readahead as R, runcache
+
+from ..oracles import brute_neighbours
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count the map addresses learned and the runs placed from their leaf nodes."""
+    seen = {"bases": 0, "placed": 0, "declined": 0}
+    base, value = lmdbmap.map_base, lmdbmap.map_value
+
+    def counted_base(*a):
+        got = base(*a)
+        seen["bases"] += got is not None
+        return got
+
+    def counted_value(*a):
+        got = value(*a)
+        seen["placed" if got is not None else "declined"] += 1
+        return got
+
+    monkeypatch.setattr(runcache._lmdbmap, "map_base", counted_base)
+    monkeypatch.setattr(runcache._lmdbmap, "map_value", counted_value)
+    return seen
+
+
+def _check(s: SimStore, fps: np.ndarray, rng: np.random.Generator, k: int = 3) -> None:
+    for q in [int(fps[i]) ^ (1 << int(rng.integers(64))) for i in rng.integers(len(fps), size=40)]:
+        got = sorted((int(m.doc_id), m.distance) for m in s.query(q, k))
+        assert got == brute_neighbours(fps.tolist(), q, k)
+
+
+def test_runs_are_placed_from_their_nodes_across_map_growth(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen = _counting(monkeypatch)
+    rng = np.random.default_rng(5)
+    fps = rng.integers(0, 2**64 - 1, 60_000, dtype=np.uint64, endpoint=True)
+    with SimStore(tmp_path / "s", k=3, map_size=1 << 16, durable=False) as s:
+        s.add_many(range(30_000), fps[:30_000])
+    with SimStore(tmp_path / "s", map_size=1 << 16, durable=False) as s:
+        _check(s, fps[:30_000], rng)
+        assert seen["bases"] == 1  # learned once, from the first run py-lmdb returned
+        assert seen["placed"] > 10 and seen["declined"] == 0
+        epoch = s._env.epoch
+        s.add_many(range(30_000, 60_000), fps[30_000:])  # the map grows: a new epoch
+        assert s._env.epoch != epoch
+        _check(s, fps, rng)
+        assert seen["bases"] == 2 and seen["declined"] == 0
+
+
+def test_the_readahead_choice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    data = tmp_path / "data.mdb"
+    assert R.wants_readahead(str(data))  # no file yet
+    data.write_bytes(bytes(5000))
+    monkeypatch.setattr(R, "memory_limit", lambda: 10_000)
+    assert R.wants_readahead(str(data))  # half the limit holds it
+    monkeypatch.setattr(R, "memory_limit", lambda: 9_000)
+    assert not R.wants_readahead(str(data))
+    monkeypatch.setattr(R, "memory_limit", lambda: None)
+    assert R.wants_readahead(str(data))
+
+
+def test_the_memory_limit_is_the_machines_or_less() -> None:
+    import os
+
+    limit = R.memory_limit()
+    assert limit is not None and 0 < limit <= os.sysconf("SC_PHYS_PAGES") * os.sysconf(
+        "SC_PAGE_SIZE")
+
+
+def test_readahead_is_passed_to_lmdb_and_kept_by_pickling(tmp_path: Path) -> None:
+    with SimStore(tmp_path / "s", readahead=False) as s:
+        s.add("a", 1)
+        assert s._env.env.flags()["readahead"] is False
+        _, args = s.__reduce__()
+        assert args[-1] is False  # a pickled handle opens the same way
+    again = pickle.loads(pickle.dumps(s))
+    try:
+        assert again._env.env.flags()["readahead"] is False
+    finally:
+        again.close()
+    with SimStore(tmp_path / "s") as s:  # a small store on this machine: LMDB's default
+        assert s._env.env.flags()["readahead"] is True
+    with pytest.raises(SimstoreTypeError, match="readahead"):
+        SimStore(tmp_path / "t", readahead="no")  # type: ignore[arg-type]
+    assert not (tmp_path / "t").exists()
