@@ -176,12 +176,14 @@ class LevelCache:
         lead = bytes((level,))
         with self._reading(self._txn, level, gen, lineage_ok=True) as src:
             out = []
-            cur = src.cursor(db=db) if src is not self._txn else None
-            pages = self._map_pages() if cur is not None else 0
+            # without readahead (a store larger than memory) read a run's needed pages only
+            sparse = src is not self._txn and not self._env.flags()["readahead"]
+            cur = src.cursor(db=db) if sparse else None
+            pages = self._map_pages() if sparse else 0
             for i in idxs:
                 key = lead + int(firsts[i]).to_bytes(8, "big")
-                in_map = cur is not None
-                val = self._in_map(cur, key, pages) if in_map else src.get(key, db=db)
+                in_map = src is not self._txn
+                val = self._in_map(cur, key, pages) if cur is not None else src.get(key, db=db)
                 if val is None and in_map:  # merged away since: a copy
                     val, in_map = self._txn.get(key, db=db), False
                 if val is None:

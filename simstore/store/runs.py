@@ -42,8 +42,9 @@ keyed by the level's random generation, plus the recent docs (checked against
 the XOR hash the writers keep in the state). A query is one state read and
 one C call (more while it meets runs not fetched yet: py-lmdb touches every
 page of a value it returns, so fetching every run at open would read the
-whole tables; a fetch places a run from its key's leaf node once the map's
-address is known, reading its first page only: :mod:`simstore.native.lmdbmap`).
+whole tables; without readahead, in a store larger than memory, a fetch places
+a run from its key's leaf node once the map's address is known, reading its
+first page only: :mod:`simstore.native.lmdbmap`).
 The pointers are taken in a read transaction begun with ``buffers=True`` and
 stay valid while both hold:
 

@@ -1,10 +1,10 @@
 """Runs fetched where LMDB maps them, from their leaf nodes, and the readahead choice.
 
-A query's first probe into a run fetches it: since py-lmdb reads every page of a value
-it returns, the run tables learn the map's address from the first run they get from
-py-lmdb (per map epoch) and place every later one from its leaf node
-(:mod:`simstore.native.lmdbmap`). Answers are checked against brute force, through a
-map that grows under the store.
+A query's first probe into a run fetches it. py-lmdb reads every page of a value it
+returns, so without readahead (a store larger than memory) the run tables learn the
+map's address from the first run they get from py-lmdb (per map epoch) and place every
+later one from its leaf node (:mod:`simstore.native.lmdbmap`). Answers are checked
+against brute force, through a map that grows under the store.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_runs_are_placed_from_their_nodes_across_map_growth(
     fps = rng.integers(0, 2**64 - 1, 60_000, dtype=np.uint64, endpoint=True)
     with SimStore(tmp_path / "s", k=3, map_size=1 << 16, durable=False) as s:
         s.add_many(range(30_000), fps[:30_000])
-    with SimStore(tmp_path / "s", map_size=1 << 16, durable=False) as s:
+    with SimStore(tmp_path / "s", map_size=1 << 16, durable=False, readahead=False) as s:
         _check(s, fps[:30_000], rng)
         assert seen["bases"] == 1  # learned once, from the first run py-lmdb returned
         assert seen["placed"] > 10 and seen["declined"] == 0
@@ -65,6 +65,19 @@ def test_runs_are_placed_from_their_nodes_across_map_growth(
         assert s._env.epoch != epoch
         _check(s, fps, rng)
         assert seen["bases"] == 2 and seen["declined"] == 0
+
+
+def test_with_readahead_runs_come_from_lmdb(monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
+    """A store that fits in memory reads a fetched run whole (its pages mapped at once,
+    as later probes want them): no run is placed from its node."""
+    seen = _counting(monkeypatch)
+    rng = np.random.default_rng(6)
+    fps = rng.integers(0, 2**64 - 1, 30_000, dtype=np.uint64, endpoint=True)
+    with SimStore(tmp_path / "s", k=3, durable=False, readahead=True) as s:
+        s.add_many(range(30_000), fps)
+        _check(s, fps, rng)
+    assert seen == {"bases": 0, "placed": 0, "declined": 0}
 
 
 def test_the_readahead_choice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
