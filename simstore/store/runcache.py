@@ -26,6 +26,7 @@ from .runfile import STATE_KEY, State, lineage, mix_xor, place_run, read_runs
 from .runindex import read_index
 
 WHOLE_AT = 8  # a process that has fetched 1 / WHOLE_AT of a level's runs fetches the rest
+# (unless it reads sparsely: LevelCache._sparse)
 
 
 @dataclass
@@ -124,10 +125,12 @@ class LevelCache:
         with self._reading(txn, level, gen) as src:
             index = [read_index(src, db, level) for db in self.run_dbs]
             if all(firsts is not None for firsts in index):
+                # a store read sparsely never fetches a level whole: that reads every run
+                whole_at = 0 if self._sparse() else WHOLE_AT
                 sets = [_probe.RunSet(i if i < nt else 0, [None] * len(firsts), firsts,
                                       kw=4 if i == self.bands_at else 8,
                                       fetch=functools.partial(self._fetch, level, gen, db,
-                                                              firsts), whole_at=WHOLE_AT)
+                                                              firsts), whole_at=whole_at)
                         for i, (db, firsts) in enumerate(zip(self.run_dbs, index, strict=True))]
                 for rs, old in zip(sets, kept or [], strict=bool(kept)):
                     rs.adopt(old)  # the runs both name: the same records
@@ -176,8 +179,7 @@ class LevelCache:
         lead = bytes((level,))
         with self._reading(self._txn, level, gen, lineage_ok=True) as src:
             out = []
-            # without readahead (a store larger than memory) read a run's needed pages only
-            sparse = src is not self._txn and not self._env.flags()["readahead"]
+            sparse = src is not self._txn and self._sparse()
             cur = src.cursor(db=db) if sparse else None
             pages = self._map_pages() if sparse else 0
             for i in idxs:
@@ -191,6 +193,13 @@ class LevelCache:
                         f"table level {level} names a run its index has and the table not")
                 out.append(place_run(key, val, level, self._psize, in_map))
         return out
+
+    def _sparse(self) -> bool:
+        """Whether runs are read sparsely: without readahead (a store larger than memory)
+        a fetch reads a run's first page, placing it from its leaf node, and a probe
+        the pages it needs; with it a fetch reads the run whole, as py-lmdb returns it,
+        mapping its pages at once for the probes that follow."""
+        return self._map_epoch is not None and not self._env.flags()["readahead"]
 
     def _map_pages(self) -> int:
         """Pages no record of a snapshot this process reads lies beyond: the last

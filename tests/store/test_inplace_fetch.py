@@ -116,3 +116,23 @@ def test_readahead_is_passed_to_lmdb_and_kept_by_pickling(tmp_path: Path) -> Non
     with pytest.raises(SimstoreTypeError, match="readahead"):
         SimStore(tmp_path / "t", readahead="no")  # type: ignore[arg-type]
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("readahead", [False, True])
+def test_a_sparse_reader_never_fetches_a_level_whole(tmp_path: Path, readahead: bool) -> None:
+    """Without readahead a process fetches the runs its probes land in, and no more; with
+    it, once it has fetched 1 / WHOLE_AT of a level's runs it fetches them all."""
+    rng = np.random.default_rng(7)
+    fps = rng.integers(0, 2**64 - 1, 200_000, dtype=np.uint64, endpoint=True)
+    with SimStore(tmp_path / "s", k=3, durable=False) as s:
+        s.add_many(range(len(fps)), fps)
+    with SimStore(tmp_path / "s", readonly=True, readahead=readahead) as s:
+        for i in range(12):  # exact queries: a run a table
+            assert [m.doc_id for m in s.query(int(fps[i * 1000]), 0)] == [i * 1000]
+        tables = s._h.tables
+        sets = [lev.sets[t] for lev in tables._levels.values() for t in range(len(tables.dbs))]
+        assert sets and min(rs.nruns for rs in sets) <= 11 * runcache.WHOLE_AT
+        if readahead:
+            assert all(rs.loaded == rs.nruns for rs in sets)
+        else:
+            assert all(rs.loaded <= 12 < rs.nruns for rs in sets)

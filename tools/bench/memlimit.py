@@ -28,7 +28,10 @@ CHILD = r'''
 import json, sys, time
 import numpy as np
 from simstore import SimStore
-store, qfile, k, ra = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+store, qfile, k, ra, fetch = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+if fetch == "whole":  # every run read whole, as py-lmdb returns it (an experiment)
+    from simstore.store import runcache
+    runcache._lmdbmap.map_value = lambda *a: None
 qs = np.load(qfile).tolist()
 t0 = time.perf_counter()
 s = SimStore(store, readonly=True, **({} if ra == "auto" else {"readahead": ra == "on"}))
@@ -83,15 +86,15 @@ def _drop_cache(store: Path) -> None:
             os.close(fd)
 
 
-def _run(tree: Path, store: Path, qfile: Path, k: int, limit: int, readahead: str = "auto"
-         ) -> dict[str, Any]:
+def _run(tree: Path, store: Path, qfile: Path, k: int, limit: int, readahead: str = "auto",
+         fetch: str = "auto") -> dict[str, Any]:
     d, procs = _cgroup(limit)
     _drop_cache(store)
     env = {**os.environ, "PYTHONPATH": str(tree)}
     # the child joins the cgroup before it imports anything
     pre = f"open({str(procs)!r}, 'w').write(str(__import__('os').getpid()))\n"
     proc = subprocess.run([sys.executable, "-c", pre + CHILD, str(store), str(qfile), str(k),
-                           readahead],
+                           readahead, fetch],
                           env=env, cwd=qfile.parent, capture_output=True, text=True)
     res: dict[str, Any] = {"returncode": proc.returncode, "peak_bytes": _peak(d),
                            "limit_bytes": limit}
@@ -128,7 +131,8 @@ def cmd_memlimit(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for side, (tree, store) in sides(args, workdir, build=False).items():
         size = (store / "data.mdb").stat().st_size
-        res = _run(tree, store, qfile, args.k, args.limit_mb << 20, args.readahead)
+        res = _run(tree, store, qfile, args.k, args.limit_mb << 20, args.readahead,
+                   args.fetch)
         answers = res.pop("answers", None)
         res.update(side=side, store_bytes=size,
                    exact=None if answers is None else sum(
@@ -144,6 +148,9 @@ def cmd_memlimit(args: argparse.Namespace) -> dict[str, Any]:
                   else f" ({res.get('stderr', '')[-120:]!r})"), flush=True)
     return {"benchmark": "memlimit", "n": args.n, "k": args.k, "limit_mb": args.limit_mb,
             "head": args.head, "base": args.base, "readahead": args.readahead,
+            "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO,
+                                     capture_output=True, text=True).stdout.strip(),
+            "fetch": args.fetch,
             "load_start": load0,
             "load_end": load_average(), "rows": rows,
             "command": " ".join(["python -m tools.bench", *args.argv])}
@@ -164,5 +171,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--readahead", choices=("auto", "on", "off"), default="auto",
                    help="SimStore(readahead=): auto leaves it to the store (a revision "
                         "before the option takes only auto)")
+    p.add_argument("--fetch", choices=("auto", "whole"), default="auto",
+                   help="whole: read every run whole as py-lmdb returns it, never placed "
+                        "from its leaf node (an experiment; revisions from 5e7b3b8)")
     p.add_argument("--out", type=Path, help="write the JSON result here")
     p.set_defaults(func=cmd_memlimit)
