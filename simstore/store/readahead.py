@@ -20,30 +20,34 @@ __all__ = ["memory_limit", "wants_readahead"]
 _UNLIMITED = 1 << 62
 
 
-def _cgroup_limit() -> int | None:
+def _cgroup_limit(proc: Path = Path("/proc/self/cgroup"),
+                  fs: Path = Path("/sys/fs/cgroup")) -> int | None:
     """The least memory limit of this process's cgroup and its parents (v2 ``memory.max``
     or v1 ``memory.limit_in_bytes``), or None when there is none or it cannot be read."""
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
+        lines = proc.read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
         return None
     found: list[int] = []
     for line in lines:
-        _, controllers, rel = line.split(":", 2)
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, rel = parts
         if controllers == "":  # v2: the unified hierarchy
-            root, name = Path("/sys/fs/cgroup"), "memory.max"
+            root, name = fs, "memory.max"
         elif "memory" in controllers.split(","):
-            root, name = Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"
+            root, name = fs / "memory", "memory.limit_in_bytes"
         else:
             continue
-        d = root / rel.lstrip("/")
+        d = root / rel.strip().lstrip("/")
         while True:
             try:
                 raw = (d / name).read_text().strip()
-                if raw.isdigit() and int(raw) < _UNLIMITED:
-                    found.append(int(raw))
-            except OSError:
-                pass
+            except (OSError, UnicodeDecodeError):
+                raw = ""
+            if raw.isdigit() and int(raw) < _UNLIMITED:
+                found.append(int(raw))
             if d == root or root not in d.parents:
                 break
             d = d.parent

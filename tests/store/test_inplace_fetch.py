@@ -197,3 +197,27 @@ def test_a_sparse_reader_beside_a_writer_in_another_process(monkeypatch: pytest.
             assert got == want
         assert s.verify() == []
     assert seen["placed"] > 0 and seen["bases"] >= 2 and seen["declined"] == 0
+
+
+def _cgroups(tmp_path: Path, proc: str, files: dict[str, str]) -> int | None:
+    tmp_path.mkdir()
+    (tmp_path / "cgroup").write_text(proc)
+    for rel, text in files.items():
+        (tmp_path / "fs" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "fs" / rel).write_text(text)
+    return R._cgroup_limit(tmp_path / "cgroup", tmp_path / "fs")
+
+
+def test_the_cgroup_limit_is_the_least_up_the_tree(tmp_path: Path) -> None:
+    v2 = {"a/memory.max": "3000000\n", "a/b/memory.max": "max\n", "memory.max": "1000\n"}
+    # v2: the process's own group has no limit, its ancestors do: the least counts
+    assert _cgroups(tmp_path / "v2", "0::/a/b\n", v2) == 1000
+    assert _cgroups(tmp_path / "v2b", "0::/a/b\n", {"a/memory.max": "3000000"}) == 3000000
+    v1 = {"memory/x/memory.limit_in_bytes": "9223372036854771712",
+          "memory/memory.limit_in_bytes": "9223372036854771712"}
+    assert _cgroups(tmp_path / "v1", "12:cpu,cpuacct:/x\n5:memory:/x\n", v1) is None
+    v1["memory/x/memory.limit_in_bytes"] = "268435456"
+    assert _cgroups(tmp_path / "v1b", "5:memory:/x\n", v1) == 268435456
+    # a line it cannot read, or no file at all: no limit, never an error
+    assert _cgroups(tmp_path / "bad", "garbage\n0::/nowhere\n", {}) is None
+    assert R._cgroup_limit(tmp_path / "missing", tmp_path) is None
