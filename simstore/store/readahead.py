@@ -4,7 +4,7 @@ A query reads a few scattered pages of each run it probes. With readahead the OS
 128 KB around each page faulted in; on a store that fits the page cache that only warms
 it sooner, but on one larger than the memory the process may use it evicts what later
 queries need (a 100M store, 6.6 GiB, queried in a 2 GiB cgroup: cold p50 67 ms with
-readahead, 7 ms without; docs/benchmarks.md). Without readahead a fetched run is also
+readahead, 12 ms without; docs/benchmarks.md). Without readahead a fetched run is also
 placed from its leaf node rather than read whole (:mod:`simstore.store.runcache`); with
 it, a run is read whole as py-lmdb returns it, which maps all its pages at once for the
 probes that follow.
