@@ -221,3 +221,32 @@ def test_the_cgroup_limit_is_the_least_up_the_tree(tmp_path: Path) -> None:
     # a line it cannot read, or no file at all: no limit, never an error
     assert _cgroups(tmp_path / "bad", "garbage\n0::/nowhere\n", {}) is None
     assert R._cgroup_limit(tmp_path / "missing", tmp_path) is None
+
+
+def test_a_sparse_similarity_store_answers_as_a_whole_read_one(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    """Band keys and ids are run databases too: similar() and lookups by id give the same
+    answers with runs placed from their nodes as with runs read whole."""
+    import simstore
+
+    cfg = simstore.SIGNATURE_CONFIG
+    g = np.random.default_rng(3)
+    n = 30_000
+    sigs = simstore.Signatures(cfg, *(
+        g.integers(0, 2**64 - 1, shape, dtype=np.uint64, endpoint=True)
+        for shape in (n, (n, cfg.sketch_bits // 64), (n, cfg.bands))))
+    with SimStore(tmp_path / "s", k=3, config=cfg, durable=False) as s:
+        s.add_many([f"doc-{i}" for i in range(n)], sigs)
+    picks = [int(i) for i in g.integers(n, size=25)]
+    answers = {}
+    for readahead in (True, False):
+        seen = _counting(monkeypatch)
+        with SimStore(tmp_path / "s", readonly=True, readahead=readahead) as s:
+            got = [sorted((m.doc_id, round(m.jaccard, 9)) for m in s.similar(sigs[i], 0.5))
+                   for i in picks]
+            ids = [s.get(f"doc-{i}") for i in picks]
+        assert all((f"doc-{i}", 1.0) in row for i, row in zip(picks, got, strict=True))
+        assert ids == [int(sigs.fingerprints[i]) for i in picks]
+        answers[readahead] = got
+        assert (seen["placed"] > 0) == (not readahead) and seen["declined"] == 0
+    assert answers[True] == answers[False]
