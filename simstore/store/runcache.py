@@ -179,12 +179,12 @@ class LevelCache:
         lead = bytes((level,))
         with self._reading(self._txn, level, gen, lineage_ok=True) as src:
             out = []
-            sparse = src is not self._txn and self._sparse()
-            cur = src.cursor(db=db) if sparse else None
-            pages = self._map_pages() if sparse else 0
+            in_place = src is not self._txn
+            cur = src.cursor(db=db) if in_place and self._sparse() else None
+            pages = self._map_pages() if cur is not None else 0
             for i in idxs:
                 key = lead + int(firsts[i]).to_bytes(8, "big")
-                in_map = src is not self._txn
+                in_map = in_place
                 val = self._in_map(cur, key, pages) if cur is not None else src.get(key, db=db)
                 if val is None and in_map:  # merged away since: a copy
                     val, in_map = self._txn.get(key, db=db), False
@@ -217,8 +217,7 @@ class LevelCache:
         epoch = self._epoch()
         if self._map_at is not None and self._map_at[0] == epoch:
             val = _lmdbmap.map_value(self._map_at[1], pages, self._psize, cur.key())
-            if val is not None:
-                return val
+            return val if val is not None else cur.value()  # (a record held inline)
         val = cur.value()
         base = _lmdbmap.map_base(cur.key(), val, self._psize)
         if base is not None:
