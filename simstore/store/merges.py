@@ -17,7 +17,7 @@ import numpy as np
 
 from ..exceptions import CorruptStoreError
 from .levelruns import LevelRuns, key_after, slice_level
-from .removed import drop_gone, drop_tombstones, put_job, read_job, tombstones
+from .removed import GoneSet, drop_gone, drop_tombstones, put_job, read_job, tombstones
 from .runfile import (
     CLEAN_KEY,
     CURSOR_KEY,
@@ -233,6 +233,11 @@ class MergeJob:
         if cleaned is not None:  # swapped in already: its tombstones go
             return st, self._clean(txn, job, int.from_bytes(cleaned, "little"), budget)
         cursors = unpack_cursors(txn.get(CURSOR_KEY, db=self._meta), len(self.run_dbs))
+        lo = start if start is not None else next(
+            (at for lv, at, _ in st.bounds() if lv.id in ids), 0)
+        # the tombstones beyond its own list (docs removed since it began), if any
+        gone = GoneSet(txn, self._meta, lo, job.sources[-1].hi, job.gone,
+                       late=st.stale > len(job.gone))
         size = self._run_size(span)
         left = budget
         changed: set[int] = set()  # the levels whose runs this slice added or deleted
@@ -241,8 +246,8 @@ class MergeJob:
                 continue
             srcs = [LevelRuns(txn, db, lv.id) for lv in job.sources]
             entries = budget * self.per_doc[i]  # every database a doc's worth alike
-            cursors[i], spent, wrote = self._slice(txn, i, srcs, job, cursors[i], entries,
-                                                   size)
+            cursors[i], spent, wrote = self._slice(txn, i, srcs, job, gone, cursors[i],
+                                                   entries, size)
             if wrote:
                 changed.add(job.target)
             changed.update(src.level for src in srcs if src.trim(cursors[i]))
@@ -254,12 +259,12 @@ class MergeJob:
         st = self._swap(txn, st, job)
         return st, self._clean(txn, job, 0, max(left, 0))
 
-    def _slice(self, txn: Any, i: int, srcs: list[LevelRuns], job: Job, c: int, budget: int,
-               size: int) -> tuple[int | None, int, bool]:
+    def _slice(self, txn: Any, i: int, srcs: list[LevelRuns], job: Job, gone: GoneSet, c: int,
+               budget: int, size: int) -> tuple[int | None, int, bool]:
         """Merge the sources' entries (srcs: their runs in run database i) from key c on
         into the target, about budget of them (whole keys), in whole runs of size keys
-        where a step holds one; the next key to merge (None: all done), how many entries
-        it took and whether it wrote any.
+        where a step holds one, leaving out removed docs' (gone); the next key to merge
+        (None: all done), how many entries it took and whether it wrote any.
 
         A step ends on a whole run, the rest going next (runs stay full); where a step
         can hold a run, the write takes the number of runs nearest its budget, at least
@@ -285,10 +290,9 @@ class MergeJob:
                 order = np.argsort(keys, kind="stable")
                 keys, vals = keys[order], vals[order]
             taken = keys  # every source entry of the step, removed docs' included
-            if len(job.gone):  # sorted: a binary search a value
-                at = np.minimum(np.searchsorted(job.gone, vals), len(job.gone) - 1)
-                keep = job.gone[at] != vals
-                keys, vals = keys[keep], vals[keep]
+            drop = gone.contains(vals)
+            if drop.any():
+                keys, vals = keys[~drop], vals[~drop]
             if hi is not None and len(keys) > size and len(keys) % size:  # full runs only:
                 cut = int(np.searchsorted(keys, keys[len(keys) // size * size], side="left"))
                 if cut:  # the rest goes next (never splitting a key)

@@ -136,6 +136,68 @@ def tombstones(txn: Any, db: Any, lo: int, hi: int) -> np.ndarray:
     return arr[keep]
 
 
+class GoneSet:
+    """The removed docs a merge leaves out: its gone list and the tombstones set since in
+    its sources' range of internal ids, as one bitmap over that range.
+
+    Tombstones in a merge's sources' range only grow while it runs (internal ids are
+    never reused; only the merge's own clean-up, after its last slice, and a fold of a
+    level outside its sources delete any), so every id here names a removed doc: its
+    entries may go wherever the merge has yet to pass. Honouring only the gone list
+    left a doc removed during the merge stale everywhere until the next merge (at 1M
+    under churn merges run back to back: stale entries about live / STALE_SHARE).
+    """
+
+    def __init__(self, txn: Any, db: Any, lo: int, hi: int, gone: np.ndarray,
+                 late: bool = True) -> None:
+        self.gone = gone  # the merge's own list: honoured in full, its tombstones go at the end
+        self._base = lo >> BLOCK_BITS << BLOCK_BITS
+        nblocks = max((hi - self._base + (1 << BLOCK_BITS) - 1) >> BLOCK_BITS, 0)
+        if not late and not len(gone):
+            nblocks = 0  # nothing to leave out (a store without removes)
+        self._bits = np.zeros(nblocks * _BLOCK_BYTES, dtype=np.uint8)
+        if late and nblocks:
+            self._read_blocks(txn, db, nblocks)
+        self._set(np.asarray(gone, dtype=np.uint64))
+
+    def _read_blocks(self, txn: Any, db: Any, nblocks: int) -> None:
+        """OR in the tombstone blocks of the range (one cursor walk, copied in one step)."""
+        first = self._base >> BLOCK_BITS
+        end = _block_key(first + nblocks)
+        nums, maps = [], []
+        cur = txn.cursor(db)
+        if cur.set_range(_block_key(first)):
+            for key, val in cur.iternext():
+                if len(key) != 9 or bytes(key[:1]) != BLOCK or bytes(key) >= end:
+                    break
+                nums.append(bytes(key[1:]))
+                maps.append(bytes(_block(val)))
+        if nums:
+            at = np.frombuffer(b"".join(nums), dtype=">u8").astype(np.int64) - first
+            rows = self._bits.reshape(nblocks, _BLOCK_BYTES)
+            rows[at] |= np.frombuffer(b"".join(maps), dtype=np.uint8).reshape(-1, _BLOCK_BYTES)
+
+    def _set(self, ids: np.ndarray) -> None:
+        off = ids[self._inside(ids)] - np.uint64(self._base)  # no entry outside matches
+        np.bitwise_or.at(self._bits, (off >> np.uint64(3)).astype(np.intp),
+                         np.left_shift(1, off & np.uint64(7)).astype(np.uint8))
+
+    def _inside(self, ids: np.ndarray) -> np.ndarray:
+        return (ids >= np.uint64(self._base)) & (
+            ids - np.uint64(self._base) < np.uint64(len(self._bits) * 8))
+
+    def __contains__(self, iid: int) -> bool:
+        return bool(self.contains(np.asarray([iid], dtype=np.uint64))[0])
+
+    def contains(self, vals: np.ndarray) -> np.ndarray:
+        """Which of these internal ids name removed docs (none outside the range)."""
+        vals = np.asarray(vals, dtype=np.uint64)
+        inside = self._inside(vals)
+        off = np.where(inside, vals - np.uint64(self._base), np.uint64(0))
+        byte = self._bits[(off >> np.uint64(3)).astype(np.intp)] if len(self._bits) else \
+            np.zeros(len(vals), dtype=np.uint8)
+        return inside & ((byte >> (off & np.uint64(7)).astype(np.uint8)) & 1).astype(bool)
+
 # --- a merge's gone list ----------------------------------------------------------
 
 

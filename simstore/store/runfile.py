@@ -141,7 +141,9 @@ def _unpack_state(raw: bytes) -> State:
 class Job:
     """A merge under way (record ``merge``): the source levels (a run of consecutive
     levels, oldest first) become the target level, a slice per commit; the sources'
-    docs removed when the merge began (``gone``, sorted) are left out."""
+    docs removed when the merge began (``gone``, sorted: their tombstones go once it is
+    done) are left out, and so are those removed since where it has yet to pass
+    (:class:`~simstore.store.removed.GoneSet`)."""
 
     target: int
     gen: int

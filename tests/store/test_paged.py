@@ -18,10 +18,11 @@ from hypothesis import given, settings, strategies as st
 import simstore
 from simstore import SimStore
 from simstore.store import format as F
-from simstore.store.removed import blocks_ids, ids_blocks
+from simstore.store.removed import GoneSet, blocks_ids, ids_blocks, put_tombstones
 from simstore.store.runfile import Job
 
 from .test_runs import (
+    Watch,
     check_answers,
     check_levels,
     format_version,
@@ -159,8 +160,10 @@ def test_a_merge_keeps_its_removed_docs_in_chunks(monkeypatch: pytest.MonkeyPatc
         assert format_version(s) == version
         s.add_many(list(model), list(model.values()))
         seen = None
+        watch = Watch(s, {"merges": 0, "purges": 0, "flushes": 0, "spread": 0, "cleans": 0})
         for i in range(0, 2000, 25):
             churn(s, model, rng, i, 25)
+            watch.check(s)  # the levels: exactly the live docs' and the stale ones'
             job = merging(s)
             if job is not None and len(job.gone) > CHUNK and seen is None:
                 seen = job
@@ -184,7 +187,7 @@ def test_a_merge_keeps_its_removed_docs_in_chunks(monkeypatch: pytest.MonkeyPatc
             s.add(f"more{len(model)}", 5)
             model[f"more{len(model)}"] = 5
         assert gone_chunks(s) == [] and gone_blocks(s) == []
-        check_levels(s, state_of(s), simstore.store.runs.RUN_ENTRIES)
+        watch.check(s)
         check_answers(s, model, list(model.values())[::41])
         assert s.verify() == [] and format_version(s) == version
 
@@ -246,6 +249,39 @@ def test_gone_blocks_round_trip(ids: set[int]) -> None:
         swapped = raw[72:144] + raw[:72] + raw[144:]
         with pytest.raises(simstore.CorruptStoreError):
             blocks_ids(swapped)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tomb=st.sets(st.integers(0, 6000), max_size=400),
+       listed=st.sets(st.integers(0, 6000), max_size=50),
+       lo=st.integers(0, 6000), width=st.integers(0, 3000), seed=st.integers(0, 2**32 - 1))
+def test_gone_set_is_the_tombstones_and_the_list_in_range(
+        tmp_path_factory: pytest.TempPathFactory, tomb: set[int], listed: set[int], lo: int,
+        width: int, seed: int) -> None:
+    """A merge's GoneSet over ids [lo, hi) against sets: within the range an id is in it
+    iff it has a tombstone block bit (blocks beside the range's and other records in the
+    database ignored) or is on the merge's list; never an id a block or more outside."""
+    hi = lo + width
+    env = lmdb.open(str(tmp_path_factory.mktemp("g")), max_dbs=2, map_size=1 << 24)
+    try:
+        db = env.open_db(b"runs")
+        with env.begin(write=True) as txn:
+            put_tombstones(txn, db, sorted(tomb))
+            txn.put(b"state", b"x" * 40, db=db)  # records of other kinds around them
+            txn.put(b"u" + bytes(8), b"y", db=db)
+        vals = np.random.default_rng(seed).integers(0, 7000, 500).astype(np.uint64)
+        vals = np.concatenate([vals, np.arange(lo, hi, dtype=np.uint64)])
+        gone = np.array(sorted(i for i in listed if lo <= i < hi), dtype=np.uint64)
+        with env.begin() as txn:
+            for late in (True, False):
+                got = GoneSet(txn, db, lo, hi, gone, late=late).contains(vals)
+                want = (tomb if late else set()) | set(gone.tolist())
+                inside = (vals >= lo) & (vals < hi)
+                assert got[inside].tolist() == [int(v) in want for v in vals[inside]]
+                far = (vals + 512 < lo) | (vals >= hi + 512)
+                assert not got[far].any()
+    finally:
+        env.close()
 
 
 def tomb_keys(store: SimStore) -> tuple[int, int]:
