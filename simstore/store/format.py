@@ -78,10 +78,15 @@ FORMAT = "simstore"
 # tombstone blocks (``mgb`` chunks, simstore.store.removed) where those take fewer bytes
 # than the ids: 13 and 14 read no such chunk. Stores created or rebuilt from 15 on; 13
 # and 14 keep writing the ids until a rebuild.
-FORMAT_VERSION = 15
-EXACT_FORMAT_VERSION = 16
+# 17 and 18: formats 15 and 16 whose merges also leave out the entries of docs removed
+# while they run, wherever they have yet to pass (their tombstones kept, counted, for
+# the next merge), so a level may hold fewer stale entries than the state counts: the
+# verify of 15 and 16 counts them exactly. Stores created or rebuilt from 17 on; 15 and
+# 16 keep their merges as they were until a rebuild.
+FORMAT_VERSION = 17
+EXACT_FORMAT_VERSION = 18
 TREE_FORMAT_VERSION, TREE_EXACT_FORMAT_VERSION = 11, 12  # what a write upgrades 3-10 to
-FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18)
 RUNS_FROM = 3  # the first format version with run tables
 RUN_DIRS_FROM = 4  # the first whose runs carry directories
 RUN_INDEX_FROM = 7  # the first whose levels have index records
@@ -89,6 +94,7 @@ VISIBLE_MERGE_FROM = 9  # the first whose merge target is a level of the state
 PAGED_FROM = 11  # the first whose level indexes and merge records are paged
 RUN_IDS_FROM = 13  # the first whose ids are a run database
 GONE_BLOCKS_FROM = 15  # the first whose merges may list removed docs as blocks
+LATE_GONE_FROM = 17  # the first whose merges leave out docs removed while they run
 MAX_DOC_ID_BYTES = 1 << 16
 _FP_END = 9  # a record is [version byte][fingerprint: bytes 1..8][encoded id]
 TEXT_ID = ord("s")  # the first byte of an encoded str doc id
@@ -470,6 +476,12 @@ def has_run_ids(meta: dict[str, Any]) -> bool:
 def has_gone_blocks(meta: dict[str, Any]) -> bool:
     """Whether a merge may list its removed docs as tombstone blocks in such a store."""
     return int(meta["version"]) >= GONE_BLOCKS_FROM
+
+
+def has_late_gone(meta: dict[str, Any]) -> bool:
+    """Whether a merge in such a store leaves out the entries of docs removed while it
+    runs (older simstores count a level's stale entries exactly)."""
+    return int(meta["version"]) >= LATE_GONE_FROM
 
 
 def is_known_format(meta: dict[str, Any]) -> bool:

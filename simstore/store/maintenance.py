@@ -77,7 +77,8 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
                               nbands=h.config.bands if sig else 0,
                               dirs=F.has_run_dirs(F.format_meta()),
                               run_ids=F.has_run_ids(F.format_meta()),
-                              gone_blocks=F.has_gone_blocks(F.format_meta()))
+                              gone_blocks=F.has_gone_blocks(F.format_meta()),
+                              late_gone=F.has_late_gone(F.format_meta()))
             fresh.init(txn, old_next)
             if fresh.ids_at is None:  # (an older format, in tests)
                 TreeIds(h.docs, h.codec, env.env.open_db(b"ids", txn=txn), True).reset(

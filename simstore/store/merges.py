@@ -87,6 +87,7 @@ class MergeJob:
 
     run_dbs: list[Any]
     gone_blocks: bool
+    late_gone: bool
     _owe: tuple[Any, int] | None  # (write transaction, docs' worth of merging it owes)
     per_doc: list[int]  # entries a doc has in each run database (a band database: nbands)
     _meta: Any
@@ -237,7 +238,7 @@ class MergeJob:
             (at for lv, at, _ in st.bounds() if lv.id in ids), 0)
         # the tombstones beyond its own list (docs removed since it began), if any
         gone = GoneSet(txn, self._meta, lo, job.sources[-1].hi, job.gone,
-                       late=st.stale > len(job.gone))
+                       late=self.late_gone and st.stale > len(job.gone))
         size = self._run_size(span)
         left = budget
         changed: set[int] = set()  # the levels whose runs this slice added or deleted

@@ -1,9 +1,10 @@
 """The run tables' checks for ``verify``: every level against the live docs.
 
 Each level holds exactly the (permuted key, iid) rows of the live docs in its
-range of internal ids, plus the stale rows of removed docs, at most as many as
-the state counts (a merge leaves out the rows of docs removed while it runs where
-it has yet to pass) and (from format 5) each with a tombstone; the recent docs
+range of internal ids, plus the stale rows of removed docs, as many as the state
+counts (from format 17 at most as many: a merge leaves out the rows of docs removed
+while it runs where it has yet to pass) and (from format 5) each with a tombstone; the
+recent docs
 match the state's hash; no table is left over from another layout. Reads copies of the runs
 (with their order checked), never the in-place views of queries.
 
@@ -66,6 +67,7 @@ class RunTables(Protocol):
     nbands: int
     bands_at: int | None  # the band entries' place in run_dbs
     ids_at: int | None  # the ids' (a run-ids store)
+    late_gone: bool  # merges leave out docs removed while they run (format 17)
 
     def state(self, txn: Any) -> State: ...
 
@@ -124,7 +126,7 @@ def _check_table(rt: RunTables, txn: Any, t: int, db: Any, st: State,
     want = _core.permute_blocks(fps, *rt.specs[t])
     name = table_name(t).decode()
     return _check_index(rt, txn, name, db, st) + _check_level_rows(
-        txn, name, db, st, want, iids, 1, gone, merging, t)
+        txn, name, db, st, want, iids, 1, gone, merging, t, rt.late_gone)
 
 
 def _check_index(rt: RunTables, txn: Any, name: str, db: Any, st: State) -> list[str]:
@@ -163,15 +165,17 @@ def _check_db(rt: RunTables, txn: Any, i: int, name: str, st: State, want: np.nd
     gone = None if st.legacy else tombstones(txn, rt.meta_db(), 0, 1 << 64)
     db = rt.run_dbs[i]
     return _check_index(rt, txn, name, db, st) + _check_level_rows(
-        txn, name, db, st, want, vals, per_doc, gone, _merging(rt, txn, st), i)
+        txn, name, db, st, want, vals, per_doc, gone, _merging(rt, txn, st), i,
+        rt.late_gone)
 
 
 def _check_level_rows(txn: Any, name: str, db: Any, st: State, want: np.ndarray,
                       want_vals: np.ndarray, per_doc: int, gone: np.ndarray | None,
-                      merging: _Merging | None, i: int) -> list[str]:
+                      merging: _Merging | None, i: int, late: bool) -> list[str]:
     """A run database's levels hold exactly the wanted (key, iid) rows, plus
-    per_doc stale rows per removed doc (each one's iid a tombstone, given gone);
-    i: the run database's place (its merge cursor)."""
+    per_doc stale rows per removed doc (each one's iid a tombstone, given gone; late:
+    format 17's merges left out some, so at most that many); i: the run database's
+    place (its merge cursor)."""
     try:
         levels = [read_level(txn, db, lv.id) for lv in st.levels]
     except CorruptStoreError as exc:
@@ -205,9 +209,11 @@ def _check_level_rows(txn: Any, name: str, db: Any, st: State, want: np.ndarray,
             "missing, "
             f"{len(gs - ns) + len(got) - len(gs)} wrong entries"
         )
-    # at most as many as the state counts: a merge leaves out the entries of docs removed
-    # while it runs where it has yet to pass, their tombstones (counted) kept for the next
-    if stale > st.stale * per_doc:
+    # at most as many as the state counts; before format 17 exactly as many (but those a
+    # merge under way left out). From 17 a merge also leaves out the entries of docs
+    # removed while it runs where it has yet to pass, their tombstones (counted) kept.
+    dropped = st.stale if late else 0 if merging is None else len(merging.job.gone)
+    if not (st.stale - dropped) * per_doc <= stale <= st.stale * per_doc:
         problems.append(
             f"table {name}: {stale} stale entries, the state says {st.stale * per_doc}"
         )

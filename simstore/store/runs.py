@@ -151,7 +151,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
                  create: bool, nbands: int = 0, map_epoch: Callable[[], int] | None = None,
                  dirs: bool = True, indexed: Callable[[Any], bool] | None = None,
                  upgrade: Callable[[Any], bool] | None = None, run_ids: bool = False,
-                 gone_blocks: bool = False) -> None:
+                 gone_blocks: bool = False, late_gone: bool = False) -> None:
         """map_epoch: the environment's epoch (changes whenever this process remaps);
         without it levels are read as private copies, never in place. dirs: the runs
         written carry directories (format 4; format 3 runs do not). indexed: whether a
@@ -160,10 +160,12 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         that first writes its new state) and says whether it did, so its levels get
         their index records and a merge it left under way is adopted. run_ids: the ids
         are a run database too (format 13 on: ``rids``, after the tables and bands).
-        gone_blocks: a merge may list its removed docs as tombstone blocks (format 15)."""
+        gone_blocks: a merge may list its removed docs as tombstone blocks (format 15).
+        late_gone: a merge leaves out the docs removed while it runs too (format 17)."""
         self.layout = layout
         self._dirs = dirs
         self.gone_blocks = gone_blocks
+        self.late_gone = late_gone
         self._upgrade = upgrade
         self.indexed = indexed or (lambda txn: True)
         self._env = env

@@ -118,7 +118,8 @@ def bind(
                            indexed=functools.partial(_indexed, meta=meta),
                            upgrade=None if F.has_paged_records(fmt) else
                            functools.partial(_upgrade_format, meta=meta, exact=exact),
-                           run_ids=run_ids, gone_blocks=F.has_gone_blocks(fmt))
+                           run_ids=run_ids, gone_blocks=F.has_gone_blocks(fmt),
+                           late_gone=F.has_late_gone(fmt))
         if sig:
             bands = RunBands(tables)
     else:

@@ -55,7 +55,7 @@ def test_random_writes_match_a_dict(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     path = tmp_path / "s"
     merged = False
     with SimStore(path, k=3, expected_size=2000, durable=False) as s:
-        assert s._h.ids is None and s.stats()["format_version"] == 15
+        assert s._h.ids is None and s.stats()["format_version"] == 17
         for _ in range(160):
             op = rng.random()
             if op < 0.3:
@@ -177,7 +177,7 @@ def test_rebuild_moves_a_format_11_store_to_run_ids(monkeypatch: pytest.MonkeyPa
         assert s.stats()["format_version"] == 11
         s.rebuild()
     with SimStore(tmp_path / "s") as s:
-        assert s.stats()["format_version"] == 15 and s._h.ids is None
+        assert s.stats()["format_version"] == 17 and s._h.ids is None
         check_model(s, model, list(model) + [url(3), url(4)])
         assert s.verify() == []
     env = _raw(tmp_path / "s")
