@@ -136,9 +136,12 @@ def tombstones(txn: Any, db: Any, lo: int, hi: int) -> np.ndarray:
     return arr[keep]
 
 
+_BIT = np.array([1 << i for i in range(8)], dtype=np.uint8)  # bit i of a byte
+
+
 class GoneSet:
-    """The removed docs a merge leaves out: its gone list and the tombstones set since in
-    its sources' range of internal ids, as one bitmap over that range.
+    """The removed docs a merge leaves out: its gone list (sorted), and, late, the
+    tombstones set since in its sources' range of internal ids, as one bitmap over it.
 
     Tombstones in a merge's sources' range only grow while it runs (internal ids are
     never reused; only the merge's own clean-up, after its last slice, and a fold of a
@@ -149,16 +152,18 @@ class GoneSet:
     """
 
     def __init__(self, txn: Any, db: Any, lo: int, hi: int, gone: np.ndarray,
-                 late: bool = True) -> None:
-        self.gone = gone  # the merge's own list: honoured in full, its tombstones go at the end
+                 late: bool = True, listed: bool = False) -> None:
+        """late: read the tombstone blocks of the range too; listed: they are known to
+        hold every id of gone (checked by an earlier GoneSet of the same merge: its
+        tombstones stay until it is done), so gone need not be set bit by bit."""
+        self.gone = np.asarray(gone, dtype=np.uint64)  # honoured in full (tombstones go)
         self._base = lo >> BLOCK_BITS << BLOCK_BITS
-        nblocks = max((hi - self._base + (1 << BLOCK_BITS) - 1) >> BLOCK_BITS, 0)
-        if not late and not len(gone):
-            nblocks = 0  # nothing to leave out (a store without removes)
+        nblocks = max((hi - self._base + (1 << BLOCK_BITS) - 1) >> BLOCK_BITS, 0) if late else 0
         self._bits = np.zeros(nblocks * _BLOCK_BYTES, dtype=np.uint8)
-        if late and nblocks:
+        if nblocks:
             self._read_blocks(txn, db, nblocks)
-        self._set(np.asarray(gone, dtype=np.uint64))
+            if not listed:
+                self._set(self.gone[~self.contains(self.gone)])
 
     def _read_blocks(self, txn: Any, db: Any, nblocks: int) -> None:
         """OR in the tombstone blocks of the range (one cursor walk, copied in one step)."""
@@ -178,9 +183,15 @@ class GoneSet:
             rows[at] |= np.frombuffer(b"".join(maps), dtype=np.uint8).reshape(-1, _BLOCK_BYTES)
 
     def _set(self, ids: np.ndarray) -> None:
-        off = ids[self._inside(ids)] - np.uint64(self._base)  # no entry outside matches
-        np.bitwise_or.at(self._bits, (off >> np.uint64(3)).astype(np.intp),
-                         np.left_shift(1, off & np.uint64(7)).astype(np.uint8))
+        """Set these (sorted) ids' bits; none outside the range (no entry there matches)."""
+        off = ids[self._inside(ids)] - np.uint64(self._base)
+        if not len(off):
+            return
+        byte = (off >> np.uint64(3)).astype(np.intp)
+        # sorted: each byte's bits are neighbours, OR-ed in one pass (ufunc.at is slow)
+        starts = np.flatnonzero(np.concatenate([[True], byte[1:] != byte[:-1]]))
+        bits = _BIT[(off & np.uint64(7)).astype(np.intp)]
+        self._bits[byte[starts]] |= np.bitwise_or.reduceat(bits, starts)
 
     def _inside(self, ids: np.ndarray) -> np.ndarray:
         return (ids >= np.uint64(self._base)) & (
@@ -190,13 +201,18 @@ class GoneSet:
         return bool(self.contains(np.asarray([iid], dtype=np.uint64))[0])
 
     def contains(self, vals: np.ndarray) -> np.ndarray:
-        """Which of these internal ids name removed docs (none outside the range)."""
+        """Which of these internal ids name removed docs."""
         vals = np.asarray(vals, dtype=np.uint64)
+        if not len(self._bits):  # the list alone: a binary search a value
+            if not len(self.gone):
+                return np.zeros(len(vals), dtype=bool)
+            at = np.minimum(np.searchsorted(self.gone, vals), len(self.gone) - 1)
+            return self.gone[at] == vals
         inside = self._inside(vals)
         off = np.where(inside, vals - np.uint64(self._base), np.uint64(0))
-        byte = self._bits[(off >> np.uint64(3)).astype(np.intp)] if len(self._bits) else \
-            np.zeros(len(vals), dtype=np.uint8)
-        return inside & ((byte >> (off & np.uint64(7)).astype(np.uint8)) & 1).astype(bool)
+        byte = self._bits[(off >> np.uint64(3)).astype(np.intp)]
+        return inside & (byte & _BIT[(off & np.uint64(7)).astype(np.intp)] != 0)
+
 
 # --- a merge's gone list ----------------------------------------------------------
 

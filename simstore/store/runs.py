@@ -166,6 +166,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         self._dirs = dirs
         self.gone_blocks = gone_blocks
         self.late_gone = late_gone
+        self._listed: int | None = None
         self._upgrade = upgrade
         self.indexed = indexed or (lambda txn: True)
         self._env = env
