@@ -329,7 +329,8 @@ class Watch:
         with store._env.reading() as txn:
             self.seen["cleans"] += txn.get(b"mclean", db=store._h.tables.meta_db()) is not None
         now_merging = merging(store) is not None
-        if self.prev_merging or now_merging or old - new:  # a merge ran in this step
+        # a merge ran in this step (a fold happens only while one is under way)
+        if self.prev_merging or now_merging or old - new or was_folded:
             self.late |= (self.prev_live | set(range(prev.next, st_.next))) - live
         check_levels(store, st_, simstore.store.runs.RUN_ENTRIES, self.late)
         self.prev, self.prev_live, self.prev_merging = st_, live, now_merging
