@@ -183,10 +183,12 @@ class GoneSet:
             rows[at] |= np.frombuffer(b"".join(maps), dtype=np.uint8).reshape(-1, _BLOCK_BYTES)
 
     def _set(self, ids: np.ndarray) -> None:
-        """Set these (sorted) ids' bits; none outside the range (no entry there matches)."""
+        """Set these ids' bits; none outside the range (no entry there matches)."""
         off = ids[self._inside(ids)] - np.uint64(self._base)
         if not len(off):
             return
+        if not bool((off[1:] >= off[:-1]).all()):  # a merge's list is sorted; if not,
+            off = np.sort(off)  # the OR below would lose bits of a byte's repeats
         byte = (off >> np.uint64(3)).astype(np.intp)
         # sorted: each byte's bits are neighbours, OR-ed in one pass (ufunc.at is slow)
         starts = np.flatnonzero(np.concatenate([[True], byte[1:] != byte[:-1]]))

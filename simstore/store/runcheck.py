@@ -4,9 +4,8 @@ Each level holds exactly the (permuted key, iid) rows of the live docs in its
 range of internal ids, plus the stale rows of removed docs, as many as the state
 counts (from format 17 at most as many: a merge leaves out the rows of docs removed
 while it runs where it has yet to pass) and (from format 5) each with a tombstone; the
-recent docs
-match the state's hash; no table is left over from another layout. Reads copies of the runs
-(with their order checked), never the in-place views of queries.
+recent docs match the state's hash; no table is left over from another layout. Reads
+copies of the runs (with their order checked), never the in-place views of queries.
 
 While a merge is under way its target level covers its sources' ids: it holds the
 rows below the job's cursor of that run database, the sources those from it on
