@@ -199,9 +199,6 @@ class GoneSet:
         return (ids >= np.uint64(self._base)) & (
             ids - np.uint64(self._base) < np.uint64(len(self._bits) * 8))
 
-    def __contains__(self, iid: int) -> bool:
-        return bool(self.contains(np.asarray([iid], dtype=np.uint64))[0])
-
     def contains(self, vals: np.ndarray) -> np.ndarray:
         """Which of these internal ids name removed docs."""
         vals = np.asarray(vals, dtype=np.uint64)
