@@ -54,10 +54,6 @@ def _block(raw: Any) -> bytearray:
     return bytearray(raw)
 
 
-def _bitmap(raw: Any) -> np.ndarray:
-    return np.unpackbits(np.frombuffer(_block(raw), dtype=np.uint8), bitorder="little")
-
-
 def put_tombstones(txn: Any, db: Any, iids: list[int]) -> None:
     """Add many removed docs' tombstones (sorted ids: each block read and written once)."""
     _set_bits(txn, db, iids, True)
@@ -105,18 +101,30 @@ def _set_bits(txn: Any, db: Any, iids: Iterable[int], on: bool) -> None:
     flush()
 
 
+def _block_maps(txn: Any, db: Any, first: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    """The numbers (uint64) and bitmaps ((n, 64) uint8, checked) of the tombstone blocks
+    numbered first <= b < end, in order: one cursor walk, the bytes copied in one step."""
+    nums, maps = [], []
+    stop = _block_key(end)
+    cur = txn.cursor(db)
+    if cur.set_range(_block_key(first)):
+        for key, val in cur.iternext():
+            if len(key) != 9 or bytes(key[:1]) != BLOCK or bytes(key) >= stop:
+                break
+            nums.append(bytes(key[1:]))
+            maps.append(bytes(_block(val)))
+    return (np.frombuffer(b"".join(nums), dtype=">u8").astype(np.uint64),
+            np.frombuffer(b"".join(maps), dtype=np.uint8).reshape(-1, _BLOCK_BYTES))
+
+
 def tombstones(txn: Any, db: Any, lo: int, hi: int) -> np.ndarray:
     """Sorted internal ids of the tombstones with lo <= iid < hi (blocks and records)."""
+    nums, maps = _block_maps(txn, db, lo >> BLOCK_BITS,
+                             (hi + (1 << BLOCK_BITS) - 1) >> BLOCK_BITS)
+    at, bit = np.nonzero(np.unpackbits(maps, axis=1, bitorder="little"))
+    # blocks come in key order, each one's ids ascending: sorted and distinct already
+    arr = (nums[at] << np.uint64(BLOCK_BITS)) + bit.astype(np.uint64)
     cur = txn.cursor(db)
-    out: list[np.ndarray] = []
-    if cur.set_range(_block_key(lo >> BLOCK_BITS)):
-        for key, val in cur.iternext():
-            if len(key) != 9 or bytes(key[:1]) != BLOCK:
-                break
-            base = int.from_bytes(key[1:], "big") << BLOCK_BITS
-            if base >= hi:
-                break
-            out.append(np.flatnonzero(_bitmap(val)).astype(np.uint64) + np.uint64(base))
     old: list[int] = []
     if cur.set_range(tombstone_key(lo)):
         for key in cur.iternext(values=False):
@@ -126,8 +134,6 @@ def tombstones(txn: Any, db: Any, lo: int, hi: int) -> np.ndarray:
             if iid >= hi:
                 break
             old.append(iid)
-    # blocks come in key order, each one's ids ascending: sorted and distinct already
-    arr = np.concatenate(out) if out else np.empty(0, dtype=np.uint64)
     if old:  # records of formats 5-10, maybe beside blocks
         arr = distinct(np.concatenate([np.asarray(old, dtype=np.uint64), arr]))
     keep = arr >= np.uint64(lo)
@@ -166,21 +172,11 @@ class GoneSet:
                 self._set(self.gone[~self.contains(self.gone)])
 
     def _read_blocks(self, txn: Any, db: Any, nblocks: int) -> None:
-        """OR in the tombstone blocks of the range (one cursor walk, copied in one step)."""
+        """OR in the tombstone blocks of the range."""
         first = self._base >> BLOCK_BITS
-        end = _block_key(first + nblocks)
-        nums, maps = [], []
-        cur = txn.cursor(db)
-        if cur.set_range(_block_key(first)):
-            for key, val in cur.iternext():
-                if len(key) != 9 or bytes(key[:1]) != BLOCK or bytes(key) >= end:
-                    break
-                nums.append(bytes(key[1:]))
-                maps.append(bytes(_block(val)))
-        if nums:
-            at = np.frombuffer(b"".join(nums), dtype=">u8").astype(np.int64) - first
-            rows = self._bits.reshape(nblocks, _BLOCK_BYTES)
-            rows[at] |= np.frombuffer(b"".join(maps), dtype=np.uint8).reshape(-1, _BLOCK_BYTES)
+        nums, maps = _block_maps(txn, db, first, first + nblocks)
+        rows = self._bits.reshape(nblocks, _BLOCK_BYTES)
+        rows[(nums - np.uint64(first)).astype(np.intp)] |= maps
 
     def _set(self, ids: np.ndarray) -> None:
         """Set these ids' bits; none outside the range (no entry there matches)."""
