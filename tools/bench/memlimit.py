@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ._harness import REPO, load_average
+from ._harness import REPO, git, load_average
 
 CHILD = r'''
 import json, sys, time
@@ -148,8 +148,7 @@ def cmd_memlimit(args: argparse.Namespace) -> dict[str, Any]:
                   else f" ({res.get('stderr', '')[-120:]!r})"), flush=True)
     return {"benchmark": "memlimit", "n": args.n, "k": args.k, "limit_mb": args.limit_mb,
             "head": args.head, "base": args.base, "readahead": args.readahead,
-            "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO,
-                                     capture_output=True, text=True).stdout.strip(),
+            "commit": git("rev-parse", "HEAD"),
             "fetch": args.fetch,
             "load_start": load0,
             "load_end": load_average(), "rows": rows,

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ._harness import REPO, load_average
+from ._harness import REPO, git, load_average
 
 READER = r'''
 import json, os, sys, time
@@ -318,8 +318,7 @@ def cmd_readers(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "readers", "n": args.n, "k": args.k, "queries": args.queries,
         "writer_s": args.writer, "base": args.base, "cold": args.cold,
         "head_store_upgraded_from_base": args.upgrade_base,
-        "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
-                                 text=True).stdout.strip(),
+        "commit": git("rev-parse", "HEAD"),
         "stores": {side: str(p) for side, p in stores.items()},
         "store_bytes": {side: (p / "data.mdb").stat().st_size for side, p in stores.items()},
         "head": args.head, "load_start": load0, "load_end": load_average(), "rows": rows,

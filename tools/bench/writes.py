@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._harness import REPO, load_average
+from ._harness import REPO, git, load_average
 from .readers import sides
 
 # A crawler's kind of id: a URL whose host jumps about with its number (a frontier
@@ -291,8 +291,7 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
         "removes": args.removes, "ids": args.ids, "base": args.base, "head": args.head,
         "trace_every": args.trace, "queries_every": args.queries, "set": sets,
         "pick": args.pick, "writer_seed": args.writer_seed,
-        "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
-                                 text=True).stdout.strip(),
+        "commit": git("rev-parse", "HEAD"),
         "load_start": load0, "load_end": load_average(), "rows": rows,
         "command": " ".join(["python -m tools.bench", *args.argv]),
     }
