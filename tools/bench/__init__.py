@@ -8,11 +8,13 @@ the same process when they import; a peer that does not import is skipped with a
 warning and no number is written for it. ``all`` runs everything at default
 sizes, writes ``docs/bench/all.json`` and regenerates the tables of
 ``docs/benchmarks.md`` and the plot ``docs/bench/scaling.png``. ``ab`` compares
-two revisions of simstore in one run (a "no slowdown" check).
+two revisions of simstore in one run (a "no slowdown" check); ``abq`` compares
+their query latency with both revisions serving at once, in short alternating
+blocks of the same queries, each pair of blocks compared like with like.
 
 Modules: ``_harness`` (statistics, timers, RSS, Report, machine, JSON),
 ``_peers`` (optional peer libraries), ``_data`` (seeded inputs), one module per
-benchmark (``fingerprint``, ``query``, ``load``, ``find_all``, ``all``, ``ab``),
+benchmark (``fingerprint``, ``query``, ``load``, ``find_all``, ``all``, ``ab``, ``abq``),
 ``_render`` (Markdown tables and plot of ``all``), ``__main__`` (the CLI).
 
 Peers (the ``[bench]`` extra; never runtime dependencies of simstore):

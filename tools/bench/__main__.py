@@ -13,6 +13,7 @@ from ._harness import DEFAULT_WORKDIR, machine_info, peak_rss, reset_peak_rss, w
 from ._peers import DEFAULT_PYBIND_DIR
 from ._render import DOCS_MD
 from .ab import cmd_ab
+from .abq import add_parser as add_abq_parser
 from .all import cmd_all
 from .corpus import add_corpus_options, cmd_corpus
 from .crawl import add_crawl_options, cmd_crawl
@@ -248,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--seed", type=int, default=20240601, help="RNG seed (default %(default)s)")
     ab.add_argument("--out", type=Path, default=None, help="write the JSON result here")
     ab.set_defaults(func=cmd_ab)
+    add_abq_parser(sub, _positive, _sizes)
 
     add_spark_parser(sub, common, _positive, _sizes, DEFAULT_WORKDIR)
     add_spark_cluster_parser(sub, common, _positive, _sizes, _pair, DEFAULT_WORKDIR)

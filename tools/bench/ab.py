@@ -70,6 +70,13 @@ def remove_worktree(path: Path) -> str | None:
     return None if proc.returncode == 0 else f"could not remove {path}: {proc.stderr.strip()}"
 
 
+def clean_up(made: list[Path], run_dir: Path) -> list[str]:
+    """Remove the worktrees made and the run's scratch directory; messages of failures."""
+    notes = [msg for msg in map(remove_worktree, made) if msg]
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return notes
+
+
 def build(tree: Path) -> None:
     """Build the tree's C module in place.
 
@@ -145,11 +152,7 @@ def cmd_ab(args: argparse.Namespace) -> dict[str, Any]:
                     + f"  ({res['seconds']} s)",
                     flush=True)
     finally:
-        for path in made:
-            msg = remove_worktree(path)
-            if msg:
-                notes.append(msg)
-        shutil.rmtree(run_dir, ignore_errors=True)
+        notes += clean_up(made, run_dir)
     summary = {}
     print(f"  {'metric':<22} {'unit':<5} {'base median':>12} {'head median':>12} {'head/base':>10}")
     for key, label, unit, path in metrics(tuple(args.ks)):
