@@ -14,6 +14,10 @@
  *   leaf node: data size low / high halves (2 + 2), flags (2), key size (2),
  *     the key, then (F_BIGDATA) the value's first overflow page number (8).
  */
+#if defined(__linux__)
+#define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE under -std=c99 */
+#include <sys/mman.h>
+#endif
 #include "_internal.h"
 
 #include <string.h>
@@ -102,4 +106,13 @@ int64_t ss_map_value(const uint8_t *map, uint64_t pages, uint32_t psize,
         return -1;
     *out_size = size;
     return (int64_t)(first * psize + PAGE_HEAD);
+}
+
+int ss_map_advise_huge(uintptr_t start, uint64_t size) {
+    if (!start || !size || start % 4096 || size % 4096 || start + size < start) return -2;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    return madvise((void *)start, (size_t)size, MADV_HUGEPAGE) == 0 ? 0 : -1;
+#else
+    return -1;
+#endif
 }

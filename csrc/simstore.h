@@ -411,6 +411,11 @@ int64_t ss_map_value(const uint8_t *map, uint64_t pages, uint32_t psize,
  * check out (an inline value, a copy), -2 bad arguments. */
 int ss_map_base(const uint8_t *key, size_t klen, const uint8_t *value, size_t vlen,
                 uint32_t psize, uintptr_t *out_map);
+/* Ask the OS to back the mapping [start, start + size) (page-aligned: a whole
+ * mapping the caller found, LMDB's map) with huge pages where it reads the
+ * file in (Linux MADV_HUGEPAGE; it changes no byte). Returns 0, -1 when the
+ * OS refuses or has no such advice, -2 bad arguments. */
+int ss_map_advise_huge(uintptr_t start, uint64_t size);
 
 /* CDEF-END */
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from .core import ffi, lib
 
-__all__ = ["map_base", "map_value"]
+__all__ = ["advise_huge", "map_base", "map_value"]
 
 
 def map_base(key: Any, value: Any, psize: int) -> int | None:
@@ -37,3 +37,10 @@ def map_value(base: int, pages: int, psize: int, key: Any) -> Any | None:
     if off < 0:
         return None
     return ffi.buffer(ffi.cast("uint8_t *", base + off), size[0])
+
+
+def advise_huge(start: int, size: int) -> bool:
+    """Ask the OS for huge pages where it reads the file into the mapping [start, start +
+    size) (a whole mapping the caller found in /proc/self/maps); whether it took the
+    advice. Only how pages are read in changes, never their bytes."""
+    return lib.ss_map_advise_huge(start, size) == 0

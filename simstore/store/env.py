@@ -30,7 +30,7 @@ from .create import MAX_DBS, create_aside
 from .errors import translate
 from .forks import FORK_WAIT, abandon, close_inherited, let_go, register
 from .lockfile import StoreLock
-from .readahead import wants_readahead
+from .readahead import advise_huge_pages, wants_readahead
 
 T = TypeVar("T")
 
@@ -107,6 +107,7 @@ class Env:
         self.env = env
         self.pid = os.getpid()
         self.epoch += 1
+        self._advise_map()
         try:
             self._check_file(env)
             if not self.store_lock.held:
@@ -287,6 +288,7 @@ class Env:
             except lmdb.MapResizedError:
                 self.epoch += 1  # the map moves: pointers into it (run tables) go stale
                 env.set_mapsize(0)
+                self._advise_map()
             except lmdb.Error as exc:
                 raise translate(exc, self.path) from exc
         raise StoreError(f"store {self.path!r}: the map kept being resized; try again")
@@ -420,6 +422,14 @@ class Env:
             self.env.set_mapsize(new)
         except lmdb.Error as exc:
             raise translate(exc, self.path) from exc
+        self._advise_map()
+
+    def _advise_map(self) -> None:
+        """With readahead, ask for the map in huge pages (see :mod:`.readahead`); again
+        after each remap, which makes a new mapping."""
+        env = self.env
+        if env is not None and env.flags()["readahead"]:
+            advise_huge_pages(os.path.join(self.path, "data.mdb"), env.info()["map_size"])
 
     def used_bytes(self) -> tuple[int, int]:
         """(map size, bytes of pages in use)."""

@@ -250,3 +250,57 @@ def test_a_sparse_similarity_store_answers_as_a_whole_read_one(monkeypatch: pyte
         answers[readahead] = got
         assert (seen["placed"] > 0) == (not readahead) and seen["declined"] == 0
     assert answers[True] == answers[False]
+
+
+def _advised(data_file: Path) -> list[bool]:
+    """Per mapping of data_file in this process: whether it carries the huge-page advice
+    (smaps' VmFlags ``hg``)."""
+    out, mine = [], False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            mine = line.endswith(str(data_file))
+        elif mine and line.startswith("VmFlags:"):
+            out.append("hg" in head[1:])
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists()
+                    or not Path("/sys/kernel/mm/transparent_hugepage").exists(),
+                    reason="Linux with transparent huge pages only")
+def test_with_readahead_the_map_is_advised_into_huge_pages_across_growth(
+        tmp_path: Path) -> None:
+    rng = np.random.default_rng(11)
+    fps = rng.integers(0, 2**64 - 1, size=3000, dtype=np.uint64, endpoint=True)
+    with SimStore(tmp_path / "a") as s:
+        s.add_many(range(1000), fps[:1000])
+        data = Path(s.path) / "data.mdb"
+        assert _advised(data) == [True]
+        size = s._env.env.info()["map_size"]
+        s._env.grow()  # a remap: a new mapping, advised again
+        assert s._env.env.info()["map_size"] > size
+        assert _advised(data) == [True]
+        s.add_many(range(1000, 3000), fps[1000:])
+        _check(s, fps, rng)
+    with SimStore(tmp_path / "b", readahead=False) as s:  # larger than memory: 4 KB reads
+        s.add_many(range(1000), fps[:1000])
+        assert _advised(Path(s.path) / "data.mdb") == [False]
+        _check(s, fps[:1000], rng)
+
+
+def test_the_map_regions_are_found_by_inode_offset_and_size(tmp_path: Path) -> None:
+    data = tmp_path / "data.mdb"
+    data.write_bytes(bytes(4096))
+    ino = data.stat().st_ino
+    maps = tmp_path / "maps"
+    maps.write_text(
+        f"7f0000000000-7f0000100000 r--s 00000000 fe:00 {ino}    {data}\n"
+        f"7f0000200000-7f0000300000 r--s 00001000 fe:00 {ino}    {data}\n"  # not from 0
+        f"7f0000400000-7f0000410000 r--s 00000000 fe:00 {ino}    {data}\n"  # another size
+        f"7f0000500000-7f0000600000 r--s 00000000 fe:00 {ino + 1}    {data}\n"  # another file
+        "7f0000600000-7f0000700000 rw-p 00000000 00:00 0 \n"
+        "garbage\n")
+    assert R.map_regions(str(data), 0x100000, maps) == [(0x7F0000000000, 0x100000)]
+    assert R.map_regions(str(tmp_path / "missing"), 0x100000, maps) == []
+    assert R.map_regions(str(data), 0x100000, tmp_path / "no-maps") == []
+    assert not lmdbmap.advise_huge(4097, 4096)  # not page-aligned: refused, nothing done

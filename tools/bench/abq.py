@@ -8,7 +8,9 @@ at once as two fresh serving processes with their stores open and warm, and asks
 turn for the same block of queries, alternating which goes first. Adjacent blocks share
 the machine's phase, so each pair's ratio of medians (head / base) is compared like with
 like; the summary gives the median of those ratios with its quartiles, beside the pooled
-percentiles of every timed query. ``--rounds`` starts the serving processes afresh.
+percentiles of every timed query. ``--rounds`` starts the serving processes afresh;
+``--cold`` drops the page cache before each round, so the stores are read in from the disk
+(as after a reboot) instead of lying in the page cache as their build wrote them.
 """
 
 from __future__ import annotations
@@ -88,6 +90,16 @@ def summarize(times: dict[str, list[list[int]]]) -> dict[str, Any]:
     return out
 
 
+def drop_page_cache() -> None:
+    """Write dirty pages out and drop the clean ones from the page cache (root only), so
+    the serving processes read their stores in from the disk."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    except OSError as exc:
+        raise SystemExit(f"--cold needs root to drop the page cache: {exc}") from None
+
+
 def store_dir(args: argparse.Namespace, sha: str | None, run_dir: Path, side: str) -> Path:
     """Where one side's stores go: kept under .bench/abq-stores by commit and data with
     --keep-stores (a working tree's never), else in the run's scratch directory."""
@@ -143,6 +155,8 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
             if args.keep_stores:
                 done.write_text(json.dumps(built[side]))
         for r in range(args.rounds):
+            if args.cold:
+                drop_page_cache()
             servers = {s: Server(script, trees[s], stores[s], args) for s in SIDES}
             try:
                 ready.append({s: servers[s].ready["found"] for s in SIDES})
@@ -180,7 +194,7 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
         print(f"  note: {note}", flush=True)
     return {
         "command": "abq",
-        "params": {"n": args.n, "queries": args.queries, "ks": list(args.ks),
+        "params": {"n": args.n, "queries": args.queries, "ks": list(args.ks), "cold": args.cold,
                    "rounds": args.rounds, "blocks": args.blocks, "block": args.block,
                    "seed": args.seed},
         "base": {"rev": args.base, "commit": shas["base"]},
@@ -217,6 +231,9 @@ def add_parser(sub: Any, positive: Any, sizes: Any) -> None:
     p.add_argument("--rounds", type=positive, default=3,
                    help="fresh serving processes this many times (default %(default)s)")
     p.add_argument("--seed", type=int, default=20240601, help="RNG seed (default %(default)s)")
+    p.add_argument("--cold", action="store_true",
+                   help="drop the page cache before each round's serving processes start "
+                        "(root), so their warm-up reads the stores in from the disk")
     p.add_argument("--keep-stores", action="store_true",
                    help=f"keep a committed revision's stores under {KEPT.relative_to(REPO)} "
                         "and reuse them in later runs with the same data")
