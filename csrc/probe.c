@@ -135,11 +135,6 @@ static inline size_t run_of(const ss_runset *s, uint64_t v) {
     if (s->top) {
         uint64_t b = v >> s->tshift, last = ((uint64_t)1 << s->tbits) - 1;
         lo = s->top[b < last ? b : last];
-        /* a slot mostly holds no run's start or one: that step without a
-         * branch (taken or not by chance, it flushed the probes in flight),
-         * the rare further ones in the loop */
-        size_t nx = lo + 1 < n ? lo + 1 : lo;
-        lo += (size_t)(nx != lo) & (size_t)(f[nx] < v);
         while (lo + 1 < n && f[lo + 1] < v) lo++;
         return lo;
     }
