@@ -10,11 +10,13 @@ sizes, writes ``docs/bench/all.json`` and regenerates the tables of
 ``docs/benchmarks.md`` and the plot ``docs/bench/scaling.png``. ``ab`` compares
 two revisions of simstore in one run (a "no slowdown" check); ``abq`` compares
 their query latency with both revisions serving at once, in short alternating
-blocks of the same queries, each pair of blocks compared like with like.
+blocks of the same queries, each pair of blocks compared like with like;
+``probe-ab`` builds other revisions' C core as modules of their own and calls
+each one's probe on one store's run sets in one process, in alternating blocks.
 
 Modules: ``_harness`` (statistics, timers, RSS, Report, machine, JSON),
 ``_peers`` (optional peer libraries), ``_data`` (seeded inputs), one module per
-benchmark (``fingerprint``, ``query``, ``load``, ``find_all``, ``all``, ``ab``, ``abq``),
+benchmark (``fingerprint``, ``query``, ``load``, ``find_all``, ``all``, ``ab``, ``abq``, ``probe_ab``),
 ``_render`` (Markdown tables and plot of ``all``), ``__main__`` (the CLI).
 
 Peers (the ``[bench]`` extra; never runtime dependencies of simstore):

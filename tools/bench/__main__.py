@@ -23,6 +23,7 @@ from .find_all import cmd_find_all
 from .fingerprint import cmd_fingerprint
 from .load import cmd_load
 from .memlimit import add_parser as add_memlimit_parser
+from .probe_ab import add_parser as add_probe_ab_parser
 from .query import cmd_query
 from .readers import add_parser as add_readers_parser
 from .similarity import cmd_similarity
@@ -250,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--out", type=Path, default=None, help="write the JSON result here")
     ab.set_defaults(func=cmd_ab)
     add_abq_parser(sub, _positive, _sizes)
+    add_probe_ab_parser(sub, _positive)
 
     add_spark_parser(sub, common, _positive, _sizes, DEFAULT_WORKDIR)
     add_spark_cluster_parser(sub, common, _positive, _sizes, _pair, DEFAULT_WORKDIR)
