@@ -16,8 +16,8 @@ each one's probe on one store's run sets in one process, in alternating blocks.
 
 Modules: ``_harness`` (statistics, timers, RSS, Report, machine, JSON),
 ``_peers`` (optional peer libraries), ``_data`` (seeded inputs), one module per
-benchmark (``fingerprint``, ``query``, ``load``, ``find_all``, ``all``, ``ab``, ``abq``, ``probe_ab``),
-``_render`` (Markdown tables and plot of ``all``), ``__main__`` (the CLI).
+benchmark (``fingerprint``, ``query``, ``load``, ``find_all``, ``all``, ``ab``, ``abq``,
+``probe_ab``), ``_render`` (Markdown tables and plot of ``all``), ``__main__`` (the CLI).
 
 Peers (the ``[bench]`` extra; never runtime dependencies of simstore):
 
