@@ -107,8 +107,8 @@ class Env:
         self.env = env
         self.pid = os.getpid()
         self.epoch += 1
-        self._advise_map()
         try:
+            self._advise_map()
             self._check_file(env)
             if not self.store_lock.held:
                 self.store_lock.take_shared(self)
