@@ -48,17 +48,26 @@ def planted(rng: np.random.Generator, queries: np.ndarray, k: int) -> np.ndarray
 SINGLE = 200  # durable single calls timed per store
 
 
+def build_store(path: Path, fps: np.ndarray, near: np.ndarray, k: int
+                ) -> tuple[SimStore, float]:
+    """A new store planned for k: fps bulk loaded (ids 0..N-1), then the planted
+    neighbours (ids N..); the store, open, and the bulk load's seconds."""
+    n, nq = len(fps), len(near)
+    store = SimStore(str(path), k=k, expected_size=n + nq)
+    t0 = time.perf_counter()
+    store.add_many(range(n), fps)
+    load_s = time.perf_counter() - t0
+    store.add_many(range(n, n + nq), near)
+    return store, load_s
+
+
 def measure_k(fps: np.ndarray, queries: np.ndarray, near: np.ndarray, k: int,
               workdir: Path) -> dict[str, Any]:
     """Bulk load N fps into a new store planned for k, add the planted ones, time queries."""
     n, nq = len(fps), len(queries)
     d = Path(tempfile.mkdtemp(prefix=f"ab-k{k}-", dir=workdir))
     try:
-        store = SimStore(str(d / "store"), k=k, expected_size=n + nq)
-        t0 = time.perf_counter()
-        store.add_many(range(n), fps)
-        load_s = time.perf_counter() - t0
-        store.add_many(range(n, n + nq), near)
+        store, load_s = build_store(d / "store", fps, near, k)
         qs = [int(q) for q in queries]
         for q in qs[: max(1, nq // 10)]:
             store.query(q)

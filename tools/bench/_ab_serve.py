@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _ab_probe import planted, random_fps  # copied beside this file by abq
+from _ab_probe import build_store, planted, random_fps  # copied beside this file by abq
 
 import simstore
 from simstore import SimStore
@@ -36,11 +36,8 @@ def build(d: Path, n: int, nq: int, ks: list[int], seed: int) -> dict[str, objec
     np.save(d / "queries.npy", queries)
     load = {}
     for k in ks:
-        store = SimStore(str(d / f"k{k}"), k=k, expected_size=n + nq)
-        t0 = time.perf_counter()
-        store.add_many(range(n), fps)
-        load[str(k)] = time.perf_counter() - t0
-        store.add_many(range(n, n + nq), planted(np.random.default_rng([seed, k]), queries, k))
+        near = planted(np.random.default_rng([seed, k]), queries, k)
+        store, load[str(k)] = build_store(d / f"k{k}", fps, near, k)
         store.close()
     return {"simstore_file": simstore.__file__, "load_s": load}
 

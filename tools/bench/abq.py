@@ -32,6 +32,7 @@ from .ab import AB_DIR, PROBE, _run, add_worktree, build, clean_up, resolve
 SERVE = Path(__file__).with_name("_ab_serve.py")
 SIDES = ("base", "head")
 KEPT = REPO / ".bench" / "abq-stores"
+DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 
 
 class Server:
@@ -95,7 +96,7 @@ def drop_page_cache() -> None:
     the serving processes read their stores in from the disk."""
     os.sync()
     try:
-        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+        DROP_CACHES.write_text("1\n")
     except OSError as exc:
         raise SystemExit(f"--cold needs root to drop the page cache: {exc}") from None
 
@@ -111,6 +112,8 @@ def store_dir(args: argparse.Namespace, sha: str | None, run_dir: Path, side: st
 
 def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
     """Interleaved, paired query latency of base and head at each k."""
+    if args.cold and not os.access(DROP_CACHES, os.W_OK):
+        raise SystemExit(f"--cold drops the page cache: it needs {DROP_CACHES} writable (root)")
     load_start = load_average()
     shas = {"base": resolve(args.base), "head": resolve(args.head) if args.head else None}
     run_dir = AB_DIR / f"abq-{os.getpid()}"

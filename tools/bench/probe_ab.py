@@ -42,13 +42,10 @@ def _structs(cdef: str) -> dict[str, str]:
     return out
 
 
-def build_variant(rev: str, name: str) -> Any:
-    """Build rev's csrc as module ``name`` (under WORK) and import it."""
+def build_variant(rev: str, sha: str, name: str) -> Any:
+    """Build the csrc of rev (commit sha) as module ``name`` (under WORK) and import it."""
     from cffi import FFI
 
-    sha = git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    if not sha:
-        raise SystemExit(f"{rev!r} is not a commit")
     tree = WORK / sha[:12]
     tree.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(["git", "archive", sha, "csrc", "simstore"], cwd=REPO,
@@ -85,9 +82,16 @@ def cmd_probe_ab(args: argparse.Namespace) -> dict[str, Any]:
     from simstore import SimStore
     from simstore.native.core import ffi as my_ffi, lib as my_lib
 
+    shas = {rev: git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}") for rev in args.rev}
+    bad = [rev for rev, sha in shas.items() if not sha]
+    if bad:
+        raise SystemExit(f"--rev: not a commit: {', '.join(bad)}")
     load_start = load_average()
     store = SimStore(args.store, readonly=True)
     k = args.k if args.k is not None else store.k
+    if not 0 <= k <= store.k:
+        store.close()
+        raise SystemExit(f"--k must be 0..{store.k} (the store's tables; got {k})")
     rng = np.random.default_rng(args.seed)
     qs = [int(q) for q in rng.integers(0, 2**64 - 1, size=args.queries, dtype=np.uint64,
                                        endpoint=True)]
@@ -99,8 +103,8 @@ def cmd_probe_ab(args: argparse.Namespace) -> dict[str, Any]:
     sets, nsets, _keep = prober._sets
     sets_addr = int(my_ffi.cast("uintptr_t", sets))
     variants: dict[str, tuple[Any, Any]] = {"this checkout": (my_ffi, my_lib)}
-    for i, rev in enumerate(args.rev):
-        mod = build_variant(rev, f"_probe_ab_{i}_{abs(hash(rev)) % 10**8}")
+    for i, (rev, sha) in enumerate(shas.items()):
+        mod = build_variant(rev, str(sha), f"_probe_ab_{i}_{sha[:12]}")
         variants[rev] = (mod.ffi, mod.lib)
     calls = {}
     for name, (f, lib) in variants.items():
@@ -152,7 +156,7 @@ def cmd_probe_ab(args: argparse.Namespace) -> dict[str, Any]:
                        "seed": args.seed},
             "head": {"commit": git("rev-parse", "HEAD"),
                      "dirty_csrc": bool(git("status", "--porcelain", "--", "csrc"))},
-            "revs": {rev: git("rev-parse", rev) for rev in args.rev},
+            "revs": shas,
             "loadavg_start": load_start, "loadavg_end": load_end,
             "summary": summary, "blocks": blocks}
 
