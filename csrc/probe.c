@@ -213,13 +213,15 @@ typedef struct {
 } probe_ctx;
 
 /* One probe in flight: its run set, table context, value and run; lo..hi
- * the bucket of the run's directory (lo the bucket number until stage 2
- * reads it), or lo the interpolated guess of a run without one. */
+ * the keys of its bucket of the run's directory (lo the bucket number until
+ * stage 2 reads it; an exact probe's hi the bucket past its header value's),
+ * or lo the interpolated guess of a run without one. */
 typedef struct {
     const ss_runset *s;
     const probe_ctx *c;
     uint64_t v;
     size_t r, lo, hi;
+    int exact;
 } flight;
 
 typedef struct {
@@ -241,19 +243,22 @@ static void need_run(ss_need *need, size_t s, size_t r) {
     need->n++;
 }
 
-/* Stage 2: read the directory entry, prefetch the bucket's first keys (two
+/* Stage 2: read the directory entries, prefetch the range's first keys (two
  * lines: a bucket at a probe's resolution holds ~15 keys at 1M, and a line
- * left to the scan missed the cache there; 1M k=8 p50 49 -> 40 us). */
+ * left to the scan missed the cache there; 1M k=8 p50 49 -> 40 us). An exact
+ * probe (see pipe_push) has lo..hi the buckets of its whole header value, so
+ * its range of keys comes out of the directory and the scan compares none. */
 static inline void resolve(flight *f) {
     const ss_run *run = &f->s->runs[f->r];
-    if (!run->dir || f->lo > ((size_t)1 << run->dbits)) return;
-    size_t b = f->lo, n = (size_t)run->n;
-    if (b == ((size_t)1 << run->dbits)) { /* past the run's last key */
+    size_t nb = (size_t)1 << run->dbits, n = (size_t)run->n;
+    if (!run->dir || f->lo > nb) return;
+    size_t b = f->lo, e = f->exact ? f->hi : b + 1;
+    if (b == nb) { /* past the run's last key */
         f->lo = f->hi = n;
         return;
     }
     /* clamped, so a damaged directory cannot read out of bounds */
-    f->hi = run->dir[b + 1] < n ? run->dir[b + 1] : n;
+    f->hi = run->dir[e] < n ? run->dir[e] : n;
     f->lo = run->dir[b] < f->hi ? run->dir[b] : f->hi;
     __builtin_prefetch((const uint64_t *)run->keys + f->lo);
     if (f->hi > f->lo + 8) __builtin_prefetch((const uint64_t *)run->keys + f->lo + 8);
@@ -269,7 +274,14 @@ static inline void finish(pipeline *pp, const flight *f, hits *h) {
     const ss_run *run = &s->runs[r];
     const uint64_t *keys = run->keys;
     size_t i;
-    if (run->dir && run->shift <= c->tail)
+    if (f->exact) {
+        /* the directory bounds the header value's keys: none compared to top */
+        for (i = f->lo; i < f->hi; i++) {
+            int d = __builtin_popcountll(keys[i] ^ c->qp);
+            if (d <= c->k) hits_push(h, run_val(run, i), d);
+        }
+        if (i < (size_t)run->n) return; /* the next key's header is past v's */
+    } else if (run->dir && run->shift <= c->tail)
         i = f->lo; /* the bucket holds only keys of v's header or later ones */
     else if (run->dir)
         i = f->lo + lower_from(keys + f->lo, f->hi - f->lo, 0, f->v);
@@ -310,7 +322,18 @@ static inline void pipe_push(pipeline *pp, const ss_runset *s,
     f->v = v;
     f->r = r;
     f->lo = f->hi = 0;
-    if (v > first && run->dir) {
+    f->exact = 0;
+    if (run->dir && run->shift <= c->tail && v > first) {
+        /* buckets no wider than a header value: the value's keys are the
+         * buckets b..e, and the directory entries b and e + 1 bound them */
+        uint64_t base = first >> run->shift, nb = (uint64_t)1 << run->dbits;
+        uint64_t b = (v >> run->shift) - base, e = ((v | c->tailmask) >> run->shift) - base;
+        f->exact = 1;
+        f->lo = b < nb ? (size_t)b : (size_t)nb;
+        f->hi = e < nb ? (size_t)e + 1 : (size_t)nb;
+        __builtin_prefetch(run->dir + f->lo);
+        __builtin_prefetch(run->dir + f->hi);
+    } else if (v > first && run->dir) {
         uint64_t b = (v >> run->shift) - (first >> run->shift);
         size_t nb = (size_t)1 << run->dbits;
         f->lo = b < nb ? (size_t)b : nb;
