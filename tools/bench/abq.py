@@ -116,6 +116,12 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"--cold drops the page cache: it needs {DROP_CACHES} writable (root)")
     load_start = load_average()
     shas = {"base": resolve(args.base), "head": resolve(args.head) if args.head else None}
+    if args.head_stores and not args.keep_stores:
+        raise SystemExit("--head-stores reads kept stores: give --keep-stores too")
+    reused = resolve(args.head_stores) if args.head_stores else None
+    if reused and not (store_dir(args, reused, AB_DIR, "head") / "built.json").exists():
+        raise SystemExit(f"--head-stores {args.head_stores}: no stores of it kept with "
+                         "this data (--keep-stores, the same --n --queries --ks --seed)")
     run_dir = AB_DIR / f"abq-{os.getpid()}"
     trees: dict[str, Path] = {}
     made: list[Path] = []
@@ -142,7 +148,8 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
         shutil.copyfile(SERVE, script)
         stores = {}
         for side in SIDES:
-            stores[side] = store_dir(args, shas[side], run_dir, side)
+            stores[side] = store_dir(args, reused if side == "head" and reused else shas[side],
+                                     run_dir, side)
             done = stores[side] / "built.json"
             if done.exists():
                 print(f"  {side}'s stores kept from an earlier run: {stores[side]}", flush=True)
@@ -202,7 +209,7 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
                    "seed": args.seed},
         "base": {"rev": args.base, "commit": shas["base"]},
         "head": {"rev": args.head, "commit": shas["head"] or git("rev-parse", "HEAD"),
-                 "working_tree": shas["head"] is None,
+                 "working_tree": shas["head"] is None, "stores_of": reused,
                  "dirty_package": shas["head"] is None and bool(
                      git("status", "--porcelain", "--", "simstore", "csrc"))},
         "built": built,
@@ -240,5 +247,9 @@ def add_parser(sub: Any, positive: Any, sizes: Any) -> None:
     p.add_argument("--keep-stores", action="store_true",
                    help=f"keep a committed revision's stores under {KEPT.relative_to(REPO)} "
                         "and reuse them in later runs with the same data")
+    p.add_argument("--head-stores", default=None, metavar="REV",
+                   help="the head queries the stores kept for REV (an earlier commit that "
+                        "writes stores the same way) instead of building its own; with "
+                        "--keep-stores")
     p.add_argument("--out", type=Path, default=None, help="write the JSON result here")
     p.set_defaults(func=cmd_abq)
