@@ -219,7 +219,7 @@ typedef struct {
 typedef struct {
     const ss_runset *s;
     const probe_ctx *c;
-    uint64_t v;
+    uint64_t v, top; /* the probe's range of keys */
     size_t r, lo, hi;
     int exact;
 } flight;
@@ -272,12 +272,12 @@ static inline void resolve(flight *f) {
         __builtin_prefetch(keys + f->lo + 8);
 }
 
-/* Stage 3: the keys in [v, v | tailmask] within k of the permuted query,
+/* Stage 3: the keys in [v, top] within k of the permuted query,
  * from the probe's run on (a range may cross into later runs). */
 static inline void finish(pipeline *pp, const flight *f, hits *h) {
     const ss_runset *s = f->s;
     const probe_ctx *c = f->c;
-    uint64_t top = f->v | c->tailmask;
+    uint64_t top = f->top;
     size_t r = f->r;
     const ss_run *run = &s->runs[r];
     const uint64_t *keys = run->keys;
@@ -315,7 +315,7 @@ static inline void finish(pipeline *pp, const flight *f, hits *h) {
 /* Stage 1 for probe v of set s: its run and its directory bucket (prefetched),
  * or a guess inside a run without one; then the later stages of older probes. */
 static inline void pipe_push(pipeline *pp, const ss_runset *s,
-                             const probe_ctx *c, uint64_t v, hits *h) {
+                             const probe_ctx *c, uint64_t v, uint64_t top, hits *h) {
     flight *f;
     size_t r = run_of(s, v);
     const ss_run *run = &s->runs[r];
@@ -328,6 +328,7 @@ static inline void pipe_push(pipeline *pp, const ss_runset *s,
     f->s = s;
     f->c = c;
     f->v = v;
+    f->top = top;
     f->r = r;
     f->lo = f->hi = 0;
     f->exact = 0;
@@ -335,7 +336,7 @@ static inline void pipe_push(pipeline *pp, const ss_runset *s,
         /* buckets no wider than a header value: the value's keys are the
          * buckets b..e, and the directory entries b and e + 1 bound them */
         uint64_t base = first >> run->shift, nb = (uint64_t)1 << run->dbits;
-        uint64_t b = (v >> run->shift) - base, e = ((v | c->tailmask) >> run->shift) - base;
+        uint64_t b = (v >> run->shift) - base, e = (top >> run->shift) - base;
         f->exact = 1;
         f->lo = b < nb ? (size_t)b : (size_t)nb;
         f->hi = e < nb ? (size_t)e + 1 : (size_t)nb;
@@ -389,6 +390,9 @@ static int plan_ok(const ss_probe_plan *pl) {
     int64_t total = 0;
     for (int32_t t = 0; t < pl->ntables; t++) {
         if (pl->tails[t] > 63 || pl->nmasks[t] < 0) return 0;
+        if (pl->spans)
+            for (int64_t i = total; i < total + pl->nmasks[t]; i++)
+                if (pl->tails[t] + pl->spans[i] > 64) return 0;
         total += pl->nmasks[t];
     }
     return total == 0 || pl->masks;
@@ -446,15 +450,21 @@ static inline int set_ok(const ss_runset *s, int32_t ntables, int need_kw8) {
     return s->checked >= (need_kw8 ? 2 : 1) && s->table < ntables;
 }
 
-/* Push every probe of every sorted set of table t (masks m[0..nm)). */
+/* Push every probe of every sorted set of table t (masks m[0..nm), spans sp
+ * or NULL). */
 static void probe_table(pipeline *pp, const probe_ctx *c, int t,
-                        const uint64_t *m, size_t nm, const ss_runset *sets,
-                        size_t nsets, hits *h) {
+                        const uint64_t *m, const uint8_t *sp, size_t nm,
+                        const ss_runset *sets, size_t nsets, hits *h) {
     uint64_t base = c->qp & ~c->tailmask;
     for (size_t s = 0; s < nsets; s++) {
         if (sets[s].table != t || sets[s].nruns == 0) continue;
-        for (size_t i = 0; i < nm; i++)
-            pipe_push(pp, &sets[s], c, base ^ m[i], h);
+        for (size_t i = 0; i < nm; i++) {
+            /* the span's bits below the header's (checked: tail + span <= 64) */
+            int w = c->tail + (sp ? sp[i] : 0);
+            uint64_t low = w >= 64 ? UINT64_MAX : ((uint64_t)1 << w) - 1;
+            uint64_t v = (base ^ m[i]) & ~low;
+            pipe_push(pp, &sets[s], c, v, v | low, h);
+        }
     }
 }
 
@@ -502,12 +512,14 @@ int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
                       plan->width, plan->dst_shift, qp);
     hits_init(&h);
     const uint64_t *m = plan->masks;
+    const uint8_t *sp = plan->spans;
     for (int t = 0; t < plan->ntables; t++) {
         uint64_t tailmask = (1ULL << plan->tails[t]) - 1;
         ctx[t] = (probe_ctx){qp[t], tailmask, k, plan->tails[t]};
-        probe_table(&pp, &ctx[t], t, m, (size_t)plan->nmasks[t], sets, nsets,
-                    &h);
+        probe_table(&pp, &ctx[t], t, m, sp, (size_t)plan->nmasks[t], sets,
+                    nsets, &h);
         m += plan->nmasks[t];
+        if (sp) sp += plan->nmasks[t];
     }
     pipe_drain(&pp, &h);
     for (size_t s = 0; s < nsets; s++)

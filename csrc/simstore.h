@@ -239,11 +239,18 @@ typedef struct {
     const uint8_t *tails;
     const uint64_t *masks;
     const int32_t *nmasks;
+    /* NULL, or one per mask: how many low header bits its probe spans (0..63,
+     * tails[t] + span <= 64): the probe takes every header value that agrees
+     * with q ^ m on the bits above them, one range where 2**span probes would
+     * each find a few keys or none (sparse headers; a mask's group of near
+     * values in a dense one). */
+    const uint8_t *spans;
 } ss_probe_plan;
 /* Every value within k (0..64) of q over nsets run sets, in one call. A set
  * of table t is probed at each of t's masks m: the keys in [lo, lo |
- * tailmask], lo = (q permuted for t, tail cleared) ^ m, that are within k of
- * the permuted q (kw 8 runs only). A scan set checks every key against q. The
+ * tailmask], lo = (q permuted for t, tail cleared) ^ m (and its span's low
+ * header bits cleared, tailmask then the bits below them), that are within k
+ * of the permuted q (kw 8 runs only). A scan set checks every key against q. The
  * distinct values (least distance of each), by distance then value, go to
  * out_vals and out_dist when all fit in cap. Returns how many there are (more
  * than cap: nothing written, call again with room for that many), -1 out of

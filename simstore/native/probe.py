@@ -32,6 +32,7 @@ from .runsets import (  # the run sets a prober reads; re-exported as this bindi
 __all__ = ["MAX_RUN_DIR_BITS", "Placed", "Prober", "Run", "RunSet", "probe_masks", "run_dir"]
 
 MAX_PROBES = 1 << 22  # probes a query may plan (a larger radius is a layout mistake)
+SPAN_KEYS = 16  # keys a probe spanning several header values may expect (two lines)
 NEED_CAP = 1024  # runs not loaded a call reports at most (the rest on the next call)
 NEEDS_RUNS = -3  # what ss_probe and ss_lookup return when a run they need is not loaded
 
@@ -48,6 +49,35 @@ def probe_masks(header_bits: int, radius: int, tail: int) -> list[int]:
         for bits in itertools.combinations(range(header_bits), r):
             out.append(sum(1 << (b + tail) for b in bits))
     return sorted(out)
+
+
+def span_bits(header_bits: int, keys: int) -> int:
+    """How many low header bits a probe may span in a table of about keys keys: the most
+    whose 2**bits header values hold SPAN_KEYS keys or fewer (0 when one value holds more)."""
+    per_value = max(keys, 1) / 2.0**header_bits
+    bits = int(math.floor(math.log2(SPAN_KEYS / per_value))) if per_value < SPAN_KEYS else 0
+    return max(0, min(bits, header_bits - 1))
+
+
+def span_masks(masks: Sequence[int], tail: int, span: int) -> tuple[list[int], list[int]]:
+    """masks (ascending) with each group that agrees above the low span header bits taken
+    as one probe of that span (its mask's span bits cleared), a lone mask as itself: the
+    masks and their spans, ascending. One range then replaces probes that would each
+    read a directory line for a few keys or none."""
+    if span <= 0:
+        return list(masks), [0] * len(masks)
+    out: list[int] = []
+    spans: list[int] = []
+    shift = tail + span
+    for _, grp in itertools.groupby(masks, key=lambda m: m >> shift):
+        group = list(grp)
+        if len(group) > 1:
+            out.append(group[0] >> shift << shift)
+            spans.append(span)
+        else:
+            out.append(group[0])
+            spans.append(0)
+    return out, spans
 
 
 class Prober:
@@ -72,7 +102,8 @@ class Prober:
         self._spec_arrays = [
             ffi.new("uint8_t[]", b"".join(s[i] for s in specs)) for i in range(3)
         ] + [ffi.new("uint8_t[]", bytes(self._tails))]
-        self._plans: dict[int, Any] = {}
+        self._plans: dict[tuple[int, tuple[int, ...]], Any] = {}
+        self._span = (0,) * self._ntables  # per table: low header bits a probe may span
         self._plan_refs: list[Any] = []
         # (C set array, count, the RunSets it points into): swapped whole, so a
         # call holds the runs it started with even if set_sets runs meanwhile
@@ -87,8 +118,22 @@ class Prober:
         """Each table's probe masks at one radius (ascending, shifted into the header)."""
         return [probe_masks(h, radius, 64 - h) for h in self._header_bits]
 
-    def _plan(self, radius: int) -> Any:
-        """The C plan (ss_probe_plan *) of one radius, built on first use."""
+    def plan(self, radius: int, spans: bool = True) -> Any:
+        """The C plan (ss_probe_plan *) of one radius at the current spans (or none)."""
+        span = self._span if spans else (0,) * self._ntables
+        plan = self._plans.get((radius, span))
+        if plan is None:
+            plan = self._plan(radius, span)
+        return plan
+
+    def set_size(self, keys: int) -> None:
+        """Plan for tables of about keys keys each from now on: where a header value holds
+        few, a probe spans the near values its neighbours would probe (:func:`span_bits`).
+        Answers never depend on it, only how many probes find them."""
+        self._span = tuple(span_bits(h, keys) for h in self._header_bits)
+
+    def _plan(self, radius: int, span: tuple[int, ...]) -> Any:
+        """The C plan (ss_probe_plan *) of one radius and each table's span bits."""
         if not is_int(radius) or not 0 <= radius <= 64:
             raise InvalidConfigError(f"simstore: radius must be an int in 0..64 (got {radius!r})")
         count = sum(_ball(h, radius) for h in self._header_bits)
@@ -96,18 +141,23 @@ class Prober:
             raise InvalidConfigError(
                 f"simstore: radius {radius} needs {count} probes a query (at most {MAX_PROBES})"
             )
-        masks = self.masks(radius)
+        masks, spans = [], []
+        for ms, tail, bits in zip(self.masks(radius), self._tails, span, strict=True):
+            m, sp = span_masks(ms, tail, bits)
+            masks.append(m)
+            spans += sp
         c_masks = ffi.new("uint64_t[]", [m for ms in masks for m in ms])
         c_nmasks = ffi.new("int32_t[]", [len(ms) for ms in masks])
+        c_spans = ffi.new("uint8_t[]", spans) if any(spans) else ffi.NULL
         src, width, dst, tails = self._spec_arrays
         plan = ffi.new(
             "ss_probe_plan *",
             {"ntables": self._ntables, "nblocks": self._nblocks, "src_shift": src,
              "width": width, "dst_shift": dst, "tails": tails, "masks": c_masks,
-             "nmasks": c_nmasks},
+             "nmasks": c_nmasks, "spans": c_spans},
         )
-        self._plan_refs += [c_masks, c_nmasks]
-        self._plans[radius] = plan
+        self._plan_refs += [c_masks, c_nmasks, c_spans]
+        self._plans[radius, span] = plan
         return plan
 
     def set_sets(self, sets: Sequence[RunSet]) -> None:
@@ -182,10 +232,7 @@ class Prober:
         radius is the header radius that answers k on this layout
         (Layout.radius_for(k)).
         """
-        plan = self._plans.get(radius)
-        if plan is None:
-            plan = self._plan(radius)
-        m = self._run(q, k, plan)
+        m = self._run(q, k, self.plan(radius))
         if not m:
             return []
         return list(zip(ffi.unpack(self._c_vals, m), ffi.unpack(self._c_dist, m), strict=True))

@@ -90,7 +90,7 @@ class LevelCache:
     _recent: RecentDocs | None
     _wired: tuple[bytes, int] | None
     _wired_levels: tuple[Any, int] | None  # the levels and epoch the exact probers hold
-    _unwired: tuple[list[OpenLevel], RecentDocs] | None  # what the tables' prober lacks
+    _unwired: tuple[list[OpenLevel], RecentDocs, int] | None  # what the tables' prober lacks
     _offer: tuple[int, int, int, Any] | None  # (start, stop, epoch, docs) a bulk write added
     _wired_raw: bytes | None
     _wired_epoch: int
@@ -274,7 +274,9 @@ class LevelCache:
                 if prober is not None and at is not None:
                     prober.set_sets([lev.sets[at] for lev in levels if lev.sets[at].nruns])
             self._wired_levels = at_levels
-        self._unwired = (levels, rec)  # the tables' prober: wired by the next search
+        # the tables' prober: wired by the next search (with about how many keys a table
+        # holds, which sets how far its probes span)
+        self._unwired = (levels, rec, st.next - st.stale)
         self._wired = tag
 
     def _wire_tables(self) -> None:
@@ -282,12 +284,13 @@ class LevelCache:
         only looks ids up never needs it)."""
         if self._unwired is None:
             return
-        levels, rec = self._unwired
+        levels, rec, keys = self._unwired
         nt = len(self.dbs)
         sets = [lev.sets[t] for lev in levels for t in range(nt) if lev.sets[t].nruns]
         if len(rec.iids):
             sets.append(_probe.RunSet(-1, [_probe.Run(rec.fps, rec.iids)]))
         self._prober.set_sets(sets)
+        self._prober.set_size(keys)
         self._unwired = None
 
     def _sync(self, txn: Any) -> None:

@@ -165,6 +165,8 @@ def test_probe_equals_brute_force(lay, seed, nlevels, data):
                                    exact=data.draw(st.booleans()), lazy=data.draw(st.booleans())))
     pr = prober_for(lay)
     pr.set_sets(segs)
+    # the size the probes' spans are planned for: none, a store's, or one that spans most
+    pr.set_size(data.draw(st.sampled_from([10**12, n, 0])))
     check_all_k(lay, pr, entries, queries)
 
 
@@ -185,6 +187,46 @@ def test_probe_planned_layouts_at_scale(k):
     pr = prober_for(lay)
     pr.set_sets(segs)
     check_all_k(lay, pr, [(fps, vals)], queries)
+    pr.set_size(30_000 >> 6)  # spans as if a header value held 1/64th as many keys
+    assert any(pr._span)
+    check_all_k(lay, pr, [(fps, vals)], queries)
+
+
+@pytest.mark.parametrize(("header_bits", "keys", "bits"), [
+    (22, 10**7, 2), (21, 10**7, 1), (16, 10**6, 0), (32, 10**7, 12), (32, 10**8, 9),
+    (8, 0, 7), (1, 0, 0), (20, 16 << 20, 0), (20, (16 << 20) - 1, 0), (20, 8 << 20, 1),
+])
+def test_span_bits_known_answers(header_bits, keys, bits):
+    """The most low header bits whose values hold SPAN_KEYS (16) keys or fewer, below the
+    header's width."""
+    assert _probe.SPAN_KEYS == 16
+    assert _probe.span_bits(header_bits, keys) == bits
+
+
+@settings(max_examples=200, deadline=None)
+@given(header_bits=st.integers(1, 12), radius=st.integers(0, 3), data=st.data())
+def test_span_masks_cover_the_ball_with_fewer_probes(header_bits, radius, data):
+    """Every header value a mask probes lies in one of the spanned ranges, each spanned
+    range stands for two masks or more, and the masks stay ascending (an oracle over all
+    header values)."""
+    span = data.draw(st.integers(0, header_bits - 1))
+    tail = 64 - header_bits
+    q = data.draw(st.integers(0, (1 << header_bits) - 1))
+    masks = _probe.probe_masks(header_bits, radius, tail)
+    got, spans = _probe.span_masks(masks, tail, span)
+    assert got == sorted(got) and len(got) == len(spans) <= len(masks)
+    covered: dict[int, int] = {}
+    for m, sp in zip(got, spans, strict=True):
+        lo = (q ^ (m >> tail)) >> sp << sp
+        for h in range(lo, lo + (1 << sp)):
+            assert h not in covered  # the ranges are disjoint
+            covered[h] = sp
+    wanted = {q ^ (m >> tail) for m in masks}
+    assert wanted <= set(covered)
+    for h, sp in covered.items():  # a spanned range holds two wanted values or more
+        if sp:
+            lo = h >> sp << sp
+            assert len(wanted & set(range(lo, lo + (1 << sp)))) >= 2
 
 
 def test_32_bit_values_give_the_same_answer():
@@ -408,7 +450,7 @@ def _c_plan(lay: Layout, **override):
 @pytest.mark.parametrize(
     "override",
     [{"ntables": 0}, {"ntables": 65}, {"nblocks": 0}, {"nblocks": 65}, {"tails": "bad-tail"},
-     {"nmasks": "negative"}, {"masks": "null"}, {"table": 4}, {"table": -2}, {"kw": 4},
+     {"nmasks": "negative"}, {"masks": "null"}, {"spans": "bad-span"}, {"table": 4}, {"table": -2}, {"kw": 4},
      {"kw": 2}, {"vw": 16}, {"firsts": "null"}, {"keys": "null"}, {"n": 0}, {"k": -1},
      {"k": 65}],
 )
@@ -426,6 +468,8 @@ def test_c_probe_refuses_bad_arguments(override):
             k = v
         elif v == "bad-tail":
             plan_fields["tails"] = ffi.new("uint8_t[]", [64] * 4)
+        elif v == "bad-span":  # a span past the fingerprint's 64 bits
+            plan_fields["spans"] = ffi.new("uint8_t[]", [64] * 8)
         elif v == "negative":
             plan_fields["nmasks"] = ffi.new("int32_t[]", [1, -1, 1, 1])
         elif v == "null":

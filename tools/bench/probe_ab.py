@@ -7,7 +7,8 @@ map) for the same queries, in alternating blocks: every variant meets the machin
 phases alike, and only the C differs. The answers must be identical. Reports each
 variant's median block p50 and the median (quartiles) of its blocks' ratios to this
 checkout's. A revision whose run-set, run or plan structs differ from this checkout's
-is refused (its ss_probe would misread them).
+is refused (its ss_probe would misread them). ``--no-spans`` adds this checkout's C on
+the plan without probe spans (``native.probe.span_masks``) as a variant.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ def cmd_probe_ab(args: argparse.Namespace) -> dict[str, Any]:
     from simstore import SimStore
     from simstore.native.core import ffi as my_ffi, lib as my_lib
 
+    if not args.rev and not args.no_spans:
+        raise SystemExit("nothing to compare: give --rev REV or --no-spans")
     shas = {rev: git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}") for rev in args.rev}
     bad = [rev for rev, sha in shas.items() if not sha]
     if bad:
@@ -99,16 +102,19 @@ def cmd_probe_ab(args: argparse.Namespace) -> dict[str, Any]:
         store.query(q, k)
     tables = store._h.tables  # the store's prober: its plan and run sets
     prober = tables._prober
-    plan_addr = int(my_ffi.cast("uintptr_t", prober._plans[tables._radius[k]]))
+    plan_addr = int(my_ffi.cast("uintptr_t", prober.plan(tables._radius[k])))
     sets, nsets, _keep = prober._sets
     sets_addr = int(my_ffi.cast("uintptr_t", sets))
-    variants: dict[str, tuple[Any, Any]] = {"this checkout": (my_ffi, my_lib)}
+    variants: dict[str, tuple[Any, Any, int]] = {"this checkout": (my_ffi, my_lib, plan_addr)}
+    if args.no_spans:  # the same C on the plan without spans
+        variants["this checkout, no spans"] = (my_ffi, my_lib, int(my_ffi.cast(
+            "uintptr_t", prober.plan(tables._radius[k], spans=False))))
     for i, (rev, sha) in enumerate(shas.items()):
         mod = build_variant(rev, str(sha), f"_probe_ab_{i}_{sha[:12]}")
-        variants[rev] = (mod.ffi, mod.lib)
+        variants[rev] = (mod.ffi, mod.lib, plan_addr)
     calls = {}
-    for name, (f, lib) in variants.items():
-        calls[name] = (lib.ss_probe, f.cast("ss_probe_plan *", plan_addr),
+    for name, (f, lib, addr) in variants.items():
+        calls[name] = (lib.ss_probe, f.cast("ss_probe_plan *", addr),
                        f.cast("ss_runset *", sets_addr), f.new("uint64_t[]", args.cap),
                        f.new("uint8_t[]", args.cap), f.NULL)
     answers = {}
@@ -167,8 +173,10 @@ def add_parser(sub: Any, positive: Any) -> None:
                        "one store, one process", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--store", type=Path, required=True, help="an existing store to query")
-    p.add_argument("--rev", action="append", required=True,
+    p.add_argument("--rev", action="append", default=[],
                    help="a revision whose csrc/ to compare (repeat for more)")
+    p.add_argument("--no-spans", action="store_true",
+                   help="also this checkout's C on the plan without probe spans")
     p.add_argument("--k", type=int, default=None, help="query k (default: the store's)")
     p.add_argument("--queries", type=positive, default=1000)
     p.add_argument("--block", type=positive, default=200)
