@@ -8,7 +8,9 @@ phases alike, and only the C differs. The answers must be identical. Reports eac
 variant's median block p50 and the median (quartiles) of its blocks' ratios to this
 checkout's. A revision whose run-set, run or plan structs differ from this checkout's
 is refused (its ss_probe would misread them). ``--no-spans`` adds this checkout's C on
-the plan without probe spans (``native.probe.span_masks``) as a variant.
+the plan without probe spans (``native.probe.span_masks``) as a variant; ``--evict KIB``
+reads that much other memory before each timed call, so each starts with the caches a
+process's other work left.
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ def cmd_probe_ab(args: argparse.Namespace) -> dict[str, Any]:
     names = list(calls)
     blocks: dict[str, list[float]] = {name: [] for name in names}
     clock = time.perf_counter_ns
+    # read before each timed call (not timed): a crawler's other work between its queries
+    evict = np.ones(args.evict * 128, dtype=np.uint64) if args.evict else None
     for r in range(args.rounds):
         lo = (r * args.block) % len(qs)
         block = qs[lo:lo + args.block]
@@ -141,6 +145,8 @@ def cmd_probe_ab(args: argparse.Namespace) -> dict[str, Any]:
             probe, plan, c_sets, vals, dist, null = calls[name]
             ns = []
             for q in block:
+                if evict is not None:
+                    evict.sum()
                 t = clock()
                 probe(q, k, plan, c_sets, nsets, vals, dist, args.cap, null)
                 ns.append(clock() - t)
@@ -159,7 +165,7 @@ def cmd_probe_ab(args: argparse.Namespace) -> dict[str, Any]:
     print(f"  load average: start {load_start[0]:.2f}, end {load_end[0]:.2f}", flush=True)
     return {"command": "probe-ab", "store": str(args.store), "k": k,
             "params": {"queries": args.queries, "block": args.block, "rounds": args.rounds,
-                       "seed": args.seed},
+                       "seed": args.seed, "evict_kib": args.evict},
             "head": {"commit": git("rev-parse", "HEAD"),
                      "dirty_csrc": bool(git("status", "--porcelain", "--", "csrc"))},
             "revs": shas,
@@ -182,6 +188,9 @@ def add_parser(sub: Any, positive: Any) -> None:
     p.add_argument("--block", type=positive, default=200)
     p.add_argument("--rounds", type=positive, default=100)
     p.add_argument("--cap", type=positive, default=1 << 16, help="hits a call may return")
+    p.add_argument("--evict", type=int, default=0, metavar="KIB",
+                   help="read this many KiB of other memory before each timed call (not "
+                        "timed), as a process's other work between its queries would")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=None, help="write the JSON result here")
     p.set_defaults(func=cmd_probe_ab)
