@@ -86,10 +86,10 @@ class Prober:
     Built once per layout from each table's permutation spec (as
     Layout.shifts) and header bits. ``set_sets`` points it at the current
     run sets, keeping a reference to each; :meth:`hits` answers a query.
-    Probe plans are built per radius on first use. The output buffers are
-    kept and grown between calls, so calls must not overlap (one prober per
-    thread); set_sets may run while a call is under way (the call finishes on
-    the runs it started with).
+    Probe plans are built per radius and span bits (:meth:`set_size`) on first
+    use. The output buffers are kept and grown between calls, so calls must not
+    overlap (one prober per thread); set_sets may run while a call is under way
+    (the call finishes on the runs it started with).
     """
 
     def __init__(
