@@ -10,7 +10,8 @@ neighbours), the queries saved beside them; prints one JSON line.
 ``serve DIR``: opens those stores in this fresh process, queries each query once per k
 (the warm-up; the copying engine reads its tables then) and prints one JSON line with
 the planted neighbours found; then answers lines ``K LO HI`` on stdin with one JSON line
-of the nanoseconds each of queries LO..HI-1 took at K, until ``quit``.
+of the nanoseconds each of queries LO..HI-1 took at K, until ``quit`` (``--evict KIB``:
+having read that much other memory before each, untimed).
 """
 
 from __future__ import annotations
@@ -42,14 +43,16 @@ def build(d: Path, n: int, nq: int, ks: list[int], seed: int) -> dict[str, objec
     return {"simstore_file": simstore.__file__, "load_s": load}
 
 
-def serve(d: Path, n: int, ks: list[int]) -> None:
-    """Warm up, report, then time the blocks asked for on stdin."""
+def serve(d: Path, n: int, ks: list[int], evict_kib: int = 0) -> None:
+    """Warm up, report, then time the blocks asked for on stdin (reading evict_kib KiB of
+    other memory before each query, untimed, when asked to)."""
     qs = [int(q) for q in np.load(d / "queries.npy")]
     stores = {k: SimStore(str(d / f"k{k}")) for k in ks}
     found = {str(k): sum(n + i in {m.doc_id for m in stores[k].query(q)}
                          for i, q in enumerate(qs)) for k in ks}
     print(json.dumps({"simstore_file": simstore.__file__, "found": found}), flush=True)
     clock = time.perf_counter_ns
+    other = np.ones(evict_kib * 128, dtype=np.uint64) if evict_kib else None
     for line in sys.stdin:
         if line.strip() == "quit":
             break
@@ -57,6 +60,8 @@ def serve(d: Path, n: int, ks: list[int]) -> None:
         query = stores[k].query
         ns = []
         for q in qs[lo:hi]:
+            if other is not None:
+                other.sum()
             t = clock()
             query(q)
             ns.append(clock() - t)
@@ -74,13 +79,14 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--ks", type=str, required=True)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--evict", type=int, default=0)
     args = ap.parse_args()
     ks = [int(x) for x in args.ks.split(",")]
     if args.mode == "build":
         args.dir.mkdir(parents=True, exist_ok=True)
         print(json.dumps(build(args.dir, args.n, args.queries, ks, args.seed)))
     else:
-        serve(args.dir, args.n, ks)
+        serve(args.dir, args.n, ks, args.evict)
 
 
 if __name__ == "__main__":

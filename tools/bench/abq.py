@@ -42,7 +42,7 @@ class Server:
         env = {**os.environ, "PYTHONPATH": str(tree)}
         self.proc = subprocess.Popen(
             [sys.executable, str(script), "serve", str(store_dir), "--n", str(args.n),
-             "--ks", ",".join(map(str, args.ks))],
+             "--ks", ",".join(map(str, args.ks)), "--evict", str(args.evict)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self.ready = json.loads(self._line())
         imported = Path(self.ready["simstore_file"]).resolve()
@@ -116,6 +116,8 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"--cold drops the page cache: it needs {DROP_CACHES} writable (root)")
     load_start = load_average()
     shas = {"base": resolve(args.base), "head": resolve(args.head) if args.head else None}
+    if args.evict < 0:
+        raise SystemExit(f"--evict is KiB to read, 0 or more (got {args.evict})")
     if args.head_stores and not args.keep_stores:
         raise SystemExit("--head-stores reads kept stores: give --keep-stores too")
     reused = resolve(args.head_stores) if args.head_stores else None
@@ -206,7 +208,7 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
         "command": "abq",
         "params": {"n": args.n, "queries": args.queries, "ks": list(args.ks), "cold": args.cold,
                    "rounds": args.rounds, "blocks": args.blocks, "block": args.block,
-                   "seed": args.seed},
+                   "seed": args.seed, "evict_kib": args.evict},
         "base": {"rev": args.base, "commit": shas["base"]},
         "head": {"rev": args.head, "commit": shas["head"] or git("rev-parse", "HEAD"),
                  "working_tree": shas["head"] is None, "stores_of": reused,
@@ -247,6 +249,10 @@ def add_parser(sub: Any, positive: Any, sizes: Any) -> None:
     p.add_argument("--keep-stores", action="store_true",
                    help=f"keep a committed revision's stores under {KEPT.relative_to(REPO)} "
                         "and reuse them in later runs with the same data")
+    p.add_argument("--evict", type=int, default=0, metavar="KIB",
+                   help="each serving process reads this many KiB of other memory before "
+                        "each query (not timed), as a crawler's other work between its "
+                        "queries would")
     p.add_argument("--head-stores", default=None, metavar="REV",
                    help="the head queries the stores kept for REV (an earlier commit that "
                         "writes stores the same way) instead of building its own; with "

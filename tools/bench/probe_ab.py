@@ -85,6 +85,8 @@ def cmd_probe_ab(args: argparse.Namespace) -> dict[str, Any]:
     from simstore import SimStore
     from simstore.native.core import ffi as my_ffi, lib as my_lib
 
+    if args.evict < 0:
+        raise SystemExit(f"--evict is KiB to read, 0 or more (got {args.evict})")
     if not args.rev and not args.no_spans:
         raise SystemExit("nothing to compare: give --rev REV or --no-spans")
     shas = {rev: git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}") for rev in args.rev}
