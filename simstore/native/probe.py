@@ -102,8 +102,10 @@ class Prober:
         self._spec_arrays = [
             ffi.new("uint8_t[]", b"".join(s[i] for s in specs)) for i in range(3)
         ] + [ffi.new("uint8_t[]", bytes(self._tails))]
-        self._plans: dict[tuple[int, tuple[int, ...]], Any] = {}
+        # the C plans by span bits (per table), then radius; _now: those at the current spans
+        self._plans: dict[tuple[int, ...], dict[int, Any]] = {}
         self._span = (0,) * self._ntables  # per table: low header bits a probe may span
+        self._now = self._plans.setdefault(self._span, {})
         self._plan_refs: list[Any] = []
         # (C set array, count, the RunSets it points into): swapped whole, so a
         # call holds the runs it started with even if set_sets runs meanwhile
@@ -121,7 +123,7 @@ class Prober:
     def plan(self, radius: int, spans: bool = True) -> Any:
         """The C plan (ss_probe_plan *) of one radius at the current spans (or none)."""
         span = self._span if spans else (0,) * self._ntables
-        plan = self._plans.get((radius, span))
+        plan = self._plans.setdefault(span, {}).get(radius)
         if plan is None:
             plan = self._plan(radius, span)
         return plan
@@ -130,7 +132,10 @@ class Prober:
         """Plan for tables of about keys keys each from now on: where a header value holds
         few, a probe spans the near values its neighbours would probe (:func:`span_bits`).
         Answers never depend on it, only how many probes find them."""
-        self._span = tuple(span_bits(h, keys) for h in self._header_bits)
+        span = tuple(span_bits(h, keys) for h in self._header_bits)
+        if span != self._span:
+            self._span = span
+            self._now = self._plans.setdefault(span, {})
 
     def _plan(self, radius: int, span: tuple[int, ...]) -> Any:
         """The C plan (ss_probe_plan *) of one radius and each table's span bits."""
@@ -157,7 +162,7 @@ class Prober:
              "nmasks": c_nmasks, "spans": c_spans},
         )
         self._plan_refs += [c_masks, c_nmasks, c_spans]
-        self._plans[radius, span] = plan
+        self._plans.setdefault(span, {})[radius] = plan
         return plan
 
     def set_sets(self, sets: Sequence[RunSet]) -> None:
@@ -232,7 +237,10 @@ class Prober:
         radius is the header radius that answers k on this layout
         (Layout.radius_for(k)).
         """
-        m = self._run(q, k, self.plan(radius))
+        plan = self._now.get(radius)  # (inline: once per query)
+        if plan is None:
+            plan = self._plan(radius, self._span)
+        m = self._run(q, k, plan)
         if not m:
             return []
         return list(zip(ffi.unpack(self._c_vals, m), ffi.unpack(self._c_dist, m), strict=True))
