@@ -75,6 +75,9 @@ REBUILD_KS = (2, 3, 4)
 CHURN_RUNS = {"runs": {"RECENT_MAX": 64, "RUN_ENTRIES": 128, "BULK_DOCS": 1024,
                        "BULK_RUN_ENTRIES": 512},
               "merges": {"MERGE_STEP": 128, "MERGE_PER_DOC": 2, "MERGE_COMMIT_MAX": 256}}
+# Every worker prepares its next pages in huge pages however small its store (the file
+# extended and read in inside each write transaction: a kill lands there too).
+EVERY_WORKER = {"readahead": {"HUGE_GROWTH_FROM": 0}}
 CHURN_ADD_MAX = 300  # new docs per add_many call
 CHURN_REMOVE_MAX = 200  # acknowledged docs per remove_many call
 
@@ -135,10 +138,9 @@ def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
     """Do `op` in a loop until killed, logging every call to ack_path."""
     rng = random.Random(seed)
     ack = _Ack(ack_path)
-    if op in CHURNS:
-        for module, values in CHURN_RUNS.items():
-            for name, value in values.items():
-                setattr(getattr(simstore.store, module), name, value)
+    for module, values in {**EVERY_WORKER, **(CHURN_RUNS if op in CHURNS else {})}.items():
+        for name, value in values.items():
+            setattr(getattr(simstore.store, module), name, value)
     s = SimStore(store)
     print("ready", flush=True)
     order = list(range(PRELOAD))

@@ -30,7 +30,7 @@ from .create import MAX_DBS, create_aside
 from .errors import translate
 from .forks import FORK_WAIT, abandon, close_inherited, let_go, register
 from .lockfile import StoreLock
-from .readahead import advise_huge_pages, wants_readahead
+from .readahead import HugeGrowth, advise_huge_pages, wants_readahead
 
 T = TypeVar("T")
 
@@ -67,6 +67,7 @@ class Env:
         self._on_open = weakref.WeakMethod(on_open)  # type: ignore[arg-type]
         self.lock = threading.RLock()
         self.env: Any = None
+        self._growth: HugeGrowth | None = None
         self.wtxn: Any = None
         self.committed: Any = None  # the last write transaction this handle committed
         self._log: list[tuple[Callable[..., Any], tuple[Any, ...]]] | None = None
@@ -107,6 +108,9 @@ class Env:
         self.env = env
         self.pid = os.getpid()
         self.epoch += 1
+        # a writer whose readers map in huge pages prepares its new pages for them
+        self._growth = None if self.readonly or not env.flags()["readahead"] else \
+            HugeGrowth(os.path.join(self.path, "data.mdb"))
         try:
             self._advise_map()
             self._check_file(env)
@@ -279,12 +283,22 @@ class Env:
         except lmdb.Error as exc:
             raise translate(exc, self.path) from exc
 
-    def begin(self, write: bool) -> Any:
-        """A new transaction, adopting a map another process grew."""
+    def begin(self, write: bool, need: int = 0) -> Any:
+        """A new transaction, adopting a map another process grew; a write transaction's
+        new pages (need bytes of them, or a few) prepared in huge pages first."""
         env = self.env
         for _ in range(_MAX_GROWTHS):
             try:
-                return env.begin(write=write)
+                txn = env.begin(write=write)
+                if write and self._growth is not None:
+                    try:
+                        info = env.info()
+                        self._growth.before_write((info["last_pgno"] + 1) * PAGE, need,
+                                                  info["map_size"])
+                    except BaseException:
+                        txn.abort()
+                        raise
+                return txn
             except lmdb.MapResizedError:
                 self.epoch += 1  # the map moves: pointers into it (run tables) go stale
                 env.set_mapsize(0)
@@ -341,7 +355,7 @@ class Env:
                 return self.retrying(lambda: op(self.wtxn, *args), self._replay)
 
             def attempt() -> T:
-                txn = self.begin(True)
+                txn = self.begin(True, need)
                 try:
                     result = op(txn, *args)
                     txn.commit()
