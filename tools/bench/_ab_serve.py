@@ -6,7 +6,9 @@ directory and runs it with PYTHONPATH set to the tree under test. Only the publi
 every compared revision has is used.
 
 ``build DIR``: one store per k under DIR (N random fingerprints, then the planted
-neighbours), the queries saved beside them; prints one JSON line.
+neighbours), the queries saved beside them; prints one JSON line. ``--grow BATCH`` adds the
+N fingerprints in durable commits of BATCH (a store grown by a crawler's writes, its
+levels merged as they go) instead of one bulk load.
 ``serve DIR``: opens those stores in this fresh process, queries each query once per k
 (the warm-up; the copying engine reads its tables then) and prints one JSON line with
 the planted neighbours found; then answers lines ``K LO HI`` on stdin with one JSON line
@@ -29,8 +31,24 @@ import simstore
 from simstore import SimStore
 
 
-def build(d: Path, n: int, nq: int, ks: list[int], seed: int) -> dict[str, object]:
-    """The stores of one side, as ``_ab_probe`` builds them; bulk-load seconds per k."""
+def grow_store(path: Path, fps: np.ndarray, near: np.ndarray, k: int, batch: int
+               ) -> tuple[SimStore, float]:
+    """build_store's store (the same ids), added batch docs a durable commit; the store,
+    open, and the seconds its N fingerprints took."""
+    n, nq = len(fps), len(near)
+    store = SimStore(str(path), k=k)
+    t0 = time.perf_counter()
+    for lo in range(0, n, batch):
+        store.add_many(range(lo, min(n, lo + batch)), fps[lo:lo + batch])
+    load_s = time.perf_counter() - t0
+    store.add_many(range(n, n + nq), near)
+    return store, load_s
+
+
+def build(d: Path, n: int, nq: int, ks: list[int], seed: int, grow: int = 0
+          ) -> dict[str, object]:
+    """The stores of one side, as ``_ab_probe`` builds them (or grown, grow docs a
+    commit); load seconds per k."""
     rng = np.random.default_rng(seed)
     fps = random_fps(rng, n)
     queries = random_fps(rng, nq)
@@ -38,7 +56,10 @@ def build(d: Path, n: int, nq: int, ks: list[int], seed: int) -> dict[str, objec
     load = {}
     for k in ks:
         near = planted(np.random.default_rng([seed, k]), queries, k)
-        store, load[str(k)] = build_store(d / f"k{k}", fps, near, k)
+        if grow:
+            store, load[str(k)] = grow_store(d / f"k{k}", fps, near, k, grow)
+        else:
+            store, load[str(k)] = build_store(d / f"k{k}", fps, near, k)
         store.close()
     return {"simstore_file": simstore.__file__, "load_s": load}
 
@@ -80,11 +101,12 @@ def main() -> None:
     ap.add_argument("--ks", type=str, required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--evict", type=int, default=0)
+    ap.add_argument("--grow", type=int, default=0)
     args = ap.parse_args()
     ks = [int(x) for x in args.ks.split(",")]
     if args.mode == "build":
         args.dir.mkdir(parents=True, exist_ok=True)
-        print(json.dumps(build(args.dir, args.n, args.queries, ks, args.seed)))
+        print(json.dumps(build(args.dir, args.n, args.queries, ks, args.seed, args.grow)))
     else:
         serve(args.dir, args.n, ks, args.evict)
 

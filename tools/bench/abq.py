@@ -10,7 +10,9 @@ the machine's phase, so each pair's ratio of medians (head / base) is compared l
 like; the summary gives the median of those ratios with its quartiles, beside the pooled
 percentiles of every timed query. ``--rounds`` starts the serving processes afresh;
 ``--cold`` drops the page cache before each round, so the stores are read in from the disk
-(as after a reboot) instead of lying in the page cache as their build wrote them.
+(as after a reboot) instead of lying in the page cache as their build wrote them;
+``--grow BATCH`` builds them by durable commits of BATCH documents, as a crawler's store
+grows, instead of one bulk load.
 """
 
 from __future__ import annotations
@@ -107,7 +109,8 @@ def store_dir(args: argparse.Namespace, sha: str | None, run_dir: Path, side: st
     if not args.keep_stores or sha is None:
         return run_dir / "stores" / side
     ks = "-".join(map(str, args.ks))
-    return KEPT / f"{sha[:12]}-n{args.n}-q{args.queries}-k{ks}-s{args.seed}"
+    grown = f"-g{args.grow}" if args.grow else ""
+    return KEPT / f"{sha[:12]}-n{args.n}-q{args.queries}-k{ks}-s{args.seed}{grown}"
 
 
 def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
@@ -116,8 +119,8 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"--cold drops the page cache: it needs {DROP_CACHES} writable (root)")
     load_start = load_average()
     shas = {"base": resolve(args.base), "head": resolve(args.head) if args.head else None}
-    if args.evict < 0:
-        raise SystemExit(f"--evict is KiB to read, 0 or more (got {args.evict})")
+    if args.evict < 0 or args.grow < 0:
+        raise SystemExit(f"--evict and --grow are 0 or more (got {args.evict}, {args.grow})")
     if args.head_stores and not args.keep_stores:
         raise SystemExit("--head-stores reads kept stores: give --keep-stores too")
     reused = resolve(args.head_stores) if args.head_stores else None
@@ -161,7 +164,8 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(stores[side], ignore_errors=True)
             cmd = [sys.executable, str(script), "build", str(stores[side]),
                    "--n", str(args.n), "--queries", str(args.queries),
-                   "--ks", ",".join(map(str, args.ks)), "--seed", str(args.seed)]
+                   "--ks", ",".join(map(str, args.ks)), "--seed", str(args.seed),
+                   "--grow", str(args.grow)]
             out = _run(cmd, scripts, {**os.environ, "PYTHONPATH": str(trees[side])})
             built[side] = json.loads(out.strip().splitlines()[-1])
             if args.keep_stores:
@@ -208,7 +212,8 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
         "command": "abq",
         "params": {"n": args.n, "queries": args.queries, "ks": list(args.ks), "cold": args.cold,
                    "rounds": args.rounds, "blocks": args.blocks, "block": args.block,
-                   "seed": args.seed, "evict_kib": args.evict},
+                   "seed": args.seed, "evict_kib": args.evict,
+                   "grow_batch": args.grow},
         "base": {"rev": args.base, "commit": shas["base"]},
         "head": {"rev": args.head, "commit": shas["head"] or git("rev-parse", "HEAD"),
                  "working_tree": shas["head"] is None, "stores_of": reused,
@@ -253,6 +258,10 @@ def add_parser(sub: Any, positive: Any, sizes: Any) -> None:
                    help="each serving process reads this many KiB of other memory before "
                         "each query (not timed), as a crawler's other work between its "
                         "queries would")
+    p.add_argument("--grow", type=int, default=0, metavar="BATCH",
+                   help="build each store by adding its fingerprints BATCH a durable commit "
+                        "(a store a crawler grew, its levels merged as it went) instead of "
+                        "one bulk load")
     p.add_argument("--head-stores", default=None, metavar="REV",
                    help="the head queries the stores kept for REV (an earlier commit that "
                         "writes stores the same way) instead of building its own; with "
