@@ -75,8 +75,9 @@ REBUILD_KS = (2, 3, 4)
 CHURN_RUNS = {"runs": {"RECENT_MAX": 64, "RUN_ENTRIES": 128, "BULK_DOCS": 1024,
                        "BULK_RUN_ENTRIES": 512},
               "merges": {"MERGE_STEP": 128, "MERGE_PER_DOC": 2, "MERGE_COMMIT_MAX": 256}}
-# Every worker prepares its next pages in huge pages however small its store (the file
-# extended and read in inside each write transaction: a kill lands there too).
+# Every worker (and ops process) prepares its next pages in huge pages however small its
+# store (the file extended and read in inside each write transaction: a kill lands there
+# too, and other processes' transactions run beside it).
 EVERY_WORKER = {"readahead": {"HUGE_GROWTH_FROM": 0}}
 CHURN_ADD_MAX = 300  # new docs per add_many call
 CHURN_REMOVE_MAX = 200  # acknowledged docs per remove_many call
@@ -134,13 +135,18 @@ class _Ack:
         os.fsync(self.fh.fileno())
 
 
+def _set_constants(table: dict[str, dict[str, int]]) -> None:
+    """Set constants of simstore.store's modules in this (worker) process."""
+    for module, values in table.items():
+        for name, value in values.items():
+            setattr(getattr(simstore.store, module), name, value)
+
+
 def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
     """Do `op` in a loop until killed, logging every call to ack_path."""
     rng = random.Random(seed)
     ack = _Ack(ack_path)
-    for module, values in {**EVERY_WORKER, **(CHURN_RUNS if op in CHURNS else {})}.items():
-        for name, value in values.items():
-            setattr(getattr(simstore.store, module), name, value)
+    _set_constants({**EVERY_WORKER, **(CHURN_RUNS if op in CHURNS else {})})
     s = SimStore(store)
     print("ready", flush=True)
     order = list(range(PRELOAD))
@@ -471,6 +477,7 @@ def random_ops(path: str, proc_no: int, n_ops: int, seed: int) -> dict[str, int]
     """
     rng = random.Random(seed * 1000 + proc_no)
     model = _Model()
+    _set_constants(EVERY_WORKER)
     with SimStore(path) as s:
         for _ in range(n_ops):
             r = rng.random()
