@@ -6,7 +6,7 @@ commits ``--adds`` new documents, 1,000 per durable commit; with ``--removes`` e
 commit (one ``batch()``) also removes as many of the store's first documents (or, with
 ``--pick random``, as many live ones anywhere), so the store keeps its size while its
 tables churn. It reports adds/s over the commits' time,
-the median, 99th percentile and worst commit, and the store's file size and used pages
+the median, 99th percentile and worst commit, and the store's file size, disk blocks and used pages
 per live fingerprint before and after; with ``--trace N`` the file's pages and the pages in
 use every N commits, with ``--queries N`` the p50 of 200 queries (outside the commits'
 time; ``similar()`` in a similarity store, ``--ids sig``) and the run tables' level
@@ -72,7 +72,8 @@ if kind == "sig":
 
 def size(s):
     st = s.stats()
-    return {"file_bytes": os.path.getsize(os.path.join(path, "data.mdb")),
+    data = os.stat(os.path.join(path, "data.mdb"))
+    return {"file_bytes": data.st_size, "disk_bytes": data.st_blocks * 512,
             "used_bytes": st["used_bytes"], "live": len(s)}
 
 s = SimStore(path)
@@ -229,9 +230,14 @@ def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
     shutil.rmtree(work)
     for key in ("before", "after"):
         res[key]["file_b_per_fp"] = res[key]["file_bytes"] / max(res[key]["live"], 1)
+        # the blocks on disk: a writer's file runs past its pages by a hole of room for
+        # its next writes, prepared in huge pages (simstore.store.readahead.HugeGrowth)
+        res[key]["disk_b_per_fp"] = res[key].get("disk_bytes", res[key]["file_bytes"]) / \
+            max(res[key]["live"], 1)
         res[key]["used_b_per_fp"] = res[key]["used_bytes"] / max(res[key]["live"], 1)
     res["used_growth"] = res["after"]["used_b_per_fp"] / res["before"]["used_b_per_fp"] - 1
     res["file_growth"] = res["after"]["file_b_per_fp"] / res["before"]["file_b_per_fp"] - 1
+    res["disk_growth"] = res["after"]["disk_b_per_fp"] / res["before"]["disk_b_per_fp"] - 1
     return res
 
 
@@ -273,6 +279,8 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
                   f"used/fp {res['before']['used_b_per_fp']:.0f} -> "
                   f"{res['after']['used_b_per_fp']:.0f} B  file/fp "
                   f"{res['before']['file_b_per_fp']:.0f} -> {res['after']['file_b_per_fp']:.0f} B"
+                  f"  disk/fp {res['before']['disk_b_per_fp']:.0f} -> "
+                  f"{res['after']['disk_b_per_fp']:.0f} B"
                   + (f"  verify {res['verify']}" if args.verify else ""), flush=True)
             if res["trace"]:
                 fp = [row[1] for row in res["trace"]]
