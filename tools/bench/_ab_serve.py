@@ -33,10 +33,10 @@ from simstore import SimStore
 
 def grow_store(path: Path, fps: np.ndarray, near: np.ndarray, k: int, batch: int
                ) -> tuple[SimStore, float]:
-    """build_store's store (the same ids), added batch docs a durable commit; the store,
-    open, and the seconds its N fingerprints took."""
+    """build_store's store (the same ids and expected size), added batch docs a durable
+    commit; the store, open, and the seconds its N fingerprints took."""
     n, nq = len(fps), len(near)
-    store = SimStore(str(path), k=k)
+    store = SimStore(str(path), k=k, expected_size=n + nq)
     t0 = time.perf_counter()
     for lo in range(0, n, batch):
         store.add_many(range(lo, min(n, lo + batch)), fps[lo:lo + batch])
