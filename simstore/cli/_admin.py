@@ -41,6 +41,12 @@ def cmd_stats(args: argparse.Namespace, out: Out) -> int:
     with open_store(args, readonly=True) as store:
         info = store.stats()
     out.record(info, "\n".join(f"{key}: {val}" for key, val in info.items()))
+    if info["rebuild_advised"]:
+        ratio = info["query_cost_us"] / info["replanned_cost_us"]
+        print(f"{PROG}: {args.path} holds {info['count']:,} documents, more than its layout "
+              f"was planned for: queries cost ~{ratio:.0f}x what they would on a layout "
+              f"planned for its size; '{PROG} rebuild {args.path}' re-plans it",
+              file=sys.stderr)
     return 0
 
 

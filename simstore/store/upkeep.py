@@ -15,6 +15,7 @@ import numpy as np
 from .._validate import check_expected_size, check_k
 from ..exceptions import StoreError
 from ..native.core import MAX_K
+from ..search.layout import evaluate, plan
 from . import maintenance as _maintenance
 from .format import DocId
 
@@ -23,6 +24,21 @@ if TYPE_CHECKING:
     from ..text.fingerprinting import FingerprintConfig
     from .env import Env
     from .schema import Handles
+
+
+# stats() advises a rebuild once the cost model puts a query on the store's layout at this
+# many times a query on the layout planned for its size (a store created for the default
+# 1M and grown to 10M: 6.7x at k = 8, measured 10x; docs/benchmarks.md)
+REPLAN_AT = 2.0
+REPLAN_FROM = 100_000  # documents; smaller stores answer fast on any layout
+
+
+def layout_fit(layout: Layout, count: int) -> tuple[float, float, bool]:
+    """The planner's model of a query (µs) on layout with count documents stored, the same
+    on the layout planned for count, and whether that gap is worth a rebuild."""
+    cost = evaluate(layout, layout.max_k, max(count, 1)).cost_us
+    replanned = plan(layout.max_k, max(count, 1)).cost_us
+    return cost, replanned, count >= REPLAN_FROM and cost >= REPLAN_AT * replanned
 
 
 class UpkeepMethods:
@@ -42,12 +58,16 @@ class UpkeepMethods:
     def stats(self) -> dict[str, Any]:
         """Size, layout and scheme of the store, as plain JSON-able values; ``levels``:
         the ids each sorted level of the tables spans, oldest first (a query probes each;
-        [] for a store of the dupsort engine)."""
+        [] for a store of the dupsort engine). ``query_cost_us`` and ``replanned_cost_us``:
+        the planner's model of a query on this layout and on one planned for the store's
+        size; ``rebuild_advised`` when the store has outgrown its layout so far that
+        ``rebuild()`` (which plans for the size) would make queries much faster."""
         with self._env.reading() as txn:
             count = int(txn.stat(self._h.docs)["entries"])
             map_size, used = self._env.used_bytes()
             levels = self._h.tables.levels(txn)
         lay = self._layout
+        cost, replanned, advised = layout_fit(lay, count)
         return {
             "path": self.path,
             "count": count,
@@ -67,6 +87,9 @@ class UpkeepMethods:
             "exact": self._h.exact,
             "bytes_per_doc": used // count if count else None,
             "levels": levels,
+            "query_cost_us": round(cost, 1),
+            "replanned_cost_us": round(replanned, 1),
+            "rebuild_advised": advised,
         }
 
     def verify(self, timeout: float | None = None) -> list[str]:

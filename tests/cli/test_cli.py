@@ -561,6 +561,37 @@ def test_verify_stats_export_compact_rebuild(store_path, corpus, tmp_path, capsy
     assert len(out.splitlines()) == 1
 
 
+def test_a_store_grown_past_its_layout_is_told_to_rebuild():
+    """The model behind stats' advice: a k = 8 layout planned for the default 1M holding
+    10M costs 6.7x one planned for 10M (measured: ~300 against ~30 µs), so a rebuild is
+    advised; not for a layout planned for its size, nor at k = 3 (every size plans the
+    same), nor for a small store."""
+    from simstore.search.layout import plan
+    from simstore.store.upkeep import REPLAN_FROM, layout_fit
+
+    cost, replanned, advised = layout_fit(plan(8, 10**6).layout, 10**7)
+    assert advised and 6 < cost / replanned < 7.5
+    assert not layout_fit(plan(8, 10**7).layout, 10**7)[2]
+    assert not layout_fit(plan(3, 1000).layout, 10**7)[2]
+    assert not layout_fit(plan(8, 10).layout, REPLAN_FROM - 1)[2]
+
+
+def test_stats_names_rebuild_when_advised(store_path, corpus, capsys, monkeypatch):
+    """stats prints the advice on stderr (stdout keeps the record) exactly when the store's
+    stats advise a rebuild."""
+    from simstore.store import upkeep
+
+    run(capsys, "index", store_path, str(corpus))
+    code, out, err = run(capsys, "--json", "stats", store_path)
+    assert code == 0 and json.loads(out)["rebuild_advised"] is False and err == ""
+    monkeypatch.setattr(upkeep, "REPLAN_FROM", 1)
+    monkeypatch.setattr(upkeep, "REPLAN_AT", 0.5)  # any layout: the wiring, not the model
+    code, out, err = run(capsys, "--json", "stats", store_path)
+    info = json.loads(out)
+    assert code == 0 and info["rebuild_advised"] is True and info["count"] == 4
+    assert f"rebuild {store_path}" in err and "4 documents" in err and err.count("\n") == 1
+
+
 def test_missing_store_and_usage_errors(tmp_path, capsys):
     """A missing store is exit 1 with a hint; a bad k is a usage error, exit 2."""
     code, _, err = run(capsys, "stats", str(tmp_path / "nope"))
