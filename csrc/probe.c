@@ -447,23 +447,33 @@ int ss_runset_load(ss_runset *s, size_t r, const ss_run *run) {
 /* Whether a set was checked (with 64-bit keys where probes or scans read
  * them) and is of a table below ntables. */
 static inline int set_ok(const ss_runset *s, int32_t ntables, int need_kw8) {
-    return s->checked >= (need_kw8 ? 2 : 1) && s->table < ntables;
+    return s->checked >= (need_kw8 ? 2 : 1) && s->table < ntables && s->span >= 0 &&
+           s->span <= 63;
 }
 
 /* Push every probe of every sorted set of table t (masks m[0..nm), spans sp
- * or NULL). */
+ * or NULL). A set's own span widens its probes: the masks ascend, so those
+ * that then take the same range are adjacent, and only the first is pushed. */
 static void probe_table(pipeline *pp, const probe_ctx *c, int t,
                         const uint64_t *m, const uint8_t *sp, size_t nm,
                         const ss_runset *sets, size_t nsets, hits *h) {
     uint64_t base = c->qp & ~c->tailmask;
     for (size_t s = 0; s < nsets; s++) {
         if (sets[s].table != t || sets[s].nruns == 0) continue;
+        int own = sets[s].span;
+        uint64_t last = 0, last_top = 0;
+        int pushed = 0;
         for (size_t i = 0; i < nm; i++) {
-            /* the span's bits below the header's (checked: tail + span <= 64) */
-            int w = c->tail + (sp ? sp[i] : 0);
+            /* the span's bits below the header's (capped: past 64, the whole table) */
+            int span = sp && sp[i] > own ? sp[i] : own;
+            int w = c->tail + span;
             uint64_t low = w >= 64 ? UINT64_MAX : ((uint64_t)1 << w) - 1;
             uint64_t v = (base ^ m[i]) & ~low;
+            if (pushed && v == last && (v | low) == last_top) continue;
             pipe_push(pp, &sets[s], c, v, v | low, h);
+            last = v;
+            last_top = v | low;
+            pushed = 1;
         }
     }
 }

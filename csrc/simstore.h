@@ -206,6 +206,9 @@ typedef struct {
     int32_t tbits;
     int32_t checked; /* set by ss_runset_check: 1 ok, 2 ok and every key 64-bit */
     int32_t tshift;  /* 0..63, tbits + tshift <= 64 (with top) */
+    /* 0..63: low header bits every probe of this set spans at least (a level
+     * far smaller than its table: fewer, wider probes; see ss_probe) */
+    int32_t span;
 } ss_runset;
 /* Check a set's runs once (widths, pointers, directories, the top index):
  * sets checked to 1 or 2 (see above) on success, 0 and -2 otherwise. The
@@ -249,8 +252,10 @@ typedef struct {
 /* Every value within k (0..64) of q over nsets run sets, in one call. A set
  * of table t is probed at each of t's masks m: the keys in [lo, lo |
  * tailmask], lo = (q permuted for t, tail cleared) ^ m (and its span's low
- * header bits cleared, tailmask then the bits below them), that are within k
- * of the permuted q (kw 8 runs only). A scan set checks every key against q. The
+ * header bits cleared, tailmask then the bits below them; the span is the
+ * mask's or the set's, the wider, the range capped at 64 bits, and a probe
+ * whose range is the previous one of its set is skipped), that are
+ * within k of the permuted q (kw 8 runs only). A scan set checks every key against q. The
  * distinct values (least distance of each), by distance then value, go to
  * out_vals and out_dist when all fit in cap. Returns how many there are (more
  * than cap: nothing written, call again with room for that many), -1 out of

@@ -165,13 +165,19 @@ class Prober:
         self._plans.setdefault(span, {})[radius] = plan
         return plan
 
-    def set_sets(self, sets: Sequence[RunSet]) -> None:
-        """Probe these run sets from now on (their tables within this prober's)."""
+    def set_sets(self, sets: Sequence[RunSet], keys: Sequence[int | None] | None = None
+                 ) -> None:
+        """Probe these run sets from now on (their tables within this prober's); keys:
+        about how many keys each sorted set holds (None: unknown), from which its probes
+        span as :meth:`set_size`'s do for a whole table, so a small level costs fewer."""
         for rs in sets:
             if rs.table >= self._ntables:
                 raise InvalidConfigError(
                     f"simstore: a run set's table must be -1..{self._ntables - 1} "
                     f"(got {rs.table})")
+        for rs, n in zip(sets, keys if keys is not None else [None] * len(sets), strict=True):
+            if rs.table >= 0:
+                rs.span = 0 if n is None else span_bits(self._header_bits[rs.table], n)
         arr = ffi.new("ss_runset[]", len(sets))
         for i, rs in enumerate(sets):
             rs.fill(arr[i])

@@ -147,6 +147,9 @@ class RunSet:
             raise InvalidConfigError("simstore: a run set's first keys must ascend")
         self.fetch = fetch
         self.whole_at = whole_at
+        # low header bits every probe of the set spans at least (0..63): set by a prober
+        # from the set's size (a small level: fewer, wider probes; ss_probe)
+        self.span = 0
         self.loaded = 0  # runs with their keys
         arr = ffi.new("ss_run[]", len(runs))
         self._keep: dict[int, Any] = {}  # run index -> what its pointers point into
@@ -290,6 +293,7 @@ class RunSet:
         c.runs, c.firsts, c.nruns, c.table = self._runs, self._firsts_c, len(self.firsts), \
             self.table
         c.top, c.tbits, c.tshift = self._top_c, self._tbits, self._tshift
+        c.span = self.span
         c.checked = self._checked if check else 0
 
 

@@ -25,6 +25,13 @@ from .rows import band_keys
 from .runfile import STATE_KEY, State, lineage, mix_xor, place_run, read_runs
 from .runindex import read_index
 
+# A level holding at most 1 / SMALL_LEVEL of its table's keys spans its probes as if it
+# held SMALL_LEVEL_KEYS times as many (its ranges then hold a few keys, not native.probe's
+# SPAN_KEYS): fewer probes of its mostly empty header values. Grown stores, 3-4 levels a
+# table: k = 8 0.93x (1M) and 0.96x (10M), k = 3 and 5 1.00-1.02x; spanning every level
+# for its own size to SPAN_KEYS made k = 3 and 5 1.19-1.26x slower (docs/benchmarks.md).
+SMALL_LEVEL = 8
+SMALL_LEVEL_KEYS = 4
 WHOLE_AT = 8  # a process that has fetched 1 / WHOLE_AT of a level's runs fetches the rest
 # (unless it reads sparsely: LevelCache._sparse)
 
@@ -90,7 +97,8 @@ class LevelCache:
     _recent: RecentDocs | None
     _wired: tuple[bytes, int] | None
     _wired_levels: tuple[Any, int] | None  # the levels and epoch the exact probers hold
-    _unwired: tuple[list[OpenLevel], RecentDocs, int] | None  # what the tables' prober lacks
+    # what the tables' prober lacks: levels, recent docs, keys a table, ids each level spans
+    _unwired: tuple[list[OpenLevel], RecentDocs, int, list[int]] | None
     _offer: tuple[int, int, int, Any] | None  # (start, stop, epoch, docs) a bulk write added
     _wired_raw: bytes | None
     _wired_epoch: int
@@ -275,8 +283,10 @@ class LevelCache:
                     prober.set_sets([lev.sets[at] for lev in levels if lev.sets[at].nruns])
             self._wired_levels = at_levels
         # the tables' prober: wired by the next search (with about how many keys a table
-        # holds, which sets how far its probes span)
-        self._unwired = (levels, rec, st.next - st.stale)
+        # and each level hold, which sets how far their probes span)
+        his = [lv.hi for lv in st.levels]
+        sizes = [hi - lo for lo, hi in zip([0, *his], his, strict=False)]
+        self._unwired = (levels, rec, st.next - st.stale, sizes)
         self._wired = tag
 
     def _wire_tables(self) -> None:
@@ -284,12 +294,20 @@ class LevelCache:
         only looks ids up never needs it)."""
         if self._unwired is None:
             return
-        levels, rec, keys = self._unwired
+        levels, rec, keys, sizes = self._unwired
         nt = len(self.dbs)
-        sets = [lev.sets[t] for lev in levels for t in range(nt) if lev.sets[t].nruns]
+        sets: list[_probe.RunSet] = []
+        counts: list[int | None] = []
+        for lev, size in zip(levels, sizes, strict=True):
+            for t in range(nt):
+                if lev.sets[t].nruns:
+                    sets.append(lev.sets[t])
+                    small = size * SMALL_LEVEL <= keys  # (see SMALL_LEVEL)
+                    counts.append(size * SMALL_LEVEL_KEYS if small else None)
         if len(rec.iids):
             sets.append(_probe.RunSet(-1, [_probe.Run(rec.fps, rec.iids)]))
-        self._prober.set_sets(sets)
+            counts.append(None)
+        self._prober.set_sets(sets, counts)
         self._prober.set_size(keys)
         self._unwired = None
 

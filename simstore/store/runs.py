@@ -198,7 +198,8 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         self._recent: runcache.RecentDocs | None = None
         self._wired: tuple[bytes, int] | None = None  # what the prober holds
         self._wired_levels: tuple[Any, int] | None = None
-        self._unwired: tuple[list[runcache.OpenLevel], runcache.RecentDocs, int] | None = None
+        self._unwired: tuple[list[runcache.OpenLevel], runcache.RecentDocs, int,
+                             list[int]] | None = None
         self._offer: tuple[int, int, int, _Walked] | None = None
         self._want_ids = False  # set by the first lookup by id (id_candidates)
         self._owe: tuple[Any, int] | None = None  # merging a bulk write owes (MergeJob)

@@ -164,7 +164,9 @@ def test_probe_equals_brute_force(lay, seed, nlevels, data):
                                    dbits=data.draw(st.sampled_from([0, 1, 3, 9])),
                                    exact=data.draw(st.booleans()), lazy=data.draw(st.booleans())))
     pr = prober_for(lay)
-    pr.set_sets(segs)
+    # each set's own size (its probes' least span): unknown, as given, or tiny (wide spans)
+    counts = [data.draw(st.sampled_from([None, n, 10**12, 3, 0])) for _ in segs]
+    pr.set_sets(segs, counts)
     # the size the probes' spans are planned for: none, a store's, or one that spans most
     pr.set_size(data.draw(st.sampled_from([10**12, n, 0])))
     check_all_k(lay, pr, entries, queries)
@@ -189,6 +191,13 @@ def test_probe_planned_layouts_at_scale(k):
     check_all_k(lay, pr, [(fps, vals)], queries)
     pr.set_size(30_000 >> 6)  # spans as if a header value held 1/64th as many keys
     assert any(pr._span)
+    check_all_k(lay, pr, [(fps, vals)], queries)
+    # each level's probes spanning for its own size (the smaller, the wider)
+    pr.set_sets(segs, [None] + [hi - lo for lo, hi in zip(bounds[1:], bounds[2:], strict=False)
+                                for _ in lay.tables])
+    assert [rs.span for rs in segs[1:]] == [
+        _probe.span_bits(lay.header_bits(t), hi - lo)
+        for lo, hi in zip(bounds[1:], bounds[2:], strict=False) for t in range(len(lay.tables))]
     check_all_k(lay, pr, [(fps, vals)], queries)
 
 
@@ -447,10 +456,34 @@ def _c_plan(lay: Layout, **override):
     return _core.ffi.new("ss_probe_plan *", fields), keep
 
 
+@pytest.mark.parametrize("own", [0, 1])
+def test_a_wider_probe_that_starts_where_the_last_one_did_is_made(own):
+    """A plan's masks [0, 1] with spans [0, 2] on a 64-bit header: the second probe starts
+    where the first did (q's low two bits are 0) but spans four values; the set's own
+    span skips only a probe whose whole range is the last one's. q + 2 (distance 1) lies
+    only in the wider range."""
+    ffi, lib = _core.ffi, _core.lib
+    lay = manku_layout(1, 1, 0)  # one table, the whole fingerprint its header
+    q = 0x1234_5678_9ABC_DEF0
+    keys = np.array([q, q + 2], dtype=np.uint64)
+    rs = _probe.RunSet(0, [_probe.Run(keys, np.array([7, 9], dtype=np.uint64))])
+    rs.span = own
+    masks, nmasks = ffi.new("uint64_t[]", [0, 1]), ffi.new("int32_t[]", [2])
+    spans = ffi.new("uint8_t[]", [0, 2])
+    c_plan, keep = _c_plan(lay, masks=masks, nmasks=nmasks, spans=spans)
+    sets = ffi.new("ss_runset[]", 1)
+    rs.fill(sets[0])
+    out_v, out_d = ffi.new("uint64_t[]", 8), ffi.new("uint8_t[]", 8)
+    got = lib.ss_probe(q, 1, c_plan, sets, 1, out_v, out_d, 8, ffi.NULL)
+    assert got == 2 and list(out_v[0:2]) == [7, 9] and list(out_d[0:2]) == [0, 1]
+    del keep
+
+
 @pytest.mark.parametrize(
     "override",
     [{"ntables": 0}, {"ntables": 65}, {"nblocks": 0}, {"nblocks": 65}, {"tails": "bad-tail"},
-     {"nmasks": "negative"}, {"masks": "null"}, {"spans": "bad-span"}, {"table": 4}, {"table": -2}, {"kw": 4},
+     {"nmasks": "negative"}, {"masks": "null"}, {"spans": "bad-span"}, {"span": 64},
+     {"span": -1}, {"table": 4}, {"table": -2}, {"kw": 4},
      {"kw": 2}, {"vw": 16}, {"firsts": "null"}, {"keys": "null"}, {"n": 0}, {"k": -1},
      {"k": 65}],
 )
@@ -462,7 +495,7 @@ def test_c_probe_refuses_bad_arguments(override):
     plan_fields = {}
     k = 3
     for key, v in override.items():
-        if key in ("table", "kw", "vw", "n"):
+        if key in ("table", "kw", "vw", "n", "span"):
             seg_fields[key] = v
         elif key == "k":
             k = v
@@ -486,6 +519,7 @@ def test_c_probe_refuses_bad_arguments(override):
     run[0].n, run[0].kw, run[0].vw = seg_fields["n"], seg_fields["kw"], seg_fields["vw"]
     sets = ffi.new("ss_runset[]", 1)
     sets[0].runs, sets[0].nruns, sets[0].table = run, 1, seg_fields["table"]
+    sets[0].span = seg_fields.get("span", 0)  # a set's own span: 0..63
     sets[0].firsts = ffi.NULL if "firsts" in plan_fields else firsts
     out_v, out_d = ffi.new("uint64_t[]", 8), ffi.new("uint8_t[]", 8)
     assert lib.ss_probe(1, k, c_plan, sets, 1, out_v, out_d, 8, ffi.NULL) == -2  # never checked
