@@ -36,8 +36,12 @@ REPLAN_FROM = 100_000  # documents; smaller stores answer fast on any layout
 def layout_fit(layout: Layout, count: int) -> tuple[float, float, bool]:
     """The planner's model of a query (µs) on layout with count documents stored, the same
     on the layout planned for count, and whether that gap is worth a rebuild."""
-    cost = evaluate(layout, layout.max_k, max(count, 1)).cost_us
-    replanned = plan(layout.max_k, max(count, 1)).cost_us
+    n = max(count, 1)
+    cost = evaluate(layout, layout.max_k, n).cost_us
+    # planned for the power of two at or below n: the planner caches it (a plan takes
+    # 5-30 ms), and a store of any size between uses the same one
+    other = plan(layout.max_k, 1 << (n.bit_length() - 1)).layout
+    replanned = evaluate(other, layout.max_k, n).cost_us
     return cost, replanned, count >= REPLAN_FROM and cost >= REPLAN_AT * replanned
 
 
