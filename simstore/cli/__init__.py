@@ -6,7 +6,7 @@ Exit codes: 0 success, 1 failure (bad data, damaged store, ...), 2 usage error,
 
 One module per concern: ``_parser`` (options, help, examples), ``_common``
 (output, errors, argument types), ``_tsv`` (the TSV id codec), ``_admin``
-(init, plan, stats, verify, rebuild, compact), ``_search`` (query, dedup,
+(init, plan, stats, verify, rebuild, merge-levels, compact), ``_search`` (query, dedup,
 export, fingerprint), ``_load`` (add, index, dedup-corpus, over
 :mod:`simstore.corpus`), ``_spark`` (spark-dedup; pyspark imported when it runs).
 """

@@ -1,4 +1,4 @@
-"""Store-wide commands: init, plan, stats, verify, rebuild, compact."""
+"""Store-wide commands: init, plan, stats, verify, rebuild, merge-levels, compact."""
 
 from __future__ import annotations
 
@@ -83,6 +83,16 @@ def cmd_rebuild(args: argparse.Namespace, out: Out) -> int:
     ) or "layout unchanged (tables re-derived from the docs table)"
     out.record({**after, "before": {key: before[key] for key in _SHOWN}, "changed": changed},
                f"rebuilt {args.path} ({after['count']} documents): {what}")
+    return 0
+
+
+def cmd_merge_levels(args: argparse.Namespace, out: Out) -> int:
+    with open_store(args) as store, progress_of(args).step(f"merging {args.path}'s levels"):
+        before = store.stats()["levels"]
+        commits = store.merge_levels()
+        after = store.stats()["levels"]
+    out.record({"commits": commits, "levels_before": before, "levels": after},
+               f"{args.path}: {len(before)} level(s) -> {len(after)} in {commits} commit(s)")
     return 0
 
 

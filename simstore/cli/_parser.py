@@ -13,7 +13,15 @@ from ..corpus.sources import CHUNK_DOCS
 from ..native.core import MAX_K
 from ..text.fingerprinting import SIGNATURE_CONFIG
 from . import _spark
-from ._admin import cmd_compact, cmd_init, cmd_plan, cmd_rebuild, cmd_stats, cmd_verify
+from ._admin import (
+    cmd_compact,
+    cmd_init,
+    cmd_merge_levels,
+    cmd_plan,
+    cmd_rebuild,
+    cmd_stats,
+    cmd_verify,
+)
 from ._common import PROG, bytes_arg, k_arg, seconds_arg, size_arg, sketch_bits_arg, threshold_arg
 from ._load import cmd_add, cmd_dedup_corpus, cmd_index
 from ._search import cmd_dedup, cmd_export, cmd_fingerprint, cmd_query
@@ -338,7 +346,7 @@ def build_parser() -> CliParser:
     p.add_argument("path")
     p.add_argument("--k", type=k_arg, default=None, help="new largest k (default: keep it)")
     p.add_argument("--expected-size", type=size_arg, default=None, metavar="N",
-                   help="documents expected (default: keep the header sizes)")
+                   help="documents expected (default: as many as the store holds)")
 
     p = add("verify", cmd_verify, "check every invariant; exit 1 with a report if any fails",
             _examples("verify pages.simstore", "verify big.simstore --timeout 3600"))
@@ -357,6 +365,12 @@ def build_parser() -> CliParser:
     p.add_argument("path")
     p.add_argument("--format", choices=("tsv", "jsonl", "parquet"), default="tsv")
     _output(p)
+
+    p = add("merge-levels", cmd_merge_levels,
+            "merge the tables' levels into one now, so queries probe one (a store grown by "
+            "writes keeps a few); others may read and write meanwhile",
+            _examples("merge-levels pages.simstore"))
+    p.add_argument("path")
 
     p = add("compact", cmd_compact, "write a compacted copy of the store to DEST",
             _examples("compact pages.simstore pages-compact.simstore"))

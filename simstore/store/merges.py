@@ -154,6 +154,22 @@ class MergeJob:
         self._put_state(txn, self._spend(txn, st, job, budget))
         return budget
 
+    def merge_all(self, txn: Any, start: bool) -> int:
+        """A commit of its own towards one level: up to MERGE_COMMIT_MAX entries' worth of
+        the merge under way, or (start) of one of every level begun now, the merge the
+        stale share begins and as crash-safe; how many docs' worth (0: no merge was under
+        way, and none begun: at most one level, or not start)."""
+        st = self._writable(txn)
+        job = read_job(txn, self._meta)
+        if job is None:
+            if not start or len(st.levels) < 2:
+                return 0
+            job, st = self._start(txn, st, first=0)
+            assert job is not None
+        budget = self._per_write(MERGE_COMMIT_MAX)
+        self._put_state(txn, self._spend(txn, st, job, budget))
+        return budget
+
     def _spend(self, txn: Any, st: State, job: Job | None, budget: int) -> State:
         """Merge up to budget docs' worth: the merge under way (job), or one that is due,
         and the next ones while budget is left; the new state."""
@@ -178,11 +194,14 @@ class MergeJob:
                 return lid
         raise CorruptStoreError(f"the run tables hold {len(st.levels)} levels, too many")
 
-    def _start(self, txn: Any, st: State) -> tuple[Job | None, State]:
-        """Begin the merge that is due, if any: its record, and its target as an empty level
-        (covering no ids yet) just before its sources in the state; the new state."""
-        live = int(txn.stat(self._docs)["entries"])
-        first = due([hi - lo for _, lo, hi in st.bounds()], st.stale, live)
+    def _start(self, txn: Any, st: State, first: int | None = None
+               ) -> tuple[Job | None, State]:
+        """Begin the merge that is due, if any (or the one of levels first.. on): its
+        record, and its target as an empty level (covering no ids yet) just before its
+        sources in the state; the new state."""
+        if first is None:
+            live = int(txn.stat(self._docs)["entries"])
+            first = due([hi - lo for _, lo, hi in st.bounds()], st.stale, live)
         if first is None:
             return None, st
         lo = st.bounds()[first][1]

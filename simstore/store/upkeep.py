@@ -16,7 +16,7 @@ from .._validate import check_expected_size, check_k
 from ..exceptions import StoreError
 from ..native.core import MAX_K
 from ..search.layout import evaluate, plan
-from . import maintenance as _maintenance
+from . import maintenance as _maintenance, writes as _writes
 from .format import DocId
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ class UpkeepMethods:
     path: str
     k: int
     _k_arg: Callable[[int | None], int]
+    _write: Callable[..., Any]
     snapshot: Callable[[], tuple[list[DocId], np.ndarray]]
 
     def stats(self) -> dict[str, Any]:
@@ -129,6 +130,20 @@ class UpkeepMethods:
             _maintenance.rebuild(env, lambda: self._h, new_k, size)
             env.reload()  # re-read layout and handles from disk
         return self.stats()
+
+    def merge_levels(self) -> int:
+        """Merge every level of the tables into one, now: queries then probe one level, as
+        after a bulk load, where a store grown by writes keeps a few (each probed: at
+        10M, k = 8 in ~120 µs instead of ~30). The merge writes do, begun at once and
+        done in bounded commits of their own; readers and other writers go on meanwhile,
+        and a kill leaves it to later writes. Returns the commits it took (0: one level or
+        none already)."""
+        if self._env.wtxn is not None:
+            raise StoreError("merge_levels() cannot run inside batch(); call it outside")
+        commits = 0
+        while self._write(_writes.merge_all, commits == 0):
+            commits += 1
+        return commits
 
     def compact(self, dest: str | bytes | os.PathLike[str]) -> None:
         """Write a compacted copy to a new directory (complete or absent, never half)."""

@@ -40,6 +40,11 @@ def repay(txn: Any, h: Handles, owed: int) -> int:
     return h.tables.repay(txn, owed)
 
 
+def merge_all(txn: Any, h: Handles, start: bool) -> int:
+    """A share of merging every level into one, in a commit of its own (the engine's)."""
+    return h.tables.merge_all(txn, start)
+
+
 def _unindex(txn: Any, h: Handles, iid: bytes, rec: bytes) -> None:
     _unindex_many(txn, h, [(iid, rec)])
 

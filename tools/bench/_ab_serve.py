@@ -8,7 +8,8 @@ every compared revision has is used.
 ``build DIR``: one store per k under DIR (N random fingerprints, then the planted
 neighbours), the queries saved beside them; prints one JSON line. ``--grow BATCH`` adds the
 N fingerprints in durable commits of BATCH (a store grown by a crawler's writes, its
-levels merged as they go) instead of one bulk load.
+levels merged as they go) instead of one bulk load; ``--merge-levels`` then merges its levels
+into one (``store.merge_levels()``, where the revision has it).
 ``serve DIR``: opens those stores in this fresh process, queries each query once per k
 (the warm-up; the copying engine reads its tables then) and prints one JSON line with
 the planted neighbours found; then answers lines ``K LO HI`` on stdin with one JSON line
@@ -31,8 +32,8 @@ import simstore
 from simstore import SimStore
 
 
-def grow_store(path: Path, fps: np.ndarray, near: np.ndarray, k: int, batch: int
-               ) -> tuple[SimStore, float]:
+def grow_store(path: Path, fps: np.ndarray, near: np.ndarray, k: int, batch: int,
+               merge: bool = False) -> tuple[SimStore, float]:
     """build_store's store (the same ids and expected size), added batch docs a durable
     commit; the store, open, and the seconds its N fingerprints took."""
     n, nq = len(fps), len(near)
@@ -42,11 +43,13 @@ def grow_store(path: Path, fps: np.ndarray, near: np.ndarray, k: int, batch: int
         store.add_many(range(lo, min(n, lo + batch)), fps[lo:lo + batch])
     load_s = time.perf_counter() - t0
     store.add_many(range(n, n + nq), near)
+    if merge and hasattr(store, "merge_levels"):
+        store.merge_levels()
     return store, load_s
 
 
-def build(d: Path, n: int, nq: int, ks: list[int], seed: int, grow: int = 0
-          ) -> dict[str, object]:
+def build(d: Path, n: int, nq: int, ks: list[int], seed: int, grow: int = 0,
+          merge: bool = False) -> dict[str, object]:
     """The stores of one side, as ``_ab_probe`` builds them (or grown, grow docs a
     commit); load seconds per k."""
     rng = np.random.default_rng(seed)
@@ -57,7 +60,7 @@ def build(d: Path, n: int, nq: int, ks: list[int], seed: int, grow: int = 0
     for k in ks:
         near = planted(np.random.default_rng([seed, k]), queries, k)
         if grow:
-            store, load[str(k)] = grow_store(d / f"k{k}", fps, near, k, grow)
+            store, load[str(k)] = grow_store(d / f"k{k}", fps, near, k, grow, merge)
         else:
             store, load[str(k)] = build_store(d / f"k{k}", fps, near, k)
         store.close()
@@ -102,11 +105,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--evict", type=int, default=0)
     ap.add_argument("--grow", type=int, default=0)
+    ap.add_argument("--merge-levels", action="store_true")
     args = ap.parse_args()
     ks = [int(x) for x in args.ks.split(",")]
     if args.mode == "build":
         args.dir.mkdir(parents=True, exist_ok=True)
-        print(json.dumps(build(args.dir, args.n, args.queries, ks, args.seed, args.grow)))
+        print(json.dumps(build(args.dir, args.n, args.queries, ks, args.seed, args.grow,
+                               args.merge_levels)))
     else:
         serve(args.dir, args.n, ks, args.evict)
 

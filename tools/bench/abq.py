@@ -109,7 +109,7 @@ def store_dir(args: argparse.Namespace, sha: str | None, run_dir: Path, side: st
     if not args.keep_stores or sha is None:
         return run_dir / "stores" / side
     ks = "-".join(map(str, args.ks))
-    grown = f"-g{args.grow}" if args.grow else ""
+    grown = (f"-g{args.grow}" if args.grow else "") + ("-m" if args.merge_levels else "")
     return KEPT / f"{sha[:12]}-n{args.n}-q{args.queries}-k{ks}-s{args.seed}{grown}"
 
 
@@ -119,6 +119,8 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"--cold drops the page cache: it needs {DROP_CACHES} writable (root)")
     load_start = load_average()
     shas = {"base": resolve(args.base), "head": resolve(args.head) if args.head else None}
+    if args.merge_levels and not args.grow:
+        raise SystemExit("--merge-levels merges a grown store's levels: give --grow too")
     if args.evict < 0 or args.grow < 0:
         raise SystemExit(f"--evict and --grow are 0 or more (got {args.evict}, {args.grow})")
     if args.head_stores and not args.keep_stores:
@@ -165,7 +167,7 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
             cmd = [sys.executable, str(script), "build", str(stores[side]),
                    "--n", str(args.n), "--queries", str(args.queries),
                    "--ks", ",".join(map(str, args.ks)), "--seed", str(args.seed),
-                   "--grow", str(args.grow)]
+                   "--grow", str(args.grow)] + (["--merge-levels"] if args.merge_levels else [])
             out = _run(cmd, scripts, {**os.environ, "PYTHONPATH": str(trees[side])})
             built[side] = json.loads(out.strip().splitlines()[-1])
             if args.keep_stores:
@@ -213,7 +215,7 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
         "params": {"n": args.n, "queries": args.queries, "ks": list(args.ks), "cold": args.cold,
                    "rounds": args.rounds, "blocks": args.blocks, "block": args.block,
                    "seed": args.seed, "evict_kib": args.evict,
-                   "grow_batch": args.grow},
+                   "grow_batch": args.grow, "merge_levels": args.merge_levels},
         "base": {"rev": args.base, "commit": shas["base"]},
         "head": {"rev": args.head, "commit": shas["head"] or git("rev-parse", "HEAD"),
                  "working_tree": shas["head"] is None, "stores_of": reused,
@@ -262,6 +264,9 @@ def add_parser(sub: Any, positive: Any, sizes: Any) -> None:
                    help="build each store by adding its fingerprints BATCH a durable commit "
                         "(a store a crawler grew, its levels merged as it went) instead of "
                         "one bulk load")
+    p.add_argument("--merge-levels", action="store_true",
+                   help="with --grow: then merge each store's levels into one "
+                        "(store.merge_levels(), on a side whose revision has it)")
     p.add_argument("--head-stores", default=None, metavar="REV",
                    help="the head queries the stores kept for REV (an earlier commit that "
                         "writes stores the same way) instead of building its own; with "
