@@ -64,7 +64,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _corpus_kills  # noqa: E402  (sibling helpers, found through the path set above)
 import _damage  # noqa: E402
 
-OPS = ("add", "add_many", "remove", "rebuild", "compact", "churn", "sigchurn")
+OPS = ("add", "add_many", "remove", "rebuild", "compact", "churn", "sigchurn", "merge")
+ADDS = ("add", "add_many", "merge")  # ops whose calls add docs (checked by _check_adds)
+MERGE_ADD_MAX = 600  # new docs per add_many of a merge worker, between its merge_levels
 CHURNS = ("churn", "sigchurn")
 PRELOAD = 3000
 REBUILD_KS = (2, 3, 4)
@@ -146,7 +148,8 @@ def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
     """Do `op` in a loop until killed, logging every call to ack_path."""
     rng = random.Random(seed)
     ack = _Ack(ack_path)
-    _set_constants({**EVERY_WORKER, **(CHURN_RUNS if op in CHURNS else {})})
+    # churn's small run-table constants: a merge worker's store has levels to merge
+    _set_constants({**EVERY_WORKER, **(CHURN_RUNS if op in (*CHURNS, "merge") else {})})
     s = SimStore(store)
     print("ready", flush=True)
     order = list(range(PRELOAD))
@@ -164,6 +167,13 @@ def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
             size = rng.randint(1, 3000)
             ack.intent(n, str(size))
             s.add_many(batch_ids(n, size), batch_fps(seed, n, size))
+        elif op == "merge":  # adds, then every level merged (a kill lands in either)
+            size = rng.randint(1, MERGE_ADD_MAX)
+            ack.intent(n, str(size))
+            s.add_many(batch_ids(n, size), batch_fps(seed, n, size))
+            ack.done(n)
+            s.merge_levels()
+            continue
         elif op == "remove":
             size = rng.randint(1, 40)
             ids, order = order[:size], order[size:]
@@ -246,7 +256,7 @@ def check_store(path: str, op: str, ack_path: str, seed: int, dead_pid: int) -> 
         problems += [f"verify: {p}" for p in s.verify()]
         if dead_pid in _reader_pids(s):
             problems.append(f"reader slot of killed pid {dead_pid} still held")
-        if op in ("add", "add_many"):
+        if op in ADDS:
             problems += _check_adds(s, intents, done, seed)
         elif op == "remove":
             problems += _check_removes(s, intents, done, seed)
@@ -429,7 +439,7 @@ def crash_round(root: str, op: str, seed: int, max_delay: float = 0.5) -> list[s
     os.makedirs(base)
     store = os.path.join(base, "s")
     ack = os.path.join(base, "ack")
-    if op != "add" and op != "add_many":
+    if op not in ADDS:
         preload(store, seed, op == "sigchurn")
     proc = subprocess.Popen(
         _worker_cmd(store, op, ack, seed), stdout=subprocess.PIPE, stderr=subprocess.PIPE

@@ -52,7 +52,7 @@ def file_state(path: Path, names: tuple[str, ...] = ("data.mdb", "simstore.lock"
 
 
 KILL_ROUNDS = {"add": 7, "add_many": 7, "remove": 6, "rebuild": 5, "compact": 5, "churn": 6,
-               "sigchurn": 4}
+               "sigchurn": 4, "merge": 5}
 
 
 @pytest.mark.parametrize("op", sorted(KILL_ROUNDS))
