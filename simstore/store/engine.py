@@ -76,10 +76,10 @@ class TableEngine(Protocol):
         """A bounded share of that upkeep in a transaction of its own: how much it did (0:
         there was none left, the caller stops)."""
 
-    def merge_all(self, txn: Any, start: bool) -> int:
-        """A bounded share of merging every level into one (start: beginning it), in a
-        transaction of its own: how much it did (0: nothing was under way or begun, the
-        caller stops)."""
+    def merge_all(self, txn: Any, start: bool) -> tuple[int, bool]:
+        """A bounded share of merging every level into one (start: beginning it when no
+        merge is under way), in a transaction of its own: how much it did and whether it
+        began it ((0, False): nothing was under way or begun, the caller stops)."""
 
 
 class BandIndex(Protocol):

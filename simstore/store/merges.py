@@ -154,21 +154,24 @@ class MergeJob:
         self._put_state(txn, self._spend(txn, st, job, budget))
         return budget
 
-    def merge_all(self, txn: Any, start: bool) -> int:
+    def merge_all(self, txn: Any, start: bool) -> tuple[int, bool]:
         """A commit of its own towards one level: up to MERGE_COMMIT_MAX entries' worth of
-        the merge under way, or (start) of one of every level begun now, the merge the
-        stale share begins and as crash-safe; how many docs' worth (0: no merge was under
-        way, and none begun: at most one level, or not start)."""
+        the merge under way, or (start, when none is) of one of every level begun now, the
+        merge the stale share begins and as crash-safe; (how many docs' worth, whether it
+        began one). (0, False): no merge was under way and none began (at most one
+        level, or not start)."""
         st = self._writable(txn)
         job = read_job(txn, self._meta)
+        began = False
         if job is None:
             if not start or len(st.levels) < 2:
-                return 0
+                return 0, False
             job, st = self._start(txn, st, first=0)
             assert job is not None
+            began = True
         budget = self._per_write(MERGE_COMMIT_MAX)
         self._put_state(txn, self._spend(txn, st, job, budget))
-        return budget
+        return budget, began
 
     def _spend(self, txn: Any, st: State, job: Job | None, budget: int) -> State:
         """Merge up to budget docs' worth: the merge under way (job), or one that is due,

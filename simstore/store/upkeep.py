@@ -140,10 +140,16 @@ class UpkeepMethods:
         none already)."""
         if self._env.wtxn is not None:
             raise StoreError("merge_levels() cannot run inside batch(); call it outside")
-        commits = 0
-        while self._write(_writes.merge_all, commits == 0):
+        commits, began = 0, False
+        while True:
+            # a merge already under way (of the newest levels, say) is finished first, then
+            # the one of every level begun; once begun, none again (writers may go on
+            # adding levels: this call ends)
+            spent, now = self._write(_writes.merge_all, not began)
+            if not spent:
+                return commits
             commits += 1
-        return commits
+            began = began or now
 
     def compact(self, dest: str | bytes | os.PathLike[str]) -> None:
         """Write a compacted copy to a new directory (complete or absent, never half)."""

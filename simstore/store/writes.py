@@ -40,7 +40,7 @@ def repay(txn: Any, h: Handles, owed: int) -> int:
     return h.tables.repay(txn, owed)
 
 
-def merge_all(txn: Any, h: Handles, start: bool) -> int:
+def merge_all(txn: Any, h: Handles, start: bool) -> tuple[int, bool]:
     """A share of merging every level into one, in a commit of its own (the engine's)."""
     return h.tables.merge_all(txn, start)
 

@@ -12,7 +12,8 @@ import pytest
 import simstore
 from simstore import SimStore
 from simstore.cli import main
-from simstore.store import merges
+from simstore.store import merges, runs
+from simstore.store.removed import read_job
 
 from ..oracles import brute_matches
 
@@ -45,6 +46,37 @@ def test_merge_levels_leaves_one_level_and_the_same_answers(monkeypatch: pytest.
         assert s.merge_levels() == 0  # one level: nothing to do
         with pytest.raises(simstore.StoreError, match="batch"), s.batch():
             s.merge_levels()
+
+
+def test_a_merge_under_way_is_finished_then_every_level_merged(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Merges spread thin (the stress churn's constants): a merge of the newest levels is
+    under way when merge_levels() is called; it is finished, then every level merged."""
+    for name, value in {"RECENT_MAX": 64, "RUN_ENTRIES": 128, "BULK_DOCS": 1024,
+                        "BULK_RUN_ENTRIES": 512}.items():
+        monkeypatch.setattr(runs, name, value)
+    for name, value in {"MERGE_STEP": 128, "MERGE_PER_DOC": 2, "MERGE_COMMIT_MAX": 256}.items():
+        monkeypatch.setattr(merges, name, value)
+    rng = np.random.default_rng(22)
+    with SimStore(tmp_path / "s", k=3, durable=False) as s:
+        under_way = False
+        for lo in range(0, 20_000, 200):
+            s.add_many(range(lo, lo + 200), rng.integers(0, 2**64 - 1, 200, dtype=np.uint64,
+                                                         endpoint=True))
+            with s._env.reading() as txn:
+                under_way = read_job(txn, s._h.tables.meta_db()) is not None
+            if under_way and len(s.stats()["levels"]) >= 3:
+                break
+        assert under_way
+        stored = dict(s.items())
+        assert s.merge_levels() >= 1
+        assert len(s.stats()["levels"]) == 1
+        with s._env.reading() as txn:
+            assert read_job(txn, s._h.tables.meta_db()) is None
+        for fp in list(stored.values())[::997]:
+            q = fp ^ 0b111
+            assert s.query(q, 3) == brute_matches(stored, q, 3)
+        assert s.verify() == []
 
 
 def test_merge_levels_from_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -249,8 +249,8 @@ class Tables:
     def repay(self, txn: Any, owed: int) -> int:
         return 0
 
-    def merge_all(self, txn: Any, start: bool) -> int:
-        return 0  # no levels to merge
+    def merge_all(self, txn: Any, start: bool) -> tuple[int, bool]:
+        return 0, False  # no levels to merge
 
     def levels(self, txn: Any) -> list[int]:
         """No levels: each table is one B-tree."""
