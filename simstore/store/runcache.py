@@ -284,8 +284,7 @@ class LevelCache:
             self._wired_levels = at_levels
         # the tables' prober: wired by the next search (with about how many keys a table
         # and each level hold, which sets how far their probes span)
-        his = [lv.hi for lv in st.levels]
-        sizes = [hi - lo for lo, hi in zip([0, *his], his, strict=False)]
+        sizes = [hi - lo for _, lo, hi in st.bounds()]
         self._unwired = (levels, rec, st.next - st.stale, sizes)
         self._wired = tag
 

@@ -14,6 +14,7 @@ from simstore import SimStore
 from simstore.cli import main
 from simstore.store import merges, runs
 from simstore.store.removed import read_job
+from tools import stress
 
 from ..oracles import brute_matches
 
@@ -52,11 +53,9 @@ def test_a_merge_under_way_is_finished_then_every_level_merged(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Merges spread thin (the stress churn's constants): a merge of the newest levels is
     under way when merge_levels() is called; it is finished, then every level merged."""
-    for name, value in {"RECENT_MAX": 64, "RUN_ENTRIES": 128, "BULK_DOCS": 1024,
-                        "BULK_RUN_ENTRIES": 512}.items():
-        monkeypatch.setattr(runs, name, value)
-    for name, value in {"MERGE_STEP": 128, "MERGE_PER_DOC": 2, "MERGE_COMMIT_MAX": 256}.items():
-        monkeypatch.setattr(merges, name, value)
+    for module, values in stress.CHURN_RUNS.items():
+        for name, value in values.items():
+            monkeypatch.setattr({"runs": runs, "merges": merges}[module], name, value)
     rng = np.random.default_rng(22)
     with SimStore(tmp_path / "s", k=3, durable=False) as s:
         under_way = False
