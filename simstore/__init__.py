@@ -47,7 +47,7 @@ from .search import (
     plan,
     similar_clusters,
 )
-from .store import Match, SimilarMatch, SimStore
+from .store import Match, SimilarMatch, SimStore, upgrade
 from .text import (
     DEFAULT_CONFIG,
     EMPTY_FINGERPRINT,
@@ -121,6 +121,7 @@ __all__ = [
     "signature",
     "signatures",
     "sketch_jaccard",
+    "upgrade",
     "ShingleSets",
     "exact_jaccard",
     "shingle_sets",

@@ -37,6 +37,33 @@ def check_path(value: Any, name: str) -> str:
         ) from None
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(value: Any, name: str) -> float:
+    """Seconds of a duration: a number of seconds, or a str such as "90s", "45m", "12h",
+    "30d", "2w" (a bare number in a str is seconds). Must be > 0."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        unit = _UNITS.get(text[-1:], None)
+        number = text[:-1] if unit is not None else text
+        try:
+            secs = float(number) * (unit or 1)
+        except ValueError:
+            secs = float("nan")
+    elif isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+        secs = float(value)
+    else:
+        raise SimstoreTypeError(
+            f"{name!r} must be a duration: seconds, or a str such as '30d' "
+            f"(got {_type_name(value)})")
+    if not np.isfinite(secs) or secs <= 0:
+        raise InvalidConfigError(
+            f"{name!r} must be a duration > 0: seconds, or a number with a unit s, m, h, d "
+            f"or w such as '30d' (got {value!r})")
+    return secs
+
+
 def check_fingerprint(value: Any, name: str = "fp") -> int:
     """An integer in 0 .. 2**64-1 (Python or numpy int; bool is refused)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):

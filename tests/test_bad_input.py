@@ -172,17 +172,24 @@ def test_path_that_is_a_file_is_not_a_store(tmp_path) -> None:
     assert f.read_bytes() == b"precious"
 
 
-def test_other_format_version_is_refused_unchanged(tmp_path) -> None:
-    """A store of format version 99 raises FormatVersionError and keeps its bytes."""
+@pytest.mark.parametrize(("version", "says"), [
+    (99, r"has format 99, newer than this simstore reads \(19\): upgrade simstore"),
+    (11, r"development version of simstore \(format 11\); rewrite it with "
+         r"'simstore-cli upgrade .*s' \(nothing on disk was changed\)"),
+])
+def test_other_format_version_is_refused_unchanged(tmp_path, version, says) -> None:
+    """A store of a newer format version, or of a development one, raises
+    FormatVersionError saying what to do, and keeps its bytes."""
     path = tmp_path / "s"
     SimStore(path).close()
     env = lmdb.open(str(path), max_dbs=64)
     with env.begin(write=True) as txn:
-        txn.put(b"format", b'{"format":"simstore","version":99}', db=env.open_db(b"meta", txn=txn))
+        txn.put(b"format", b'{"format":"simstore","version":%d}' % version,
+                db=env.open_db(b"meta", txn=txn))
     env.close()
     before = digest(path)
     for readonly in (False, True):
-        with pytest.raises(FormatVersionError, match="reads simstore format versions 1, 2"):
+        with pytest.raises(FormatVersionError, match=says):
             SimStore(path, readonly=readonly)
     assert digest(path) == before
 

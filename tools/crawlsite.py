@@ -128,6 +128,7 @@ class Site:
     trap: bool = True
     variants: bool = True
     page_kb: int = 0
+    edition: int = 1  # > 1: every third article (0, 3, 6, ...) has new paragraphs
     items: list[Article] = field(init=False)
     _sids: dict[str, int] = field(init=False, default_factory=dict)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
@@ -147,6 +148,11 @@ class Site:
             words = paras[0].split()
             title = " ".join(words[:6]).rstrip(".,;:").capitalize()
             self.items.append(Article(n, SECTIONS[n % len(SECTIONS)], title, paras))
+        if self.edition > 1:  # a later edition: paragraphs no article of edition 1 had
+            fresh = random.Random(self.seed + self.edition)
+            for a in self.items[::3]:
+                a.paras = [" ".join(fresh.sample(p.split(), len(p.split())))
+                           for p in a.paras]
 
     # --- what a crawl should keep ----------------------------------------------------
 
@@ -359,6 +365,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         srv = self.server
+        srv.hold.wait(60)
         srv.meet(self.headers.get("User-Agent", ""))
         if srv.delay:
             time.sleep(srv.delay)
@@ -389,8 +396,13 @@ class Fetch:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, site: Site, delay: float, together: int) -> None:
+    def __init__(self, site: Site, delay: float, together: int,
+                 hold: threading.Event | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        if hold is None:
+            hold = threading.Event()
+            hold.set()
+        self.hold = hold
         self.site = site
         self.delay = delay
         self.lock = threading.Lock()
@@ -408,13 +420,15 @@ class _Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def serve(site: Site, delay: float = 0.0, together: int = 1) -> Iterator[tuple[str, _Server]]:
+def serve(site: Site, delay: float = 0.0, together: int = 1,
+          hold: threading.Event | None = None) -> Iterator[tuple[str, _Server]]:
     """Serve site on 127.0.0.1 (a free port) in a thread: (base URL, server).
 
     delay: seconds added to every response; together: no response before that many
-    user agents have asked (so concurrent crawlers really overlap).
+    user agents have asked (so concurrent crawlers really overlap); hold: no response
+    before this event is set (at most 60 s), for crawlers that share one start URL.
     """
-    srv = _Server(site, delay, together)
+    srv = _Server(site, delay, together, hold)
     t = threading.Thread(target=srv.serve_forever, name="crawlsite", daemon=True)
     t.start()
     try:

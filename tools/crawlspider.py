@@ -42,7 +42,8 @@ class SiteSpider(scrapy.Spider):
         page = None
         if isinstance(response, TextResponse):
             page = response.css('meta[name="page-id"]::attr(content)').get()
-        line = json.dumps({"url": response.url, "page": page}) + "\n"
+        line = json.dumps({"url": response.url, "page": page,
+                           "verdict": response.meta.get("simstore")}) + "\n"
         os.write(self._record, line.encode())
         if isinstance(response, TextResponse):
             yield from response.follow_all(css="a")

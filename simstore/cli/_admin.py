@@ -1,4 +1,5 @@
-"""Store-wide commands: init, plan, stats, verify, rebuild, merge-levels, compact."""
+"""Store-wide commands: init, plan, stats, verify, rebuild, merge-levels, compact, upgrade,
+expire."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 import sys
 
 from ..search import layout as _layout
-from ..store import SimStore
+from ..store import SimStore, upgrade
 from ._common import PROG, CliError, Out, open_store, progress_of, signature_config
 
 
@@ -103,4 +104,25 @@ def cmd_compact(args: argparse.Namespace, out: Out) -> int:
             progress_of(args).step(f"compacting to {args.dest}"):
         store.compact(args.dest)
     out.record({"dest": args.dest}, f"compacted copy written to {args.dest}")
+    return 0
+
+
+def cmd_upgrade(args: argparse.Namespace, out: Out) -> int:
+    with progress_of(args).step(f"upgrading {args.path}"):
+        info = upgrade(args.path)
+    if info["from"] == info["to"]:
+        text = f"{args.path} is already in format {info['to']}; nothing to do"
+    else:
+        text = (f"upgraded {args.path} from format {info['from']} to {info['to']} "
+                f"({info['documents']} documents)")
+    out.record(info, text)
+    return 0
+
+
+def cmd_expire(args: argparse.Namespace, out: Out) -> int:
+    with open_store(args) as store, progress_of(args).step(f"expiring {args.path}"):
+        removed = store.expire(args.older_than, before=args.before)
+        left = len(store)
+    out.record({"removed": removed, "documents": left},
+               f"{args.path}: removed {removed} document(s), {left} left")
     return 0

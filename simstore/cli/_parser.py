@@ -15,11 +15,13 @@ from ..text.fingerprinting import SIGNATURE_CONFIG
 from . import _spark
 from ._admin import (
     cmd_compact,
+    cmd_expire,
     cmd_init,
     cmd_merge_levels,
     cmd_plan,
     cmd_rebuild,
     cmd_stats,
+    cmd_upgrade,
     cmd_verify,
 )
 from ._common import PROG, bytes_arg, k_arg, seconds_arg, size_arg, sketch_bits_arg, threshold_arg
@@ -347,6 +349,22 @@ def build_parser() -> CliParser:
     p.add_argument("--k", type=k_arg, default=None, help="new largest k (default: keep it)")
     p.add_argument("--expected-size", type=size_arg, default=None, metavar="N",
                    help="documents expected (default: as many as the store holds)")
+
+    p = add("upgrade", cmd_upgrade, "rewrite a store written by a development version of "
+            "simstore in the current format (crash-safe; needs the store alone)",
+            _examples("upgrade pages.simstore"))
+    p.add_argument("path")
+
+    p = add("expire", cmd_expire, "remove documents stored longer ago than a duration, in "
+            "short commits while others read and write",
+            _examples("expire pages.simstore --older-than 30d",
+                      "expire pages.simstore --before 1767225600"))
+    p.add_argument("path")
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--older-than", metavar="AGE", default=None,
+                      help="an age: seconds, or a number with a unit s, m, h, d, w (30d)")
+    when.add_argument("--before", type=float, metavar="TIME", default=None,
+                      help="a time: seconds since the Unix epoch")
 
     p = add("verify", cmd_verify, "check every invariant; exit 1 with a report if any fails",
             _examples("verify pages.simstore", "verify big.simstore --timeout 3600"))

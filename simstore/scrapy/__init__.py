@@ -5,14 +5,18 @@ never imports Scrapy. :class:`NearDuplicateMiddleware` (a downloader middleware)
 checks each HTML response's text; :class:`NearDuplicatePipeline` checks an item
 field. Both take the store from ``SIMSTORE_PATH`` and the rule from the store
 (Jaccard >= 0.9 in a similarity store) or the settings; see README "Scrapy".
+:class:`Scheduler` and :class:`DupeFilter` keep the crawl's frontier (queue, leases,
+seen set) in the same store, shared by every crawler process: docs/crawl.md.
 """
 
 from __future__ import annotations
 
+from ._dupefilter import DupeFilter
 from ._gate import Gate, Verdict
-from ._middleware import META_KEY, NearDuplicateMiddleware
+from ._middleware import META_KEY, VERDICT_KEY, NearDuplicateMiddleware
 from ._page import page_text
 from ._pipeline import NearDuplicatePipeline
+from ._scheduler import Scheduler
 
-__all__ = ["META_KEY", "Gate", "NearDuplicateMiddleware", "NearDuplicatePipeline", "Verdict",
-           "page_text"]
+__all__ = ["META_KEY", "VERDICT_KEY", "DupeFilter", "Gate", "NearDuplicateMiddleware",
+           "NearDuplicatePipeline", "Scheduler", "Verdict", "page_text"]

@@ -1,5 +1,11 @@
 """The crawl's one decision: is this page new? One store, one rule, one transaction per page.
 
+A page is judged against the others stored: near one stored under ANOTHER id it is a
+near-duplicate; near the one stored under its own id it is unchanged (a recrawl or a
+resumed crawl: passed on, its time of storage refreshed); else it is stored, as new or,
+under an id stored before, as changed. With ``expire`` only pages stored within that
+many seconds count (older ones are passed over, and replaced where the id is the same).
+
 Framework-free (no Scrapy here): the middleware and the pipeline both ask a
 :class:`Gate`. The rule comes from the store unless the settings say otherwise:
 a similarity store (the default for a new path) keeps a page unless a stored one
@@ -10,6 +16,7 @@ Hamming distance <= its own k. ``k`` asks for a Hamming check on either kind.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,26 +24,27 @@ from typing import Any
 from .._validate import check_k
 from ..exceptions import SimstoreValueError
 from ..search.similar import DEFAULT_THRESHOLD, check_threshold
-from ..store import DEFAULT_K, DocId, SimStore
-from ..text.fingerprinting import DEFAULT_CONFIG, SIGNATURE_CONFIG
+from ..store import DocId
+from ._stores import acquire, release
+
+NEW, CHANGED, UNCHANGED, NEAR_DUPLICATE = "new", "changed", "unchanged", "near_duplicate"
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """A page's fate: new (stored now), or a near-duplicate of ``kept`` (how near: ``why``)."""
+    """A page's fate: new or changed (stored now, ``new`` true), unchanged (near the
+    version stored under its own id; stored anew where that version had expired), or a
+    near-duplicate of ``kept``, a page stored under another id (how near: ``why``)."""
 
     new: bool
     kept: DocId | None = None
     why: str = ""
+    status: str = NEW
 
-
-def _is_store(path: str) -> bool:
-    """Whether path holds something already (a store, or files SimStore will refuse)."""
-    try:
-        with os.scandir(path) as it:
-            return any(True for _ in it)
-    except (FileNotFoundError, NotADirectoryError):
-        return os.path.lexists(path) and not os.path.isdir(path)
+    @property
+    def passes(self) -> bool:
+        """Whether the page goes on (its links followed): all but near-duplicates."""
+        return self.status != NEAR_DUPLICATE
 
 
 class Gate:
@@ -45,21 +53,20 @@ class Gate:
     A new path is created as a similarity store (a fingerprint store when ``k`` is
     given, with at least the default k). Processes opening one path share it:
     each call is one write transaction, so across processes a page is kept once.
+    Components of one process share one handle (:mod:`simstore.scrapy._stores`).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, k: int | None = None,
-                 threshold: float | None = None, durable: bool = True) -> None:
+                 threshold: float | None = None, durable: bool = True,
+                 expire: float | None = None) -> None:
+        if expire is not None and not (isinstance(expire, (int, float)) and expire > 0):
+            raise SimstoreValueError(f"'expire' must be seconds > 0 (got {expire!r})")
         if k is not None and threshold is not None:
             raise SimstoreValueError("give a Jaccard threshold or a Hamming k, not both")
         kk = None if k is None else check_k(k)
         t = None if threshold is None else check_threshold(threshold)
         spath = os.fspath(path)
-        if _is_store(spath):
-            store = SimStore(spath, durable=durable)
-        else:
-            cfg = DEFAULT_CONFIG if kk is not None else SIGNATURE_CONFIG
-            store = SimStore(spath, durable=durable, config=cfg,
-                             k=None if kk is None else max(kk, DEFAULT_K))
+        store = acquire(spath, k=kk, durable=durable)
         try:
             self._sign = store.config.has_signature
             if t is not None and not self._sign:
@@ -73,11 +80,13 @@ class Gate:
                     f"store {spath!r} serves k <= {store.k}; k = {kk} would scan the whole "
                     f"store per page (simstore-cli rebuild PATH --k {kk} first)")
         except BaseException:
-            store.close()
+            release(store)
             raise
         self.store = store
+        self._held = True
         self.k = kk
         self.threshold = (DEFAULT_THRESHOLD if t is None else t) if kk is None else None
+        self.expire = expire
 
     @property
     def rule(self) -> str:
@@ -91,24 +100,52 @@ class Gate:
         return self.check_many([doc_id], [text])[0]
 
     def check_many(self, doc_ids: Sequence[DocId], texts: Sequence[str]) -> list[Verdict]:
-        """:meth:`check` for each text in order, in ONE transaction (one commit)."""
+        """:meth:`check` for each text in order: the near-duplicate test and the stores in
+        ONE transaction (one commit), then the unchanged pages' new times in one more."""
         s = self.store
+        since = None if self.expire is None else time.time() - self.expire
+        known = [d in s for d in doc_ids]
+        items = s.signatures(texts) if self.k is None or self._sign else \
+            s.fingerprint_texts(texts)
+        # with expiry, a page's own old version may be too old to count: asked apart
+        own = [was and since is not None and self._near_own(d, items[j])
+               for j, (d, was) in enumerate(zip(doc_ids, known, strict=True))]
         if self.k is None:
-            found = s.add_if_new_many(doc_ids, s.signatures(texts), threshold=self.threshold)
+            found = s.add_if_new_many(doc_ids, items, threshold=self.threshold, since=since)
         else:
-            items = s.signatures(texts) if self._sign else s.fingerprint_texts(texts)
-            found = s.add_if_new_many(doc_ids, items, self.k)
-        return [self._verdict(m) for m in found]
+            found = s.add_if_new_many(doc_ids, items, self.k, since=since)
+        verdicts = [self._verdict(*row) for row in zip(doc_ids, found, known, own, strict=True)]
+        seen = [d for d, v in zip(doc_ids, verdicts, strict=True) if v.status == UNCHANGED
+                and not v.new]
+        if seen:
+            with s.batch():
+                for d in seen:
+                    s.touch(d)
+        return verdicts
 
-    def _verdict(self, found: list[Any]) -> Verdict:
+    def _near_own(self, doc_id: DocId, item: Any) -> bool:
+        """Whether the version stored under doc_id (however old) is near item."""
+        if self.k is None:
+            return any(m.doc_id == doc_id for m in self.store.similar(item, self.threshold))
+        return any(m.doc_id == doc_id for m in self.store.query(item, self.k))
+
+    def _verdict(self, doc_id: DocId, found: list[Any], known: bool, own: bool) -> Verdict:
         if not found:
-            return Verdict(True)
+            status = UNCHANGED if own else CHANGED if known else NEW
+            return Verdict(True, status=status)
         if self.k is None:
             best = max(found, key=lambda m: m.jaccard)
-            return Verdict(False, best.doc_id, f"Jaccard {best.jaccard:.2f}")
-        best = min(found, key=lambda m: m.distance)
-        return Verdict(False, best.doc_id, f"Hamming distance {best.distance}")
+            why = f"Jaccard {best.jaccard:.2f}"
+        else:
+            best = min(found, key=lambda m: m.distance)
+            why = f"Hamming distance {best.distance}"
+        if any(m.doc_id == doc_id for m in found):
+            return Verdict(False, doc_id, why, UNCHANGED)
+        return Verdict(False, best.doc_id, why, NEAR_DUPLICATE)
 
     def close(self) -> None:
-        """Close the store (idempotent)."""
-        self.store.close()
+        """Let go of the store: closed unless another component of this process holds it
+        (idempotent)."""
+        if self._held:
+            self._held = False
+            release(self.store)

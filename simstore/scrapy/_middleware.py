@@ -6,8 +6,11 @@ and meta refreshes (580), and before retries of error statuses (550), which it s
 ``DOWNLOADER_MIDDLEWARES = {"simstore.scrapy.NearDuplicateMiddleware": 575}``.
 
 Each HTML response's text goes through the store's ``add_if_new``: a new page is
-stored and passed on; a near-duplicate raises ``IgnoreRequest``, so its links are
-never followed. ``meta["dont_simstore"]`` skips a request. Responses with no text
+stored and passed on; a page near the one stored under its own URL (a recrawl, a resumed
+crawl) is passed on as unchanged, a changed one stored anew and passed on; a page near
+one stored under another URL raises ``IgnoreRequest``, so its links are never followed.
+``meta["dont_simstore"]`` skips a request; ``response.meta["simstore"]`` tells the spider
+the verdict (e.g. to yield no item for an unchanged page). Responses with no text
 worth checking are counted and passed on.
 """
 
@@ -25,6 +28,7 @@ from ._gate import Gate, Verdict
 from ._page import page_text, text_or_reason
 
 META_KEY = "dont_simstore"
+VERDICT_KEY = "simstore"  # response.meta: the page's verdict, for spiders that want it
 DEFAULT_MAX_BYTES = 5 * 2**20
 
 
@@ -52,7 +56,7 @@ class NearDuplicateMiddleware(Checker):
         if text is None:
             return response
         verdict = await awaitable(self.committer.submit(response.url, text))
-        return self.settle(response, verdict, spider)
+        return self.settle(response, verdict, spider, request)
 
     def screen(self, request: Request, response: Response) -> str | None:
         """The text to check, or None for a response passed on unchecked (counted)."""
@@ -65,14 +69,21 @@ class NearDuplicateMiddleware(Checker):
             return None
         return text
 
-    def settle(self, response: Response, verdict: Verdict | None, spider: Any = None
-               ) -> Response:
-        """Count the verdict; the response if new (or unchecked), else IgnoreRequest."""
+    def settle(self, response: Response, verdict: Verdict | None, spider: Any = None,
+               request: Request | None = None) -> Response:
+        """Count the verdict, note it in ``response.meta["simstore"]`` (new, changed,
+        unchanged or near_duplicate); the response unless a near-duplicate to drop
+        (IgnoreRequest)."""
         self.tally(verdict)
-        if verdict is None or verdict.new:
+        request = request if request is not None else response.request
+        if verdict is not None and request is not None:  # (the engine sets response.request
+            request.meta[VERDICT_KEY] = verdict.status   # after the middlewares)
+        if verdict is None or verdict.passes:
             return response
         logger.debug("Near-duplicate page %s (%s with %s)", response.url, verdict.why,
                      verdict.kept, extra={"spider": spider})
+        if not self.drops(verdict):
+            return response
         raise IgnoreRequest(f"near-duplicate of {verdict.kept} ({verdict.why})")
 
     def spider_closed(self, spider: Any = None) -> None:

@@ -9,7 +9,7 @@ from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
 from ._crawler import Checker, logger
-from ._gate import Gate
+from ._gate import UNCHANGED, Gate
 
 
 class NearDuplicatePipeline(Checker):
@@ -17,7 +17,8 @@ class NearDuplicatePipeline(Checker):
 
     The doc id is the item's ``SIMSTORE_ID_FIELD`` (default ``url``), or, when the
     item has none, a digest of the text. Items whose field is missing, not a str
-    or without words are counted as skipped and passed on.
+    or without words are counted as skipped and passed on. An item unchanged since it was
+    stored under its id (a recrawl) is dropped too: it was passed on before.
     """
 
     def __init__(self, gate: Gate, stats: Any, settings: Any) -> None:
@@ -40,8 +41,13 @@ class NearDuplicatePipeline(Checker):
         self.tally(verdict)
         if verdict is None or verdict.new:
             return item
-        logger.debug("Near-duplicate item %s (%s with %s)", doc_id, verdict.why, verdict.kept,
-                     extra={"spider": spider})
-        drop = DropItem(f"near-duplicate of {verdict.kept} ({verdict.why})")
+        if verdict.status == UNCHANGED:
+            drop = DropItem(f"unchanged since it was stored ({verdict.why})")
+        else:
+            logger.debug("Near-duplicate item %s (%s with %s)", doc_id, verdict.why,
+                         verdict.kept, extra={"spider": spider})
+            if not self.drops(verdict):
+                return item
+            drop = DropItem(f"near-duplicate of {verdict.kept} ({verdict.why})")
         drop.log_level = "DEBUG"  # read by Scrapy's log formatter where it knows it (>= 2.13)
         raise drop

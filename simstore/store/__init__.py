@@ -2,8 +2,8 @@
 
 ``store`` is the face (validation and delegation); below it ``format`` (the on-disk
 format, written down once), ``env`` (the LMDB environment: locks, fork, transactions,
-growth), ``schema`` (binds a store's databases and its table engine), the engines
-(``runs``/``runfile`` for formats 3-5, ``legacy/`` for formats 1-2), the operations
+growth), ``schema`` (binds a store's databases and its table engine), the run tables
+(``runs``, ``runfile`` and their helpers), the operations
 (``writes``, ``reads``, ``dedup_many``, ``inputs``) and ``maintenance`` with ``check/``.
 Nothing here imports the corpus workflow, Spark or the CLI.
 """

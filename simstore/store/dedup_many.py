@@ -9,9 +9,8 @@ again is replaced, as ``add`` does. Instead of one search and ~20 puts per
 document:
 
 1. the stored candidates of every document at once: in similarity mode the
-   band keys of the whole call looked up together (one ``getmulti`` of its
-   distinct keys in a dupsort band table, formats 1 and 2; the run tables'
-   lookup in format 3, whose stale entries of removed docs are skipped), each
+   band keys of the whole call looked up together (the run tables' exact
+   lookup, whose stale entries of removed docs are skipped), each
    candidate's record read once and every (document, candidate) sketch
    distance in one C call; in Hamming mode the permutation tables' search per
    document (or, for k above the layout's, one walk of the docs table and a C
@@ -50,10 +49,14 @@ from .writes import add, add_many, extra_of, next_iid
 
 
 class Rule(NamedTuple):
-    """Near means estimated Jaccard >= threshold (k None) or Hamming distance <= k."""
+    """Near means estimated Jaccard >= threshold (k None) or Hamming distance <= k, to a
+    doc stored since ``since`` (ms; None: ever); kept docs are stored at ``at`` (ms;
+    None: now)."""
 
     k: int | None
     threshold: float | None
+    since: int | None = None
+    at: int | None = None
 
 
 class Docs(NamedTuple):
@@ -87,6 +90,10 @@ def add_if_new_many(txn: Any, h: Handles, docs: Docs, rule: Rule) -> list[list[A
             stored = _stored_similar(txn, h, docs, keys, rule.threshold)
     else:
         stored = _stored_hamming(txn, h, docs.fps, rule.k)
+    if rule.since is not None:
+        stamp, since = h.codec.stored_at, rule.since
+        stored = {j: kept for j, found in stored.items()
+                  if (kept := [f for f in found if stamp(f[2]) >= since])}
     return _Greedy(txn, h, docs, rule, keys).run(stored)
 
 
@@ -117,7 +124,7 @@ class _CallKeys:
 def _records(txn: Any, h: Handles, iids: list[bytes], what: str,
              stale_ok: bool = False) -> list[bytes | None]:
     """The docs records of internal ids. A missing one is CorruptStoreError, or None
-    with ``stale_ok`` (run tables keep a removed doc's entries until they are rebuilt)."""
+    with ``stale_ok`` (a removed doc's band entries stay until a merge of their level)."""
     get, docs = txn.get, h.docs
     recs = []
     for iid in iids:
@@ -156,9 +163,8 @@ def _candidates(txn: Any, h: Handles, keys: _CallKeys) -> _Cands | None:
     code = distinct(doc.astype(np.uint64) * np.uint64(len(cand)) + cidx.ravel())
     pdoc = (code // np.uint64(len(cand))).astype(np.int64)
     pcand = (code % np.uint64(len(cand))).astype(np.int64)
-    stale_ok = h.bands.stale_entries
-    got = _records(txn, h, F.iid_rows(cand).tolist(), "a band table", stale_ok)
-    if stale_ok and any(r is None for r in got):  # drop removed docs' stale entries
+    got = _records(txn, h, F.iid_rows(cand).tolist(), "a band table", stale_ok=True)
+    if any(r is None for r in got):  # drop removed docs' stale entries
         live = np.array([r is not None for r in got])
         keep = live[pcand]
         pdoc, pcand = pdoc[keep], pcand[keep]
@@ -244,26 +250,22 @@ class _Greedy:
     (its position). Kept documents with new ids wait in ``pending`` and are
     written together by ``add_many``; one whose id is already an entry is
     written at once by ``add`` (after the pending ones), as the single calls
-    would, and its internal id read back from the ``ids`` table, so the pass
+    would, and its internal id looked up again by its id, so the pass
     follows whatever internal id ``add`` gives a changed doc.
     """
 
     def __init__(self, txn: Any, h: Handles, docs: Docs, rule: Rule,
                  keys: _CallKeys | None) -> None:
         self.txn, self.h, self.docs, self.rule, self.keys = txn, h, docs, rule, keys
-        self.idkeys = [h.id_key(e) for e in docs.encs]
-        n = len(self.idkeys)
+        n = len(docs.encs)
         found = h.idx.find_many(txn, docs.encs)
-        self.stored_iid = {
-            key: int.from_bytes(found[enc][0], "big")
-            for key, enc in zip(self.idkeys, docs.encs, strict=True) if enc in found
-        }
+        self.stored_iid = {enc: int.from_bytes(iid, "big") for enc, (iid, _) in found.items()}
         self.next_new = next_iid(txn, h)
         self.pending: list[int] = []  # kept positions with new ids, not written yet
         self.dead: set[int] = set()  # internal ids of stored docs replaced by the call
         self.alive = [False] * n  # kept and not replaced since
         self.iid = [0] * n  # internal id of each kept document
-        self.holder: dict[bytes, int] = {}  # id key -> position of its live kept document
+        self.holder: dict[bytes, int] = {}  # encoded id -> position of its live kept document
         self.pairs = None if rule.k is None else _CallPairs(docs.fps, rule.k)
         self.by_key: dict[int, list[int]] = {}  # shared band key -> kept positions
         if rule.k is None and docs.sets is None:
@@ -330,7 +332,7 @@ class _Greedy:
         return [(i, e) for i, e in zip(cands, est, strict=True) if e >= t]
 
     def _keep(self, j: int) -> None:
-        key = self.idkeys[j]
+        key = self.docs.encs[j]
         prev = self.holder.get(key)
         if prev is None and key not in self.stored_iid:
             self.iid[j] = self.next_new + len(self.pending)  # add_many's order
@@ -343,7 +345,7 @@ class _Greedy:
                 extra = extra_of(docs.sketches[j], docs.bands[j])
                 if docs.sets is not None:
                     extra = (*extra, _shingles.encode(docs.sets.take([j]))[0])
-            add(self.txn, self.h, docs.encs[j], int(docs.fps[j]), extra)
+            add(self.txn, self.h, docs.encs[j], int(docs.fps[j]), extra, self.rule.at)
             if prev is not None:
                 self.alive[prev] = False
             else:
@@ -366,7 +368,7 @@ class _Greedy:
         sk, bands = docs.sketches, docs.bands
         add_many(self.txn, self.h, [docs.encs[i] for i in p], docs.fps[p],
                  None if sk is None else sk[p], None if bands is None else bands[p],
-                 None if docs.sets is None else docs.sets.take(p))
+                 None if docs.sets is None else docs.sets.take(p), self.rule.at)
         self.pending = []
         self.next_new = next_iid(self.txn, self.h)
 

@@ -1,17 +1,15 @@
-"""The seam between the store and its table engines, declared once.
+"""The seam between the store and its table engine, declared once.
 
 A store keeps its documents in the docs table; the permutation tables (and, in
-a similarity store, the band keys) are derived from it by a *table engine*.
-Two implement this interface: the run tables of formats 3-5
-(:class:`simstore.store.runs.RunTables` with :class:`~simstore.store.runs.RunBands`)
-and the dupsort tables of formats 1-2 (:mod:`simstore.store.legacy`).
-:func:`simstore.store.schema.bind` picks one from the store's format; the rest of
-the store calls these methods and never asks which engine it holds.
+a similarity store, the band keys) are derived from it by a *table engine*: the run
+tables (:class:`simstore.store.runs.RunTables`, with
+:class:`~simstore.store.runbands.RunBands` for the band keys), bound by
+:func:`simstore.store.schema.bind`. The store's operations call only what these
+protocols declare.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,7 +20,7 @@ from ..search.layout import Layout
 class TableEngine(Protocol):
     """The permutation tables of one layout in one open environment."""
 
-    name: str  # "runs" or "dupsort": what stats() reports as the table engine
+    name: str  # what stats() reports as the table engine
     layout: Layout
 
     def init(self, txn: Any, next_iid: int = 0) -> None:
@@ -33,8 +31,7 @@ class TableEngine(Protocol):
 
     def index(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
         """Take a doc just written to the docs table (keys: its 4-byte band keys, band by
-        band, in a similarity store; engines that read them from the docs record may not
-        look at them)."""
+        band, in a similarity store; the run tables read them from the docs record)."""
 
     def unindex(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
         """Let go of a doc about to leave the docs table (keys as for index)."""
@@ -43,12 +40,11 @@ class TableEngine(Protocol):
         """Let go of many docs about to leave (internal id, fp, keys as for index)."""
 
     def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray,
-             before: Callable[[], None] | None = None,
              bands: np.ndarray | None = None, idh: np.ndarray | None = None) -> None:
-        """Take many docs at new iids, written by ``before()`` (if given) first.
+        """Take many docs just written to the docs table at new iids.
 
         bands: their (n, nbands) 32-bit band keys in a similarity store; idh: their ids'
-        hashes where the engine keeps the ids (run ids, format 13 on), else None.
+        hashes (None: read back from the docs records when needed).
         """
 
     def search(self, txn: Any, q: int, k: int) -> list[tuple[int, bytes, bytes]]:
@@ -65,12 +61,12 @@ class TableEngine(Protocol):
         """Names of tables beyond this layout's (left by another layout)."""
 
     def levels(self, txn: Any) -> list[int]:
-        """The internal ids each sorted level spans, oldest first ([]: an engine without
-        levels): how many a query probes, for stats()."""
+        """The internal ids each sorted level spans, oldest first: how many a query
+        probes, for stats()."""
 
     def take_owed(self, txn: Any) -> int:
         """Docs' worth of upkeep the committed write transaction txn left owed (bounded
-        commits: a bulk write's merging), then none; 0 for an engine without."""
+        commits: a bulk write's merging), then none."""
 
     def repay(self, txn: Any, owed: int) -> int:
         """A bounded share of that upkeep in a transaction of its own: how much it did (0:
@@ -86,12 +82,9 @@ class BandIndex(Protocol):
     """The band keys of a similarity store: which docs share a MinHash band key (the
     table engine writes them with the docs; this reads them)."""
 
-    # Whether candidates may name removed docs (entries left stale, skipped by the
-    # reader) instead of only live ones (a missing doc is then damage).
-    stale_entries: bool
-
     def candidates(self, txn: Any, keys: list[bytes]) -> list[bytes]:
-        """Internal ids (8-byte keys) of docs sharing at least one of a doc's band keys."""
+        """Internal ids (8-byte keys) of docs sharing at least one of a doc's band keys
+        (removed docs' stale entries among them: the reader skips those)."""
 
     def candidate_pairs(self, txn: Any, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, internal id) of every doc sharing a band key with a row of (n, bands)

@@ -1,100 +1,49 @@
-"""The on-disk format, written down in one place: versions, ids, records, metadata.
+"""The bytes of docs records and metadata, and the format version: bytes in, values out.
 
-A store is one LMDB environment (a directory) with named databases:
+docs/format.md specifies every database of a store; this module holds what it says of
+``meta`` (JSON objects; ``format`` is ``{"format": "simstore", "version": 19}``) and of
+``docs`` (internal id, 8 bytes BE, assigned in insertion order -> a record:
+``[tag][fingerprint][sketch][band keys][stored at][encoded id]``, see
+:class:`RecordCodec`), and how doc ids are encoded (a type tag, ``s`` + UTF-8 for str,
+``i`` + signed big-endian bytes for int) and hashed (:mod:`simstore.store.idkeys`). The
+run tables' bytes are :mod:`simstore.store.runfile`'s.
 
-- ``meta``: JSON values: ``format`` ({"format": "simstore", "version": 1}),
-  ``layout`` (:meth:`Layout.to_dict`), ``fingerprint``
-  (:meth:`FingerprintConfig.to_dict`).
-- ``docs``: internal id (8-byte big-endian, assigned in insertion order) ->
-  record: 1 format byte (:data:`RECORD_VERSION`), the fingerprint (8 bytes
-  big-endian), the encoded doc id. Readers dispatch on the first byte.
-- ``ids`` (formats 1-12): id key (see :func:`id_key`, or :func:`ordered_id_key` where
-  meta ``idkeys`` says int ids key by value) -> internal id; from format 13 the ids are
-  the run database ``rids`` instead (:func:`id_hash` -> internal id). An encoded id is
-  a type tag (``s`` + UTF-8 for str, ``i`` + signed big-endian bytes for int).
-- ``t00``, ``t01``, ...: one table per permutation of :mod:`simstore.layout`
-  (see :mod:`simstore.store.legacy.tables`).
-
-Everything here is pure: bytes in, values out, no LMDB calls.
+Everything here is pure: no LMDB calls.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple, Union
 
 import numpy as np
 
-from ..exceptions import CorruptStoreError, InvalidDocIdError, SimstoreTypeError
+from ..exceptions import (
+    CorruptStoreError,
+    InvalidDocIdError,
+    SimstoreTypeError,
+    SimstoreValueError,
+)
 from ..native.core import murmur3_packed
 from .idkeys import (  # noqa: F401 - the ids' keys, part of the format, re-exported
     ID_HASH_SEED,
-    MAX_KEY_BYTES,
-    ORDERED_KEY,
-    collision_message,
     id_hash,
     id_hashes,
-    id_key,
-    ordered_id_key,
-    ordered_int_keys,
 )
 
 DocId = Union[str, int]  # noqa: UP007 - a runtime alias, kept valid on Python 3.10
 
 FORMAT = "simstore"
-# 1: Hamming stores, 2: similarity stores (docs records version 2), both with
-# dupsort permutation tables; 3: either, with run tables (simstore.store.runs);
-# 4: run tables whose runs carry a directory (read in place without a search);
-# 5: those in any number of levels merged a slice per write, removed docs' entries
-# marked by tombstones (simstore.store.runs). A write brings a 3-4 store to 5.
-# 6: a format-5 store that keeps each doc's shingle set (exact=True:
-# simstore.store.shingles), numbered apart so that a simstore without sets refuses to
-# open it rather than add docs without their sets.
-# 7 and 8: formats 5 and 6 whose levels each have an index record of their runs' first
-# keys (simstore.store.runfile), so a reader opens a level by one record and fetches a
-# run when a probe first needs it; a simstore that does not keep the index refuses to
-# write them. A write brings 3-5 to 7 and 6 to 8.
-# 9 and 10: formats 7 and 8 whose merge under way is visible: its target level is in the
-# state from the start, and each slice deletes the sources' runs it has merged, so the
-# pages of a merge's sources are freed (and reused) as it goes, not at its end
-# (simstore.store.merges); a simstore that hides the target would lose those entries.
-# A write brings 3-5 and 7 to 9, 6 and 8 to 10.
-# 11 and 12: formats 9 and 10 whose multi-page records are paged: a level's index is
-# chunks that each fit in a leaf page (simstore.store.runindex), and so is a merge's
-# list of removed docs, and tombstones are 64-byte blocks of 512 ids (both in
-# simstore.store.removed): records of many pages rewritten often took runs of free pages
-# that later ones did not fit, so the file grew under churn. A store created or rebuilt
-# from 11 on keys its int ids by value (meta "idkeys", ordered_id_key); older stores keep
-# their keys until a rebuild.
-# A write brings 3-10 to 11 (12 when exact).
-# 13 and 14: formats 11 and 12 whose ids are a run database too (``rids``: keys the
-# 64-bit hash of each doc's encoded id, :func:`id_hash`, values its internal id), derived
-# from the docs records and merged with the tables; no ``ids`` B-tree. A B-tree of random
-# keys (URLs) rewrote some 2,000 scattered pages a commit under churn and its file grew
-# 76 % over 1M adds with removes. Stores created or rebuilt from 13 on; 11 and 12 keep
-# their ``ids`` B-tree until a rebuild.
-# 15 and 16: formats 13 and 14 whose merges may keep their list of removed docs as
-# tombstone blocks (``mgb`` chunks, simstore.store.removed) where those take fewer bytes
-# than the ids: 13 and 14 read no such chunk. Stores created or rebuilt from 15 on; 13
-# and 14 keep writing the ids until a rebuild.
-# 17 and 18: formats 15 and 16 whose merges also leave out the entries of docs removed
-# while they run, wherever they have yet to pass (their tombstones kept, counted, for
-# the next merge), so a level may hold fewer stale entries than the state counts: the
-# verify of 15 and 16 counts them exactly. Stores created or rebuilt from 17 on; 15 and
-# 16 keep their merges as they were until a rebuild.
-FORMAT_VERSION = 17
-EXACT_FORMAT_VERSION = 18
-TREE_FORMAT_VERSION, TREE_EXACT_FORMAT_VERSION = 11, 12  # what a write upgrades 3-10 to
-FORMAT_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18)
-RUNS_FROM = 3  # the first format version with run tables
-RUN_DIRS_FROM = 4  # the first whose runs carry directories
-RUN_INDEX_FROM = 7  # the first whose levels have index records
-VISIBLE_MERGE_FROM = 9  # the first whose merge target is a level of the state
-PAGED_FROM = 11  # the first whose level indexes and merge records are paged
-RUN_IDS_FROM = 13  # the first whose ids are a run database
-GONE_BLOCKS_FROM = 15  # the first whose merges may list removed docs as blocks
-LATE_GONE_FROM = 17  # the first whose merges leave out docs removed while they run
+# The frozen format (docs/format.md), for every kind of store: an exact store is named
+# by its ``exact`` metadata, not by a version. A change bumps it and ships a migration.
+FORMAT_VERSION = 19
+FORMAT_VERSIONS = (FORMAT_VERSION,)
+# Versions 1-18 were development formats (never released): `simstore-cli upgrade PATH`
+# rewrites such a store (simstore.store.upgrade); nothing else opens one.
+DEV_VERSIONS = range(1, FORMAT_VERSION)
 MAX_DOC_ID_BYTES = 1 << 16
 _FP_END = 9  # a record is [version byte][fingerprint: bytes 1..8][encoded id]
 TEXT_ID = ord("s")  # the first byte of an encoded str doc id
@@ -239,13 +188,6 @@ def int_id_hashes(xs: np.ndarray) -> np.ndarray:
     return out
 
 
-def int_id_order(xs: np.ndarray) -> np.ndarray:
-    """Positions of int ids sorted as LMDB sorts their encodings (bytes, shorter first)."""
-    nbytes = _int_id_lengths(xs)
-    left = xs.view(np.uint64) << ((8 - nbytes) * 8).astype(np.uint64)
-    return np.lexsort((nbytes, left))
-
-
 # --- internal ids and docs records -------------------------------------------
 
 
@@ -259,11 +201,17 @@ def iid_rows(iids: np.ndarray) -> np.ndarray:
     return iids.astype(">u8").view("V8")
 
 
+def band_key_bytes(keys32: np.ndarray) -> list[bytes]:
+    """One doc's 32-bit band keys as a docs record holds them: 4 bytes big-endian each."""
+    return keys32.astype(">u4").view("V4").tolist()
+
+
 class DocsColumns(NamedTuple):
     """Columns of the docs table, in internal-id order (see :meth:`RecordCodec.walk`).
 
-    sketches: (n, sketch words) uint64 and bands: (n, bands) uint32, empty
-    (n, 0) for version-1 records.
+    sketches: (n, sketch words) uint64 and bands: (n, bands) uint32, empty (n, 0) in a
+    fingerprint store or when not asked for; times: each doc's time of storage (uint64
+    ms since the epoch) when asked for, else None.
     """
 
     keys: list[bytes]
@@ -272,37 +220,72 @@ class DocsColumns(NamedTuple):
     encs: list[bytes] | None
     sketches: np.ndarray
     bands: np.ndarray
+    times: np.ndarray | None = None
+
+
+HAMMING_RECORD = 3  # the tag of a fingerprint store's docs records
+SIMILARITY_RECORD = 4  # the tag of a similarity (or exact) store's docs records
+_AT_BYTES = 8  # a record's time of storage: uint64 BE, ms since the Unix epoch (UTC)
+MAX_AT_MS = (1 << 63) - 1
+
+
+def now_ms() -> int:
+    """The time of storage of a doc stored now."""
+    return time.time_ns() // 1_000_000
+
+
+def at_ms(at: Any, name: str = "at") -> int:
+    """The stored time (ms) of ``at``: seconds since the Unix epoch (None: now)."""
+    if at is None:
+        return now_ms()
+    if isinstance(at, (bool, np.bool_)) or not isinstance(at, (int, float, np.integer,
+                                                                np.floating)):
+        raise SimstoreTypeError(
+            f"{name!r} must be seconds since the Unix epoch, an int or a float "
+            f"(got {type(at).__name__})")
+    value = float(at)
+    if not math.isfinite(value) or value < 0 or value * 1000 > MAX_AT_MS:
+        raise SimstoreValueError(
+            f"{name!r} must be a finite time in seconds since the Unix epoch, >= 0 "
+            f"(got {at!r})")
+    return int(value * 1000) if isinstance(at, (float, np.floating)) else int(at) * 1000
 
 
 class RecordCodec:
-    """The docs records of one store, THE record layout.
+    """The docs records of one store, THE record layout (docs/format.md, "docs").
 
-    Version 1 (Hamming stores): ``[1][fingerprint: 8 bytes BE][encoded id]``.
-    Version 2 (similarity stores): ``[2][fingerprint: 8 bytes BE][sketch:
-    words x 8 bytes LE][band keys: bands x 4 bytes BE][encoded id]``; the sizes
-    come from the store's recorded config, so every record of a store has one
-    version.
+    ``[tag][fingerprint: 8 bytes BE][sketch: words x 8 bytes LE][band keys: bands x 4
+    bytes BE][stored at: 8 bytes BE, ms since the epoch][encoded id]``: tag 3 in a
+    fingerprint store (no sketch, no band keys), 4 in a similarity store, whose sizes
+    come from its recorded config. Every record of a store has one tag and one size
+    before the id.
     """
 
     def __init__(self, sketch_words: int = 0, nbands: int = 0) -> None:
         self.sketch_words = sketch_words
         self.nbands = nbands
-        self.version = 2 if sketch_words else 1
+        self.version = SIMILARITY_RECORD if sketch_words else HAMMING_RECORD
         self.tag = bytes((self.version,))
         self.sketch_start = _FP_END  # a record's sketch is [sketch_start:sketch_end]
         self.sketch_end = _FP_END + 8 * sketch_words
-        self.id_start = self.sketch_end + 4 * nbands
+        self.at_start = self.sketch_end + 4 * nbands
+        self.id_start = self.at_start + _AT_BYTES
 
-    def record(self, fp: int, enc: bytes, sketch: bytes = b"", bands: bytes = b"") -> bytes:
-        """The record of one doc (sketch: LE uint64 words, bands: BE uint32 keys)."""
-        if len(sketch) + len(bands) != self.id_start - _FP_END:
+    def record(self, fp: int, enc: bytes, sketch: bytes = b"", bands: bytes = b"",
+               at: int | None = None) -> bytes:
+        """The record of one doc (sketch: LE uint64 words, bands: BE uint32 keys; at: ms
+        since the epoch, None: now)."""
+        if len(sketch) + len(bands) != self.at_start - _FP_END:
             raise AssertionError("a record's sketch or band keys do not fit the store")
-        return self.tag + fp.to_bytes(8, "big") + sketch + bands + enc
+        when = now_ms() if at is None else at
+        return self.tag + fp.to_bytes(8, "big") + sketch + bands + when.to_bytes(8, "big") + enc
 
     def prefixes(
-        self, fps: np.ndarray, sketches: np.ndarray | None = None, bands: np.ndarray | None = None
+        self, fps: np.ndarray, sketches: np.ndarray | None = None, bands: np.ndarray | None = None,
+        at: Any = None,
     ) -> np.ndarray:
-        """The fixed first bytes (all but the id) of many records, one uint8 row each."""
+        """The fixed first bytes (all but the id) of many records, one uint8 row each (at:
+        ms since the epoch, one for all or one per record; None: now)."""
         n = len(fps)
         prefix = np.empty((n, self.id_start), dtype=np.uint8)
         prefix[:, 0] = self.version
@@ -312,25 +295,23 @@ class RecordCodec:
             prefix[:, _FP_END : self.sketch_end] = (
                 sketches.astype("<u8").view(np.uint8).reshape(n, -1)
             )
-            prefix[:, self.sketch_end :] = (
+            prefix[:, self.sketch_end : self.at_start] = (
                 bands.astype(">u4").view(np.uint8).reshape(n, -1)
             )
+        when = np.broadcast_to(np.asarray(now_ms() if at is None else at, dtype=np.uint64), (n,))
+        prefix[:, self.at_start : self.id_start] = (
+            when.astype(">u8").view(np.uint8).reshape(n, 8))
         return prefix
 
-    def _check(self, rec: bytes | None) -> None:
-        if rec is None:  # the ids table names a doc the docs table does not hold
-            raise CorruptStoreError(
-                "a doc id's internal id has no docs record: the store is damaged "
-                "(verify() says more; restore data.mdb from a copy)"
-            )
+    def _check(self, rec: bytes) -> None:
         if not rec or rec[0] != self.version or len(rec) <= self.id_start:
             raise CorruptStoreError(
-                f"a docs record has format {bytes(rec[:1])!r} and {len(rec)} bytes; this "
-                f"store keeps format {self.version} records of more than {self.id_start} bytes"
+                f"a docs record has tag {bytes(rec[:1])!r} and {len(rec)} bytes; this "
+                f"store keeps tag-{self.version} records of more than {self.id_start} bytes"
             )
 
-    def parse(self, rec: bytes | None) -> tuple[int, bytes]:
-        """(fingerprint, encoded id) of a record (None, a missing one: CorruptStoreError)."""
+    def parse(self, rec: bytes) -> tuple[int, bytes]:
+        """(fingerprint, encoded id) of a record (a malformed one: CorruptStoreError)."""
         self._check(rec)
         return int.from_bytes(rec[1:_FP_END], "big"), bytes(rec[self.id_start :])
 
@@ -340,12 +321,25 @@ class RecordCodec:
             self._check(rec)  # raises with the reason
         return decode_id(rec[self.id_start :]), int.from_bytes(rec[1:_FP_END], "big")
 
+    def stored_at(self, rec: bytes) -> int:
+        """A record's time of storage, ms since the epoch."""
+        return int.from_bytes(rec[self.at_start : self.id_start], "big")
+
+    def same_doc(self, rec: bytes, other: bytes) -> bool:
+        """Whether two records differ at most in their time of storage."""
+        a = self.at_start
+        return rec[:a] == other[:a] and rec[self.id_start :] == other[self.id_start :]
+
+    def restamp(self, rec: bytes, at: int) -> bytes:
+        """The record with another time of storage."""
+        return bytes(rec[: self.at_start]) + at.to_bytes(8, "big") + bytes(rec[self.id_start :])
+
     def sketch(self, rec: bytes) -> bytes:
-        """The sketch bytes (LE uint64 words) of a version-2 record."""
+        """The sketch bytes (LE uint64 words) of a similarity record."""
         return bytes(rec[_FP_END : self.sketch_end])
 
     def band_keys(self, rec: bytes) -> list[bytes]:
-        """The 4-byte band keys of a version-2 record, band by band."""
+        """The 4-byte band keys of a similarity record, band by band."""
         end = self.sketch_end
         return [bytes(rec[end + 4 * b : end + 4 * b + 4]) for b in range(self.nbands)]
 
@@ -356,11 +350,13 @@ class RecordCodec:
         with_ids: bool = True,
         with_sketches: bool = False,
         with_bands: bool = False,
+        with_times: bool = False,
         problems: list[str] | None = None,
     ) -> DocsColumns:
         """Columns of every record from (key, record) pairs: THE docs-table walker.
 
-        with_sketches: sketches and band keys; with_bands: band keys only.
+        with_sketches: sketches and band keys; with_bands: band keys only; with_times:
+        each doc's time of storage.
 
         A malformed record is reported into ``problems`` and skipped when
         given; otherwise it raises CorruptStoreError.
@@ -368,14 +364,15 @@ class RecordCodec:
         keys: list[bytes] = []
         fpb: list[bytes] = []
         extra: list[bytes] = []
+        atb: list[bytes] = []
         encs: list[bytes] | None = [] if with_ids else None
         start, id_start, version = _FP_END, self.id_start, self.version
-        band_start = _FP_END + 8 * self.sketch_words
+        band_start, at_start = self.sketch_end, self.at_start
         for key, val in items:
             if len(key) != 8 or len(val) <= id_start or val[0] != version:
                 msg = (
                     f"docs record {bytes(key)!r} is malformed (key {len(key)} bytes, "
-                    f"value {len(val)} bytes, format byte {bytes(val[:1])!r})"
+                    f"value {len(val)} bytes, tag {bytes(val[:1])!r})"
                 )
                 if problems is None:
                     raise CorruptStoreError(msg)
@@ -384,27 +381,31 @@ class RecordCodec:
             keys.append(key)
             fpb.append(val[1:start])
             if with_sketches:
-                extra.append(val[start:id_start])
+                extra.append(val[start:at_start])
             elif with_bands:
-                extra.append(val[band_start:id_start])
+                extra.append(val[band_start:at_start])
+            if with_times:
+                atb.append(val[at_start:id_start])
             if encs is not None:
                 encs.append(bytes(val[id_start:]))
         n = len(keys)
         iids = np.frombuffer(b"".join(keys), dtype=">u8").astype(np.uint64)
         fps = np.frombuffer(b"".join(fpb), dtype=">u8").astype(np.uint64)
         if with_sketches and self.sketch_words:
-            rows = np.frombuffer(b"".join(extra), dtype=np.uint8).reshape(n, id_start - start)
+            rows = np.frombuffer(b"".join(extra), dtype=np.uint8).reshape(n, at_start - start)
             split = 8 * self.sketch_words
             sketches = np.ascontiguousarray(rows[:, :split]).view("<u8").astype(np.uint64)
             bands = np.ascontiguousarray(rows[:, split:]).view(">u4").astype(np.uint32)
         elif with_bands and self.sketch_words:
             sketches = np.empty((n, 0), dtype=np.uint64)
-            raw = np.frombuffer(b"".join(extra), dtype=np.uint8).reshape(n, id_start - band_start)
+            raw = np.frombuffer(b"".join(extra), dtype=np.uint8).reshape(n, at_start - band_start)
             bands = raw.view(">u4").astype(np.uint32)
         else:
             sketches = np.empty((n, 0), dtype=np.uint64)
             bands = np.empty((n, 0), dtype=np.uint32)
-        return DocsColumns(keys, iids, fps, encs, sketches, bands)
+        times = np.frombuffer(b"".join(atb), dtype=">u8").astype(np.uint64) if with_times \
+            else None
+        return DocsColumns(keys, iids, fps, encs, sketches, bands, times)
 
 
 # --- metadata ------------------------------------------------------------------
@@ -428,60 +429,9 @@ def from_json(raw: bytes | None, name: str) -> dict[str, Any]:
     return value
 
 
-def format_meta(exact: bool = False, run_ids: bool | None = None) -> dict[str, Any]:
-    """The ``format`` metadata this simstore writes for a new (or rebuilt) store; with
-    run_ids False, for a store that keeps its ``ids`` B-tree (one written in place since
-    11)."""
-    if run_ids is None:
-        run_ids = FORMAT_VERSION >= RUN_IDS_FROM
-    if not run_ids:  # (never past what this simstore writes: tests write older ones)
-        return {"format": FORMAT, "version": min(EXACT_FORMAT_VERSION, TREE_EXACT_FORMAT_VERSION)
-                if exact else min(FORMAT_VERSION, TREE_FORMAT_VERSION)}
-    return {"format": FORMAT, "version": EXACT_FORMAT_VERSION if exact else FORMAT_VERSION}
-
-
-def has_runs(meta: dict[str, Any]) -> bool:
-    """Whether a store of this ``format`` metadata keeps run tables (else dupsort tables)."""
-    return int(meta["version"]) >= RUNS_FROM
-
-
-def has_run_dirs(meta: dict[str, Any]) -> bool:
-    """Whether the runs a writer adds to such a store carry directories (older simstores
-    reading format 3 would not understand them)."""
-    return int(meta["version"]) >= RUN_DIRS_FROM
-
-
-def has_run_index(meta: dict[str, Any]) -> bool:
-    """Whether every level of such a store has its index record."""
-    return int(meta["version"]) >= RUN_INDEX_FROM
-
-
-def has_visible_merges(meta: dict[str, Any]) -> bool:
-    """Whether a merge under way in such a store keeps its target in the state and
-    deletes its sources' runs slice by slice (older simstores expect them whole)."""
-    return int(meta["version"]) >= VISIBLE_MERGE_FROM
-
-
-def has_paged_records(meta: dict[str, Any]) -> bool:
-    """Whether such a store's level indexes and merge records are in page-sized chunks
-    (older simstores read neither)."""
-    return int(meta["version"]) >= PAGED_FROM
-
-
-def has_run_ids(meta: dict[str, Any]) -> bool:
-    """Whether such a store's ids are a run database (no ``ids`` B-tree)."""
-    return int(meta["version"]) >= RUN_IDS_FROM
-
-
-def has_gone_blocks(meta: dict[str, Any]) -> bool:
-    """Whether a merge may list its removed docs as tombstone blocks in such a store."""
-    return int(meta["version"]) >= GONE_BLOCKS_FROM
-
-
-def has_late_gone(meta: dict[str, Any]) -> bool:
-    """Whether a merge in such a store leaves out the entries of docs removed while it
-    runs (older simstores count a level's stale entries exactly)."""
-    return int(meta["version"]) >= LATE_GONE_FROM
+def format_meta() -> dict[str, Any]:
+    """The ``format`` metadata this simstore writes for a new (or rebuilt) store."""
+    return {"format": FORMAT, "version": FORMAT_VERSION}
 
 
 def is_known_format(meta: dict[str, Any]) -> bool:

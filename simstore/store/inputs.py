@@ -175,7 +175,7 @@ def many(h: Handles, doc_ids: Any, values: Any) -> Many:
         ids = ints[keep]
     else:
         encs = [F.encode_id(d) for d in ids]
-        last = {F.id_key(enc): i for i, enc in enumerate(encs)}
+        last = {enc: i for i, enc in enumerate(encs)}
         keep = np.asarray(sorted(last.values()), dtype=np.int64)
         ids = [encs[i] for i in keep.tolist()]
     if len(keep) != len(arr):

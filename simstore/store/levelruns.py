@@ -1,5 +1,5 @@
 """A merge's view of its source levels: each one's runs fetched one by one as the merge
-needs them, sliced by key, and trimmed of the runs it has merged in full (format 9).
+needs them, sliced by key, and trimmed of the runs it has merged in full.
 
 The records are those of :mod:`simstore.store.runfile` and
 :mod:`simstore.store.runindex`; :mod:`simstore.store.merges` drives the job.
@@ -15,7 +15,7 @@ import numpy as np
 from ..exceptions import CorruptStoreError
 from ..native.probe import Run
 from .runfile import EMPTY, full_keys, parse_run
-from .runindex import read_index, run_keys, trim_index
+from .runindex import read_index, trim_index
 
 
 class LevelRuns:
@@ -25,14 +25,11 @@ class LevelRuns:
     def __init__(self, txn: Any, db: Any, level: int) -> None:
         self._txn, self._db, self.level = txn, db, level
         index = read_index(txn, db, level)
-        self.indexed = index is not None
         if index is None:
-            self.keys = run_keys(txn, db, level)
-            self.firsts = [int.from_bytes(k[1:9], "big") for k in self.keys]
-        else:
-            self.firsts = index.tolist()
-            lead = bytes((level,))
-            self.keys = [lead + f.to_bytes(8, "big") for f in self.firsts]
+            raise CorruptStoreError(f"merge source level {level} has no index record")
+        self.firsts = index.tolist()
+        lead = bytes((level,))
+        self.keys = [lead + f.to_bytes(8, "big") for f in self.firsts]
         self._got: dict[int, Run] = {}
 
     def __len__(self) -> int:
@@ -59,8 +56,6 @@ class LevelRuns:
         both finds them twice, and answers each doc once). The object then names
         only the runs left.
         """
-        if not self.indexed:
-            raise CorruptStoreError(f"merge source level {self.level} has no index record")
         cut = len(self.firsts) if upto is None else bisect.bisect_left(self.firsts, upto, 1) - 1
         if not cut:
             return False

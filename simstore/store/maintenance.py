@@ -1,7 +1,7 @@
 """Whole-store operations: verify, rebuild, compact, and all-pairs search over a store.
 
 Built on the store's seams (:mod:`simstore.store.env`, :mod:`simstore.store.format`,
-:mod:`simstore.store.legacy.tables`), never on SimStore itself: the public entry points
+:mod:`simstore.store.runs`), never on SimStore itself: the public entry points
 are the SimStore methods of the same names, which hand their handles in.
 """
 
@@ -23,7 +23,6 @@ from . import format as F
 from .check import verify as _verify
 from .env import Env
 from .errors import translate
-from .idindex import TreeIds
 from .runs import RunTables
 from .schema import Handles, write_meta
 
@@ -69,22 +68,13 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             layout = plan(k, size).layout
             old_next = h.tables.next_iid(txn)  # internal ids are never reused
             h.tables.drop(txn)
-            if h.ids is not None:  # the ids move to a run database of the tables
-                txn.drop(h.ids, delete=True)
-            write_meta(txn, h.meta, layout, exact=h.exact)  # the current format: run tables
+            write_meta(txn, h.meta, layout)
             sig = h.bands is not None
             fresh = RunTables(env.env, txn, layout, h.docs, h.codec, create=True,
-                              nbands=h.config.bands if sig else 0,
-                              dirs=F.has_run_dirs(F.format_meta()),
-                              run_ids=F.has_run_ids(F.format_meta()),
-                              gone_blocks=F.has_gone_blocks(F.format_meta()),
-                              late_gone=F.has_late_gone(F.format_meta()))
+                              nbands=h.config.bands if sig else 0)
             fresh.init(txn, old_next)
-            if fresh.ids_at is None:  # (an older format, in tests)
-                TreeIds(h.docs, h.codec, env.env.open_db(b"ids", txn=txn), True).reset(
-                    txn, cols.encs, cols.iids)
             fresh.fill(txn, cols.fps, cols.iids, bands=cols.bands if sig else None,
-                       idh=None if fresh.ids_at is None else F.id_hashes(cols.encs))
+                       idh=F.id_hashes(cols.encs))
             txn.commit()
         except BaseException:
             try:

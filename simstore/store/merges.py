@@ -3,8 +3,9 @@ that combines their sorted runs a slice per write (see :mod:`simstore.store.runs
 
 :class:`MergeJob` is the part of :class:`~simstore.store.runs.RunTables` that
 begins, steps, swaps in and cleans up a merge. Its records (``merge``,
-``mcursor``, ``mclean`` and the tombstones, in database ``runs``) are described
-in :mod:`simstore.store.runfile`. Every step runs inside the caller's write
+``mcursor``, ``mclean``, in database ``runs``) are described in
+:mod:`simstore.store.runfile`, the tombstones and its gone list in
+:mod:`simstore.store.removed`. Every step runs inside the caller's write
 transaction: atomic and crash-safe like any commit; a merge a killed writer
 left goes on with the next write, from any process.
 """
@@ -32,12 +33,12 @@ from .runfile import (
     pack_cursors,
     unpack_cursors,
 )
-from .runindex import put_index, read_index
+from .runindex import put_index
 
 LEVEL_RATIO = 4  # a level absorbs the newer ones once they hold 1 / LEVEL_RATIO of its docs
 MERGE_STEP = 1 << 14  # entries per run database a write merges, at least (a merge under way)
 # (fewer pages freed per commit wait to be reused: LMDB reuses a page two commits after the
-# one that freed it. Format 13, 1M churn of 1,000 adds and removes a commit: int ids' file
+# one that freed it. 1M churn of 1,000 adds and removes a commit: int ids' file
 # +13.5 % at 1 << 14, +19.3 % at 1 << 15, +26.0 % at 1 << 16; URL ids +10.7 / +13.4 %.
 # It must hold a bulk level's whole run and an eighth: MergeJob._slice)
 MERGE_PER_DOC = 16  # ... or this many per doc the write added, if more
@@ -89,8 +90,6 @@ class MergeJob:
     run databases, and how it writes rows into a level)."""
 
     run_dbs: list[Any]
-    gone_blocks: bool
-    late_gone: bool
     _listed: int | None  # the merge (generation) whose list a GoneSet found in the blocks
     _owe: tuple[Any, int] | None  # (write transaction, docs' worth of merging it owes)
     per_doc: list[int]  # entries a doc has in each run database (a band database: nbands)
@@ -107,8 +106,8 @@ class MergeJob:
         """Keys per run in a level of about docs docs (RunTables': runs.run_entries)."""
         raise NotImplementedError
 
-    def _writable(self, txn: Any) -> State:
-        """The state for a write (RunTables')."""
+    def state(self, txn: Any) -> State:
+        """The state as txn sees it (RunTables')."""
         raise NotImplementedError
 
     def _put_state(self, txn: Any, st: State) -> None:
@@ -144,7 +143,7 @@ class MergeJob:
         """A commit of its own after a bulk write: up to MERGE_COMMIT_MAX entries' worth
         of the merging it owed (the merge under way, or one due); how many docs' worth
         (0: no merge was left to do)."""
-        st = self._writable(txn)
+        st = self.state(txn)
         job = read_job(txn, self._meta)
         if job is None:
             job, st = self._start(txn, st)
@@ -160,7 +159,7 @@ class MergeJob:
         merge the stale share begins and as crash-safe; (how many docs' worth, whether it
         began one). (0, False): no merge was under way and none began (at most one
         level, or not start)."""
-        st = self._writable(txn)
+        st = self.state(txn)
         job = read_job(txn, self._meta)
         began = False
         if job is None:
@@ -214,27 +213,10 @@ class MergeJob:
         for db in self.run_dbs:
             drop_level(txn, db, job.target)
             put_index(txn, db, job.target, _NO_RUNS)
-        put_job(txn, self._meta, job, self.gone_blocks)
+        put_job(txn, self._meta, job)
         txn.put(CURSOR_KEY, pack_cursors([0] * len(self.run_dbs)), db=self._meta)
         target = Level(job.target, job.gen, lo)
         return job, st._replace(levels=st.levels[:first] + (target,) + st.levels[first:])
-
-    def _adopt(self, txn: Any, st: State) -> State:
-        """Bring a merge that an older simstore (formats 3-8) left under way to this one's
-        way: its target goes into the state (with an index record in every run database),
-        just before its sources; the slices that follow trim the sources."""
-        raw = txn.get(MERGE_KEY, db=self._meta)
-        if raw is None or txn.get(CLEAN_KEY, db=self._meta) is not None:
-            return st
-        job = Job.unpack(raw)
-        if job.target in st.gens():
-            return st
-        at = self._sources_at(st, job, 0)
-        for db in self.run_dbs:
-            if read_index(txn, db, job.target) is None:
-                put_index(txn, db, job.target, _NO_RUNS)
-        target = Level(job.target, job.gen, st.bounds()[at][1])
-        return st._replace(levels=st.levels[:at] + (target,) + st.levels[at:])
 
     def _merge(self, txn: Any, st: State, job: Job, budget: int) -> tuple[State, int | None]:
         """Merge up to ``budget`` entries per run database (or the merge's share,
@@ -251,19 +233,17 @@ class MergeJob:
         """
         # the target's size: the ids from its start (it is a level of the state from the
         # merge's start on, swapped in or not) to its sources' end
-        start = next((lo for lv, lo, _ in st.bounds() if lv.id == job.target), None)
-        ids = {lv.id for lv in job.sources}
-        span = sum(hi - lo for lv, lo, hi in st.bounds() if lv.id in ids) if start is None \
-            else job.sources[-1].hi - start
+        lo = next((lo for lv, lo, _ in st.bounds() if lv.id == job.target), None)
+        if lo is None:
+            raise CorruptStoreError("the run tables' merge names a target the state does not")
+        span = job.sources[-1].hi - lo
         budget = max(budget, min(span // MERGE_SHARE, self._per_write(MERGE_STEP_MAX)))
         cleaned = txn.get(CLEAN_KEY, db=self._meta)
         if cleaned is not None:  # swapped in already: its tombstones go
             return st, self._clean(txn, job, int.from_bytes(cleaned, "little"), budget)
         cursors = unpack_cursors(txn.get(CURSOR_KEY, db=self._meta), len(self.run_dbs))
-        lo = start if start is not None else next(
-            (at for lv, at, _ in st.bounds() if lv.id in ids), 0)
         # the tombstones beyond its own list (docs removed since it began), if any
-        late = self.late_gone and st.stale > len(job.gone)
+        late = st.stale > len(job.gone)
         gone = GoneSet(txn, self._meta, lo, job.sources[-1].hi, job.gone, late=late,
                        listed=self._listed == job.gen)
         if late:  # its list is among the tombstones (so until it is done)
@@ -349,15 +329,13 @@ class MergeJob:
         return budget - (end - done)
 
     @staticmethod
-    def _sources_at(st: State, job: Job, skip: int) -> int:
-        """Where the job's sources begin in the state's levels (after ``skip`` levels
-        from its target, when that is there); by id and end, as their generations
-        change with every slice."""
+    def _sources_at(st: State, job: Job) -> int:
+        """Where the job's sources begin in the state's levels (right after its target);
+        by id and end, as their generations change with every slice."""
         n, want = len(job.sources), [(lv.id, lv.hi) for lv in job.sources]
-        for j in range(len(st.levels) - n + 1):
-            if [(lv.id, lv.hi) for lv in st.levels[j:j + n]] == want and (
-                not skip or (j and st.levels[j - 1].id == job.target)
-            ):
+        for j in range(1, len(st.levels) - n + 1):
+            if [(lv.id, lv.hi) for lv in st.levels[j:j + n]] == want and \
+                    st.levels[j - 1].id == job.target:
                 return j
         raise CorruptStoreError("the run tables' merge names levels the state does not")
 
@@ -365,7 +343,7 @@ class MergeJob:
         """The merged level replaces its sources in the state (their records go: the runs
         are gone already); the stale count drops by the tombstones the merge honoured
         (deleted by _clean)."""
-        at = self._sources_at(st, job, 1)
+        at = self._sources_at(st, job)
         for db in self.run_dbs:
             for lv in job.sources:
                 drop_level(txn, db, lv.id)

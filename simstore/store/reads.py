@@ -41,6 +41,17 @@ class SimilarMatch(NamedTuple):
     jaccard: float
 
 
+def recent(h: Handles, txn: Any, rows: list[Any], since: int) -> list[Any]:
+    """Those (distance, internal id[, docs record]) rows whose doc was stored since
+    ``since`` (ms), each with its record."""
+    get, docs, stamp = txn.get, h.docs, h.codec.stored_at
+    recs = [row[2] if len(row) > 2 else get(row[1], db=docs) for row in rows]
+    if any(rec is None for rec in recs):
+        raise CorruptStoreError(f"store {h.path!r}: a table names a doc the docs database lacks")
+    return [(row[0], row[1], rec) for row, rec in zip(rows, recs, strict=True)
+            if stamp(rec) >= since]
+
+
 def matches(h: Handles, txn: Any, rows: list[Any]) -> list[Match]:
     """Matches of (distance, internal id[, docs record]) rows, by distance then insertion order.
 
@@ -81,13 +92,15 @@ def matches(h: Handles, txn: Any, rows: list[Any]) -> list[Match]:
 
 
 def similar(
-    h: Handles, txn: Any, fp: int, sketch: np.ndarray, keys: list[bytes], threshold: float
+    h: Handles, txn: Any, fp: int, sketch: np.ndarray, keys: list[bytes], threshold: float,
+    since: int | None = None,
 ) -> list[SimilarMatch]:
-    """Stored docs sharing a band key with the query whose estimated Jaccard >= threshold.
+    """Stored docs sharing a band key with the query whose estimated Jaccard >= threshold
+    (stored since ``since``, ms, when given).
 
     Best first (Jaccard descending, then insertion order).
     """
-    recs, live = candidate_records(h, txn, keys)
+    recs, live = candidate_records(h, txn, keys, since)
     if not recs:
         return []
     codec = h.codec
@@ -109,8 +122,10 @@ def similar(
     return [row[2] for row in out]
 
 
-def candidate_records(h: Handles, txn: Any, keys: list[bytes]) -> tuple[list[Any], list[bytes]]:
-    """(docs records, internal ids) of the live docs sharing a band key with keys."""
+def candidate_records(h: Handles, txn: Any, keys: list[bytes], since: int | None = None
+                      ) -> tuple[list[Any], list[bytes]]:
+    """(docs records, internal ids) of the live docs sharing a band key with keys (stored
+    since ``since``, ms, when given)."""
     assert h.bands is not None
     cands = h.bands.candidates(txn, keys)
     get, docs = txn.get, h.docs
@@ -119,11 +134,9 @@ def candidate_records(h: Handles, txn: Any, keys: list[bytes]) -> tuple[list[Any
     for iid in cands:
         rec = get(iid, db=docs)
         if rec is None:
-            if h.bands.stale_entries:
-                continue  # a removed doc's stale entry
-            raise CorruptStoreError(
-                f"store {h.path!r}: a band table names a doc the docs database lacks"
-            )
+            continue  # a removed doc's stale entry
+        if since is not None and h.codec.stored_at(rec) < since:
+            continue
         recs.append(rec)
         live.append(bytes(iid))
     return recs, live
@@ -160,12 +173,35 @@ class Scanner:
             self._cache = (tag, cols.iids, cols.fps)
         return cols.iids, cols.fps
 
-    def scan(self, h: Handles, txn: Any, q: int, k: int) -> list[Match]:
-        """Every doc within k of q, by a C scan of all stored fingerprints."""
+    def scan(self, h: Handles, txn: Any, q: int, k: int, since: int | None = None
+             ) -> list[Match]:
+        """Every doc within k of q (stored since ``since``, ms, when given), by a C scan
+        of all stored fingerprints."""
         iids, fps = self.all_fps(h, txn)
         idx, dist = _core.hamming_within(q, fps, k)
-        rows = [
+        rows: list[Any] = [
             (d, iid_bytes(int(iids[i])))
             for i, d in zip(idx.tolist(), dist.tolist(), strict=True)
         ]
+        if rows and since is not None:
+            rows = recent(h, txn, rows, since)
         return matches(h, txn, rows)
+
+
+def stored_before(h: Handles, txn: Any, before: int, start: bytes, limit: int
+                  ) -> tuple[list[bytes], bytes | None]:
+    """The encoded ids of docs stored before ``before`` (ms) among at most ``limit``
+    docs records from internal id ``start`` (b"": the first) on, and where the next
+    slice starts (None: the table's end)."""
+    cur = txn.cursor(h.docs)
+    if not (cur.set_range(start) if start else cur.first()):
+        return [], None
+    a, b = h.codec.at_start, h.codec.id_start
+    out = []
+    for _ in range(limit):
+        rec = cur.value()
+        if int.from_bytes(rec[a:b], "big") < before:
+            out.append(bytes(rec[b:]))
+        if not cur.next():
+            return out, None
+    return out, bytes(cur.key())

@@ -1,17 +1,17 @@
 """The records of removed docs in database ``runs``: tombstones and a merge's list of them.
 
 A removed doc's level entries stay (stale) until a merge of their level leaves them out;
-its tombstone says which. From format 11 tombstones are *blocks*: ``t`` + the block
-number (iid >> 9, 8 bytes big-endian) -> a 64-byte bitmap of the block's 512 internal
-ids (bit i of byte j: iid block * 512 + 8 j + i). Removes come in runs of neighbouring
-ids (a crawl's oldest pages, a dataset's rows), so a block holds many: about a byte a
-tombstone where one record each (``g`` + iid, formats 5-10, still read and deleted) took
-25-40. A merge records the tombstones it honours (its ``gone`` list) as chunks of 240
-ids (``mgone`` + a 4-byte number) beside its ``merge`` record, each inside a leaf page;
-from format 15 as tombstone blocks (``mgb`` + a 4-byte number -> up to 26 blocks, each its
-number, 8 bytes little-endian, and its bitmap): a byte or less a removed doc where the ids
-took 8 (a 1M store's merge of 62.5k tombstones: 132 leaf pages, held while it runs, and
-read by every write).
+its tombstone says which. Tombstones are *blocks*: ``t`` + the block number (iid >> 9, 8
+bytes big-endian) -> a 64-byte bitmap of the block's 512 internal ids (bit i of byte j:
+iid block * 512 + 8 j + i). Removes come in runs of neighbouring ids (a crawl's oldest
+pages, a dataset's rows), so a block holds many: about a byte a tombstone. A merge
+records the tombstones it honours (its ``gone`` list) beside its ``merge`` record in
+chunks that each fit inside a leaf page, of whichever kind takes fewer bytes: ids
+(``mgone`` + a 4-byte number -> up to 240 ids, 8 bytes little-endian each) or tombstone
+blocks (``mgb`` + a 4-byte number -> up to 26 blocks, each its number, 8 bytes
+little-endian, and its bitmap: a byte or less a removed doc where neighbours were
+removed; a 1M store's merge of 62.5k tombstones took 132 leaf pages as ids, held while
+it runs and read by every write).
 """
 
 from __future__ import annotations
@@ -21,24 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from .._distinct import distinct
 from ..exceptions import CorruptStoreError
 from .runfile import MERGE_KEY, Job
 
-GONE = b"g"  # formats 5-10: a tombstone per stale doc, GONE + iid (8 bytes big-endian)
-BLOCK = b"t"  # format 11: tombstone blocks, BLOCK + (iid >> BLOCK_BITS) -> bitmap
+BLOCK = b"t"  # tombstone blocks: BLOCK + (iid >> BLOCK_BITS) -> bitmap
 BLOCK_BITS = 9  # 512 ids a block: a 64-byte bitmap
 _BLOCK_BYTES = (1 << BLOCK_BITS) // 8
-GONE_KEY = b"mgone"  # + 4-byte chunk number: the merge's honoured tombstones (format 11)
+GONE_KEY = b"mgone"  # + 4-byte chunk number: the merge's honoured tombstones, as ids
 GONE_CHUNK = 240  # internal ids per chunk: 1,920 bytes, inside a 4 KB leaf page
-GONE_BLOCKS_KEY = b"mgb"  # + 4-byte chunk number: the gone list as blocks (format 15)
+GONE_BLOCKS_KEY = b"mgb"  # + 4-byte chunk number: the gone list as blocks
 _GONE_BLOCK = 8 + _BLOCK_BYTES  # a block's number (little-endian) and bitmap
 GONE_BLOCKS_CHUNK = 26  # blocks per chunk: 1,872 bytes, inside a 4 KB leaf page
-
-
-def tombstone_key(iid: int) -> bytes:
-    """The key of a removed doc's tombstone in formats 5-10."""
-    return GONE + iid.to_bytes(8, "big")
 
 
 def _block_key(block: int) -> bytes:
@@ -60,14 +53,9 @@ def put_tombstones(txn: Any, db: Any, iids: list[int]) -> None:
 
 
 def drop_tombstones(txn: Any, db: Any, iids: np.ndarray) -> None:
-    """Delete the tombstones of these internal ids (a merge honoured them), in blocks or,
-    written before format 11, one record each."""
+    """Delete the tombstones of these internal ids (a merge honoured them)."""
     if not len(iids):
         return
-    cur = txn.cursor(db)
-    if cur.set_range(GONE) and bytes(cur.key()[:1]) == GONE:  # records of formats 5-10
-        for iid in iids.tolist():
-            txn.delete(tombstone_key(iid), db=db)
     _set_bits(txn, db, iids.tolist(), False)
 
 
@@ -118,24 +106,12 @@ def _block_maps(txn: Any, db: Any, first: int, end: int) -> tuple[np.ndarray, np
 
 
 def tombstones(txn: Any, db: Any, lo: int, hi: int) -> np.ndarray:
-    """Sorted internal ids of the tombstones with lo <= iid < hi (blocks and records)."""
+    """Sorted internal ids of the tombstones with lo <= iid < hi."""
     nums, maps = _block_maps(txn, db, lo >> BLOCK_BITS,
                              (hi + (1 << BLOCK_BITS) - 1) >> BLOCK_BITS)
     at, bit = np.nonzero(np.unpackbits(maps, axis=1, bitorder="little"))
     # blocks come in key order, each one's ids ascending: sorted and distinct already
     arr = (nums[at] << np.uint64(BLOCK_BITS)) + bit.astype(np.uint64)
-    cur = txn.cursor(db)
-    old: list[int] = []
-    if cur.set_range(tombstone_key(lo)):
-        for key in cur.iternext(values=False):
-            if len(key) != 9 or bytes(key[:1]) != GONE:
-                break
-            iid = int.from_bytes(key[1:], "big")
-            if iid >= hi:
-                break
-            old.append(iid)
-    if old:  # records of formats 5-10, maybe beside blocks
-        arr = distinct(np.concatenate([np.asarray(old, dtype=np.uint64), arr]))
     keep = arr >= np.uint64(lo)
     if hi < 1 << 64:
         keep &= arr < np.uint64(hi)
@@ -265,16 +241,16 @@ def ids_blocks(ids: np.ndarray) -> bytes:
                           axis=1).tobytes()
 
 
-def put_job(txn: Any, db: Any, job: Job, blocks: bool = False) -> None:
+def put_job(txn: Any, db: Any, job: Job) -> None:
     """Write a merge's record and its gone list in chunks that each fit in a leaf page
-    (one record of 8 bytes per removed doc took a run of free pages: the file grew): its
-    ids, or (blocks: format 15 on) its tombstone blocks where they take fewer bytes
-    (more than 9 removed docs a block of 512 ids, on average)."""
+    (one record of 8 bytes per removed doc would take a run of free pages: the file
+    grew): its ids, or its tombstone blocks where they take fewer bytes (more than 9
+    removed docs a block of 512 ids, on average)."""
     drop_gone(txn, db)
     txn.put(MERGE_KEY, job.pack(), db=db)
     raw = np.ascontiguousarray(job.gone, dtype="<u8").tobytes()
     key, step = GONE_KEY, 8 * GONE_CHUNK
-    if blocks and len(raw):
+    if len(raw):
         packed = ids_blocks(job.gone)
         if len(packed) < len(raw):
             raw, key, step = packed, GONE_BLOCKS_KEY, _GONE_BLOCK * GONE_BLOCKS_CHUNK

@@ -1,8 +1,4 @@
-"""Helpers the table engines share: bulk puts, whole-table reads, leftover tables, band keys.
-
-Both engines (the run tables and the dupsort tables of formats 1-2) and the
-write operations use these; neither engine imports the other.
-"""
+"""Helpers of the run tables and the writes: bulk puts, leftover tables, band keys."""
 
 from __future__ import annotations
 
@@ -56,27 +52,6 @@ def spread_order(n: int, window: int = SPREAD) -> np.ndarray:
     one = np.argsort(rev)  # window positions in bit-reversed order
     idx = (np.arange(0, n, window, dtype=np.int64)[:, None] + one[None, :]).ravel()
     return idx[idx < n]
-
-
-def read_rows(txn: Any, db: Any, key_size: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Every (key, internal id) of a dupsort table as uint64 arrays, in table order.
-
-    Keys of key_size <= 8 bytes are read as big-endian unsigned integers.
-
-    None if an entry is not key_size + 8 bytes (a damaged table).
-    """
-    kb: list[bytes] = []
-    vb: list[bytes] = []
-    for key, val in txn.cursor(db).iternext():
-        if len(key) != key_size or len(val) != 8:
-            return None
-        kb.append(key)
-        vb.append(val)
-    raw = np.frombuffer(b"".join(kb), dtype=np.uint8).reshape(len(kb), key_size)
-    padded = np.zeros((len(kb), 8), dtype=np.uint8)
-    padded[:, 8 - key_size :] = raw
-    keys = padded.view(">u8").ravel().astype(np.uint64)
-    return keys, np.frombuffer(b"".join(vb), dtype=">u8").astype(np.uint64)
 
 
 def tables_beyond(txn: Any, letter: bytes, count: int) -> list[str]:

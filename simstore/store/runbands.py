@@ -1,4 +1,4 @@
-"""The band keys of a run-table similarity store, as :class:`~simstore.store.engine.BandIndex`.
+"""The band keys of a similarity store, as :class:`~simstore.store.engine.BandIndex`.
 
 Kept apart from :mod:`simstore.store.runs`, which writes them: this only looks them up.
 """
@@ -14,14 +14,14 @@ from .runs import RunTables
 
 
 class RunBands:
-    """The band entries of a run-table (formats 3-5) similarity store, kept by its RunTables.
+    """The band entries of a similarity store, kept by its RunTables.
 
     The band keys are levels of the run tables too (database ``rbands``: keys
     band << 32 | key32), derived from the docs records with them: RunTables
-    writes them, this looks them up in the levels and recent docs.
+    writes them, this looks them up in the levels and recent docs. A removed doc's
+    entries stay (stale) until a merge of their level leaves them out: a candidate
+    may name a doc without a docs record.
     """
-
-    stale_entries = True  # a removed doc's entries stay until the levels are rebuilt
 
     def __init__(self, tables: RunTables) -> None:
         self.tables = tables

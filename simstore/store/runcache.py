@@ -22,7 +22,7 @@ import numpy as np
 from ..exceptions import CorruptStoreError
 from ..native import lmdbmap as _lmdbmap, probe as _probe
 from .rows import band_keys
-from .runfile import STATE_KEY, State, lineage, mix_xor, place_run, read_runs
+from .runfile import STATE_KEY, State, lineage, mix_xor, place_run
 from .runindex import read_index
 
 # A level holding at most 1 / SMALL_LEVEL of its table's keys spans its probes as if it
@@ -55,7 +55,7 @@ class RecentDocs:
     iids: np.ndarray
     fps: np.ndarray
     bands: dict[int, list[int]] = field(default_factory=dict)  # band key -> iids
-    ids: dict[int, list[int]] = field(default_factory=dict)  # id hash -> iids (run ids)
+    ids: dict[int, list[int]] = field(default_factory=dict)  # id hash -> iids
     has_ids: bool = False  # ids holds every recent doc's (read once a lookup by id wants it)
 
     def add_bands(self, iids: np.ndarray, keys32: np.ndarray | None) -> None:
@@ -68,7 +68,7 @@ class RecentDocs:
                 get(key, []).append(iid)
 
     def add_ids(self, iids: np.ndarray, idh: np.ndarray | None) -> None:
-        """Index recent docs' id hashes (a run-ids store) for exact lookups."""
+        """Index recent docs' id hashes for exact lookups."""
         if idh is None:
             return
         get = self.ids.setdefault
@@ -90,9 +90,9 @@ class LevelCache:
     run_dbs: list[Any]
     _prober: _probe.Prober
     _bprober: _probe.Prober | None
-    _iprober: _probe.Prober | None
+    _iprober: _probe.Prober
     bands_at: int | None
-    ids_at: int | None
+    ids_at: int
     _levels: dict[int, OpenLevel]
     _recent: RecentDocs | None
     _wired: tuple[bytes, int] | None
@@ -117,9 +117,8 @@ class LevelCache:
     def _level(self, txn: Any, level: int, gen: int) -> OpenLevel:
         """A level's runs, from the cache when its generation and the map epoch match.
 
-        A level with index records is opened by them alone: its runs are
-        fetched (:meth:`_fetch`) when a probe first lands in them. One without
-        (written before format 7) is read whole.
+        A level is opened by its index alone: its runs are fetched (:meth:`_fetch`)
+        when a probe first lands in them.
         """
         epoch = self._epoch()
         got = self._levels.get(level)
@@ -130,23 +129,23 @@ class LevelCache:
         kept = got.sets if got is not None and got.epoch == epoch \
             and lineage(got.gen) == lineage(gen) else None
         nt = len(self.dbs)
+        index: list[np.ndarray] = []
         with self._reading(txn, level, gen) as src:
-            index = [read_index(src, db, level) for db in self.run_dbs]
-            if all(firsts is not None for firsts in index):
-                # a store read sparsely never fetches a level whole: that reads every run
-                whole_at = 0 if self._sparse() else WHOLE_AT
-                sets = [_probe.RunSet(i if i < nt else 0, [None] * len(firsts), firsts,
-                                      kw=4 if i == self.bands_at else 8,
-                                      fetch=functools.partial(self._fetch, level, gen, db,
-                                                              firsts), whole_at=whole_at)
-                        for i, (db, firsts) in enumerate(zip(self.run_dbs, index, strict=True))]
-                for rs, old in zip(sets, kept or [], strict=bool(kept)):
-                    rs.adopt(old)  # the runs both name: the same records
-            else:
-                runs = [read_runs(src, db, level, copy_below=self._psize)
-                        for db in self.run_dbs]
-                sets = [_probe.RunSet(i if i < nt else 0, [r for _, r in rr],
-                                      [f for f, _ in rr]) for i, rr in enumerate(runs)]
+            for db in self.run_dbs:
+                firsts = read_index(src, db, level)
+                if firsts is None:
+                    raise CorruptStoreError(f"table level {level} has no index record: the "
+                                            "store is damaged (verify() says more)")
+                index.append(firsts)
+        # a store read sparsely never fetches a level whole: that reads every run
+        whole_at = 0 if self._sparse() else WHOLE_AT
+        sets = [_probe.RunSet(i if i < nt else 0, [None] * len(firsts), firsts,
+                              kw=4 if i == self.bands_at else 8,
+                              fetch=functools.partial(self._fetch, level, gen, db, firsts),
+                              whole_at=whole_at)
+                for i, (db, firsts) in enumerate(zip(self.run_dbs, index, strict=True))]
+        for rs, old in zip(sets, kept or [], strict=bool(kept)):
+            rs.adopt(old)  # the runs both name: the same records
         for rs in sets:  # a set this small would be fetched whole by its first probe
             if rs.loaded < rs.nruns <= WHOLE_AT:
                 rs.load(range(rs.nruns))
@@ -237,7 +236,7 @@ class LevelCache:
         their id hashes only once this process has looked an id up (a pure reader never
         decodes and hashes the ids of the docs each commit adds)."""
         rec = self._recent
-        ids = self._want_ids and self.ids_at is not None
+        ids = self._want_ids
         if rec is not None and rec.has_ids != ids:
             rec = None  # (the first lookup by id: read them again with their ids)
         if rec is not None and rec.flushed == st.flushed and rec.upto == st.next \

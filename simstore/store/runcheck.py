@@ -1,11 +1,11 @@
 """The run tables' checks for ``verify``: every level against the live docs.
 
-Each level holds exactly the (permuted key, iid) rows of the live docs in its
-range of internal ids, plus the stale rows of removed docs, as many as the state
-counts (from format 17 at most as many: a merge leaves out the rows of docs removed
-while it runs where it has yet to pass) and (from format 5) each with a tombstone; the
-recent docs match the state's hash; no table is left over from another layout. Reads
-copies of the runs (with their order checked), never the in-place views of queries.
+Each level holds exactly the (permuted key, iid) rows of the live docs in its range of
+internal ids, plus stale rows of removed docs, each with a tombstone, at most as many
+as the state counts (a merge also leaves out the rows of docs removed while it runs,
+where it has yet to pass); each level's index names exactly its runs; the recent docs
+match the state's hash; no table is left over from another layout. Reads copies of the
+runs (with their order checked), never the in-place views of queries.
 
 While a merge is under way its target level covers its sources' ids: it holds the
 rows below the job's cursor of that run database, the sources those from it on
@@ -65,14 +65,11 @@ class RunTables(Protocol):
     specs: list[tuple[bytes, bytes, bytes]]
     nbands: int
     bands_at: int | None  # the band entries' place in run_dbs
-    ids_at: int | None  # the ids' (a run-ids store)
-    late_gone: bool  # merges leave out docs removed while they run (format 17)
+    ids_at: int  # the ids'
 
     def state(self, txn: Any) -> State: ...
 
     def meta_db(self) -> Any: ...
-
-    def indexed(self, txn: Any) -> bool: ...
 
     def extra(self, txn: Any) -> list[str]: ...
 
@@ -96,9 +93,9 @@ def check_tables(rt: RunTables, txn: Any, iids: np.ndarray, fps: np.ndarray) -> 
     recent = iids >= np.uint64(st.flushed)
     if mix_xor(iids[recent], fps[recent]) != st.recent_xor:
         problems.append("run state: the recent docs' hash does not match the docs table")
-    gone = None if st.legacy else tombstones(txn, rt.meta_db(), 0, 1 << 64)
+    gone = tombstones(txn, rt.meta_db(), 0, 1 << 64)
     pending = _pending(txn, rt.meta_db())
-    if gone is not None and len(gone) != st.stale + pending:
+    if len(gone) != st.stale + pending:
         problems.append(f"run state: {st.stale} stale docs and {pending} tombstones left "
                         f"to delete, but {len(gone)} tombstones")
     merging = _merging(rt, txn, st)
@@ -120,18 +117,17 @@ def _pending(txn: Any, meta: Any) -> int:
 
 
 def _check_table(rt: RunTables, txn: Any, t: int, db: Any, st: State,
-                 iids: np.ndarray, fps: np.ndarray, gone: np.ndarray | None,
+                 iids: np.ndarray, fps: np.ndarray, gone: np.ndarray,
                  merging: _Merging | None) -> list[str]:
     want = _core.permute_blocks(fps, *rt.specs[t])
     name = table_name(t).decode()
-    return _check_index(rt, txn, name, db, st) + _check_level_rows(
-        txn, name, db, st, want, iids, 1, gone, merging, t, rt.late_gone)
+    return _check_index(txn, name, db, st) + _check_level_rows(
+        txn, name, db, st, want, iids, 1, gone, merging, t)
 
 
-def _check_index(rt: RunTables, txn: Any, name: str, db: Any, st: State) -> list[str]:
-    """Each level's index record names exactly its runs (format 7 on: every level has one)."""
-    required = rt.indexed(txn)
-    found = (index_problem(txn, db, lv.id, required) for lv in st.levels)
+def _check_index(txn: Any, name: str, db: Any, st: State) -> list[str]:
+    """Each level's index names exactly its runs."""
+    found = (index_problem(txn, db, lv.id) for lv in st.levels)
     return [f"table {name}: {p}" for p in found if p]
 
 
@@ -153,7 +149,6 @@ def check_ids(rt: RunTables, txn: Any, iids: np.ndarray, idh: np.ndarray) -> lis
         st = rt.state(txn)
     except CorruptStoreError as exc:
         return [str(exc)]
-    assert rt.ids_at is not None
     old = iids < np.uint64(st.flushed)
     return _check_db(rt, txn, rt.ids_at, "of ids", st, idh[old], iids[old], 1)
 
@@ -161,20 +156,19 @@ def check_ids(rt: RunTables, txn: Any, iids: np.ndarray, idh: np.ndarray) -> lis
 def _check_db(rt: RunTables, txn: Any, i: int, name: str, st: State, want: np.ndarray,
               vals: np.ndarray, per_doc: int) -> list[str]:
     """Run database i (not a table) holds the wanted rows, its index its runs."""
-    gone = None if st.legacy else tombstones(txn, rt.meta_db(), 0, 1 << 64)
+    gone = tombstones(txn, rt.meta_db(), 0, 1 << 64)
     db = rt.run_dbs[i]
-    return _check_index(rt, txn, name, db, st) + _check_level_rows(
-        txn, name, db, st, want, vals, per_doc, gone, _merging(rt, txn, st), i,
-        rt.late_gone)
+    return _check_index(txn, name, db, st) + _check_level_rows(
+        txn, name, db, st, want, vals, per_doc, gone, _merging(rt, txn, st), i)
 
 
 def _check_level_rows(txn: Any, name: str, db: Any, st: State, want: np.ndarray,
-                      want_vals: np.ndarray, per_doc: int, gone: np.ndarray | None,
-                      merging: _Merging | None, i: int, late: bool) -> list[str]:
-    """A run database's levels hold exactly the wanted (key, iid) rows, plus
-    per_doc stale rows per removed doc (each one's iid a tombstone, given gone; late:
-    format 17's merges left out some, so at most that many); i: the run database's
-    place (its merge cursor)."""
+                      want_vals: np.ndarray, per_doc: int, gone: np.ndarray,
+                      merging: _Merging | None, i: int) -> list[str]:
+    """A run database's levels hold exactly the wanted (key, iid) rows, plus at most
+    per_doc stale rows per removed doc the state counts, each one's iid a tombstone
+    (merges leave out some: see the module's docstring); i: the run database's place
+    (its merge cursor)."""
     try:
         levels = [read_level(txn, db, lv.id) for lv in st.levels]
     except CorruptStoreError as exc:
@@ -197,7 +191,7 @@ def _check_level_rows(txn: Any, name: str, db: Any, st: State, want: np.ndarray,
     vals = np.concatenate([EMPTY] + [lv[1].astype(np.uint64) for lv in levels])
     live = np.isin(vals, want_vals)
     stale = int((~live).sum())
-    if gone is not None and not np.isin(vals[~live], gone).all():
+    if not np.isin(vals[~live], gone).all():
         problems.append(f"table {name}: a stale entry without a tombstone")
     got = sorted(zip(keys[live].tolist(), vals[live].tolist(), strict=True))
     need = sorted(zip(want.tolist(), want_vals.tolist(), strict=True))
@@ -208,11 +202,9 @@ def _check_level_rows(txn: Any, name: str, db: Any, st: State, want: np.ndarray,
             "missing, "
             f"{len(gs - ns) + len(got) - len(gs)} wrong entries"
         )
-    # at most as many as the state counts; before format 17 exactly as many (but those a
-    # merge under way left out). From 17 a merge also leaves out the entries of docs
-    # removed while it runs where it has yet to pass, their tombstones (counted) kept.
-    dropped = st.stale if late else 0 if merging is None else len(merging.job.gone)
-    if not (st.stale - dropped) * per_doc <= stale <= st.stale * per_doc:
+    # at most as many as the state counts: a merge also leaves out the entries of docs
+    # removed while it runs where it has yet to pass, their tombstones (counted) kept
+    if stale > st.stale * per_doc:
         problems.append(
             f"table {name}: {stale} stale entries, the state says {st.stale * per_doc}"
         )

@@ -1,26 +1,24 @@
-"""The records of the run tables (store formats 3-5): the state record and the runs.
+"""The records of the run tables: the state record, the merge records and the runs.
 
-Database ``runs`` holds the record ``state``: the next internal id, where the
-recent docs begin (``flushed``), the count of stale entries, an XOR hash of the
-recent docs, then per level (oldest first) its one-byte id, random generation
-and end internal id (see :class:`State`; formats 3-4 wrote a fixed 7-field
-record of a base and an L1 level, still read). From format 5 it also holds
-the merge under way, if any (``merge``: :class:`Job`; ``mcursor``: its
-progress per run database; ``mclean``, once its level is swapped in: how many of
-the tombstones it honoured are deleted) and one tombstone per stale doc (``g`` + the
-8-byte big-endian iid, empty value). Each run database (``r00``, ``r01``, ...
-for the permutation tables, ``rbands`` for the band keys of a similarity
-store) holds a level as runs: records keyed by the level byte and the run's
-first key (8 bytes big-endian) whose value is a header (entries, id width,
-key width, directory bits, directory shift), the keys (uint64 little-endian,
-or their low halves when every key of the run shares the record key's high
-half), the internal ids (4 or 8 bytes little-endian), then, from format 4,
-the run's directory (2**bits + 1 uint32 little-endian, see
-:func:`simstore.native.probe.run_dir`; bits 0: none, as in format 3). A run's
-ids are 4 bytes unless one of them needs 8. From format 7 each level of each
-run database also has an *index* record (:mod:`simstore.store.runindex`).
-:mod:`simstore.store.runs` keeps the levels up to date and probes them where
-LMDB maps them.
+Database ``runs`` holds the record ``state`` (:class:`State`: the next internal id,
+where the recent docs begin, ``flushed``, an upper bound of the stale entries, an XOR
+hash of the recent docs, then per level, oldest first, its one-byte id, generation and
+end internal id), the merge under way if any (``merge``: :class:`Job`; ``mcursor``: its
+progress per run database; ``mclean``, once its level is swapped in: how many of the
+tombstones it honoured are deleted; its gone list in ``mgone`` or ``mgb`` chunks) and
+the tombstones (``t`` + block number -> a 64-byte bitmap): those two kinds are
+:mod:`simstore.store.removed`'s. Each run database (``r00``, ``r01``, ... for the
+permutation tables, ``rbands`` for the band keys of a similarity store, ``rids`` for
+the id hashes) holds a level as runs: records keyed by the level byte and the run's
+first key (8 bytes big-endian) whose value is a header (entries, id width, key width,
+directory bits, directory shift), the keys (uint64 little-endian, or their low halves
+when every key of the run shares the record key's high half), the internal ids (4 bytes
+little-endian, 8 when one of them needs it), then, in a permutation table's run of
+``DIR_MIN_ENTRIES`` keys or more, its directory (2**bits + 1 uint32 little-endian, see
+:func:`simstore.native.probe.run_dir`). Each level of each run database also has a
+paged index under the lead byte 0xFF (:mod:`simstore.store.runindex`). docs/format.md
+gives every byte; :mod:`simstore.store.runs` keeps the levels up to date and probes
+them where LMDB maps them.
 """
 
 from __future__ import annotations
@@ -43,18 +41,18 @@ from .runsize import DIR_MIN_ENTRIES, RUN_HEAD, dir_bits
 STATE_DB = b"runs"
 STATE_KEY = b"state"
 BANDS_DB = b"rbands"
-IDS_DB = b"rids"  # format 13 on: id_hash(encoded id) -> iid (simstore.store.idindex)
+IDS_DB = b"rids"  # id_hash(encoded id) -> iid (simstore.store.idindex)
 MERGE_KEY = b"merge"  # the merge under way, if any (Job)
 CURSOR_KEY = b"mcursor"  # its progress per run database
 CLEAN_KEY = b"mclean"  # once swapped in: how many of its tombstones are deleted
-BASE, L1 = 0, 1  # the level ids of a format 3-4 state record
 MAX_LEVEL_ID = 250
 EMPTY = np.empty(0, dtype=np.uint64)
-_LEGACY = struct.Struct("<7Q")
 _STATE = struct.Struct("<4QB")
 _LEVEL = struct.Struct("<BQQ")
 _JOB = struct.Struct("<BQBQ")
 _CURSOR = struct.Struct("<BQ")
+
+
 def table_name(t: int) -> bytes:
     """The LMDB database name of run table t."""
     return b"r%02d" % t
@@ -88,10 +86,12 @@ class State(NamedTuple):
 
     next: int = 0  # the next internal id (iids are never reused)
     flushed: int = 0
-    stale: int = 0  # entries per table whose doc was removed (each has a tombstone)
+    # removed docs whose entries levels may still hold, each with a tombstone: an upper
+    # bound of a table's stale entries (a merge also leaves out docs removed while it runs,
+    # counted until the next merge of their level)
+    stale: int = 0
     recent_xor: int = 0  # XOR of mix(iid, fp) over the live recent docs
     levels: tuple[Level, ...] = ()
-    legacy: bool = False  # read from a format 3-4 record (stale entries without tombstones)
 
     def pack(self) -> bytes:
         head = _STATE.pack(self.next, self.flushed, self.stale, self.recent_xor,
@@ -121,12 +121,6 @@ class State(NamedTuple):
 def _unpack_state(raw: bytes) -> State:
     """A state record's fields (cached: every write and query reads the same few records)."""
     bad = CorruptStoreError("the run tables' state record is missing or malformed")
-    if len(raw) == _LEGACY.size:  # formats 3-4: a base and an L1 level
-        nxt, base_end, l1_end, base_gen, l1_gen, stale, xor = _LEGACY.unpack(raw)
-        levels = tuple(lv for lv, lo in ((Level(BASE, base_gen, base_end), 0),
-                                         (Level(L1, l1_gen, l1_end), base_end))
-                       if lv.hi > lo)
-        return State(nxt, l1_end, stale, xor, levels, legacy=True)
     if len(raw) < _STATE.size:
         raise bad
     nxt, flushed, stale, xor, n = _STATE.unpack_from(raw)
@@ -151,32 +145,28 @@ class Job:
     gone: np.ndarray
 
     def pack(self) -> bytes:
-        """The ``merge`` record: its head and sources; ``gone`` (inline in formats 9-10) is
-        chunks of its own from format 11 (:func:`simstore.store.removed.put_job`)."""
+        """The ``merge`` record: its head and sources (``gone`` is chunks of its own:
+        :func:`simstore.store.removed.put_job`)."""
         head = _JOB.pack(self.target, self.gen, len(self.sources), len(self.gone))
         return head + b"".join(_LEVEL.pack(lv.id, lv.gen, lv.hi) for lv in self.sources)
 
     @classmethod
     def unpack(cls, raw: Any, chunks: Callable[[int], np.ndarray] | None = None) -> Job:
-        """The job of a ``merge`` record; its ``gone`` inline, or (format 11 on) read by
-        ``chunks(count)`` (without: a job whose gone list is left empty)."""
+        """The job of a ``merge`` record, its ``gone`` read by ``chunks(count)`` (without:
+        a job whose gone list is left empty)."""
         raw = bytes(raw)
         try:
             target, gen, ns, ng = _JOB.unpack_from(raw)
-            at = _JOB.size + ns * _LEVEL.size
-            if len(raw) not in (at, at + 8 * ng):
+            if len(raw) != _JOB.size + ns * _LEVEL.size:
                 raise ValueError
         except (struct.error, ValueError):
             raise CorruptStoreError("the run tables' merge record is malformed") from None
         srcs = tuple(Level(*_LEVEL.unpack_from(raw, _JOB.size + i * _LEVEL.size))
                      for i in range(ns))
-        if len(raw) == at + 8 * ng:
-            gone = np.frombuffer(raw, dtype="<u8", count=ng, offset=at).astype(np.uint64)
-        else:
-            gone = np.empty(0, np.uint64) if chunks is None else chunks(ng)
-            if chunks is not None and len(gone) != ng:
-                raise CorruptStoreError("the run tables' merge names more removed docs "
-                                        "than its records hold")
+        gone = np.empty(0, np.uint64) if chunks is None else chunks(ng)
+        if chunks is not None and len(gone) != ng:
+            raise CorruptStoreError("the run tables' merge names more removed docs "
+                                    "than its records hold")
         return cls(target, gen, srcs, gone)
 
 
@@ -263,27 +253,18 @@ def _run_bounds(keys: np.ndarray, run_entries: int) -> list[int]:
     return starts
 
 
-def write_level(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, *,
-                run_entries: int, halves: bool = False, dirs: bool = False,
-                tail: int = 0) -> None:
-    """Replace one level of a run table by sorted (keys, vals), in runs of ~run_entries.
-
-    halves: runs also end where the keys' high 32 bits change, and store only
-    the low halves (band entries: the high half is the band). dirs: runs of
-    DIR_MIN_ENTRIES keys or more carry a directory (never with halves) whose
-    buckets are never finer than the table's tail bits (a probe's range).
-    """
-    drop_level(txn, db, level)
-    put_runs(txn, db, level, keys, vals, run_entries=run_entries, halves=halves, dirs=dirs,
-             tail=tail)
-
-
 def put_runs(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, *,
              run_entries: int, halves: bool = False, dirs: bool = False,
-             tail: int = 0, index: bool = True) -> None:
-    """Add sorted (keys, vals) to one level as runs (see :func:`write_level`) and, given
-    index (format 7 on), their first keys to its index record; the level's runs so far
-    must all hold keys below keys[0] (a merge writes its target in slices)."""
+             tail: int = 0) -> None:
+    """Add sorted (keys, vals) to one level as runs of about run_entries keys, never
+    splitting a key, and their first keys to its index; the level's runs so far must
+    all hold keys below keys[0] (a merge writes its target in slices).
+
+    halves: runs also end where the keys' high 32 bits change, and store only the
+    low halves (band entries: the high half is the band). dirs: runs of
+    DIR_MIN_ENTRIES keys or more carry a directory (never with halves) whose buckets
+    are never finer than the table's tail bits (a probe's range).
+    """
     n = len(keys)
     if not n:
         return
@@ -307,8 +288,7 @@ def put_runs(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, 
         ktype = "<u4" if halves else "<u8"
         body = keys[a:b].astype(ktype).tobytes() + vals[a:b].astype(vtype).tobytes() + dtail
         txn.put(lead + int(keys[a]).to_bytes(8, "big"), head + body, db=db)
-    if index:
-        append_index(txn, db, level, keys[np.asarray(starts, dtype=np.int64)])
+    append_index(txn, db, level, keys[np.asarray(starts, dtype=np.int64)])
 
 
 def drop_level(txn: Any, db: Any, level: int) -> None:
@@ -323,17 +303,10 @@ def drop_level(txn: Any, db: Any, level: int) -> None:
             break
 
 
-def read_runs(txn: Any, db: Any, level: int, *, copy_below: int = 0,
-              ) -> list[tuple[int, Run]]:
-    """(first key, run) of every run of one level, in key order, as views of what txn read.
-
-    In a transaction begun with ``buffers=True`` the arrays view LMDB's map
-    (nothing is copied: see :mod:`simstore.store.runs` for how long such views
-    stay valid); otherwise they view private bytes. A record shorter than
-    copy_below bytes is copied (see :func:`parse_run`), and so is a view not
-    aligned to its width. Each record's framing is checked; key order is not
-    (``verify`` checks it).
-    """
+def read_runs(txn: Any, db: Any, level: int) -> list[tuple[int, Run]]:
+    """(first key, run) of every run of one level, in key order, as views of what txn
+    read (copies where not aligned to their widths). Each record's framing is checked;
+    key order is not (:func:`read_level` checks it)."""
     cur = txn.cursor(db)
     lead = bytes((level,))
     out: list[tuple[int, Run]] = []
@@ -342,8 +315,7 @@ def read_runs(txn: Any, db: Any, level: int, *, copy_below: int = 0,
     for key, val in cur.iternext():
         if bytes(key[:1]) != lead:
             break
-        if len(key) > 1:  # not the index record
-            out.append(parse_run(key, val, level, copy_below))
+        out.append(parse_run(key, val, level))
     return out
 
 
@@ -371,9 +343,10 @@ def place_run(key: Any, val: Any, level: int, copy_below: int, in_map: bool) -> 
     in_map: val views LMDB's map, whose memory the caller keeps valid (see
     :mod:`simstore.store.runs`), so the set holds nothing for it; else (private
     bytes), or when it is shorter than copy_below and so copied (see
-    :func:`parse_run`), the set holds the bytes. A record whose arrays are not
-    aligned to their widths (none is written so) comes back as a :class:`Run`
-    of aligned copies.
+    :func:`parse_run`), the set holds the bytes. A record whose arrays do not lie at
+    multiples of their widths (a band run of 8-byte ids and an odd number of entries
+    has its ids at offset 4 mod 8) comes back as :func:`parse_run` reads it: a
+    :class:`Run` of copies where a view would not be aligned.
     """
     val, f = _frame(key, val, level, copy_below)
     held = not in_map or len(val) < copy_below

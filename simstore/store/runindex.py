@@ -1,17 +1,15 @@
-"""The index records of the run tables (store format 7 on): per level of each run
-database, the runs' first keys, uint64 little-endian, ascending. Opening a level reads
-its index; a run is fetched when a probe first lands in it (py-lmdb touches every page
-of a value it returns, so reading every run at open read the whole tables).
+"""The paged index of the run tables: per level of each run database, the first keys of
+its runs (uint64 little-endian, ascending). Opening a level reads its index; a run is
+fetched when a probe first lands in it (py-lmdb touches every page of a value it
+returns, so reading every run at open would read the whole tables).
 
-From format 11 a level's index is *paged*: a head record keyed ``INDEX_LEAD`` + the
-level byte (empty value: the level is indexed) and chunks of at most ``CHUNK_KEYS``
-first keys keyed by the same two bytes and a 4-byte big-endian chunk number, so each
-chunk sits inside a leaf page. A merge appends to its target's last chunk and trims its
-sources' first ones, at a cost bounded by its slice whatever the level's size, and no
-index ever needs a run of free pages (a record of many pages rewritten every slice, one
-page larger each time, fits no page range the previous one freed: the file grew). Formats
-7-10 keep one record per level keyed by the level byte alone, read as before; a write
-brings them to chunks (:func:`index_levels`).
+A level's index is a head record keyed ``INDEX_LEAD`` + the level byte (empty value: the
+level is indexed) and chunks of at most ``CHUNK_KEYS`` first keys keyed by the same two
+bytes and a 4-byte big-endian chunk number, so each chunk sits inside a leaf page. A
+merge appends to its target's last chunk and trims its sources' first ones, at a cost
+bounded by its slice whatever the level's size, and no index ever needs a run of free
+pages (a record of many pages rewritten every slice, one page larger each time, would
+fit no page range the previous one freed: the file would grow).
 """
 
 from __future__ import annotations
@@ -73,8 +71,7 @@ def _put_chunks(txn: Any, db: Any, level: int, firsts: np.ndarray, number: int) 
 
 
 def drop_index(txn: Any, db: Any, level: int) -> None:
-    """Delete one level's index: its head and chunks, and a format 7-10 record."""
-    txn.delete(bytes((level,)), db=db)
+    """Delete one level's index: its head and chunks."""
     head = _head(level)
     cur = txn.cursor(db)
     if not cur.set_range(head):
@@ -86,12 +83,10 @@ def drop_index(txn: Any, db: Any, level: int) -> None:
 
 def append_index(txn: Any, db: Any, level: int, firsts: np.ndarray) -> None:
     """Add the first keys of runs just written (above the level's others) to its index:
-    the last chunk filled up, then new ones."""
+    the last chunk filled up, then new ones (a level without an index gets one)."""
     last = _last(txn, db, level)
-    if last is None:  # no head: a format 7-10 record (or none) becomes chunks
-        old = read_index(txn, db, level)
-        both = firsts if old is None else np.concatenate([old, firsts.astype(np.uint64)])
-        put_index(txn, db, level, both)
+    if last is None:
+        put_index(txn, db, level, firsts)
         return
     key, val = last
     if len(key) == 2:  # the head alone: no chunk yet
@@ -115,12 +110,8 @@ def trim_index(txn: Any, db: Any, level: int, cut: int) -> None:
     chunks they fill are deleted, the one they end in rewritten; later ones stay."""
     head = _head(level)
     cur = txn.cursor(db)
-    if not cur.set_key(head):  # a format 7-10 record
-        old = read_index(txn, db, level)
-        if old is None or cut > len(old):
-            raise CorruptStoreError(f"table level {level} has fewer index keys than runs")
-        put_index(txn, db, level, old[cut:])
-        return
+    if not cur.set_key(head):
+        raise CorruptStoreError(f"table level {level} has fewer index keys than runs")
     gone: list[bytes] = []
     rest: tuple[bytes, bytes] | None = None
     while cut > 0 and cur.next() and bytes(cur.key()[:2]) == head:
@@ -141,16 +132,11 @@ def trim_index(txn: Any, db: Any, level: int, cut: int) -> None:
 
 def read_index(txn: Any, db: Any, level: int) -> np.ndarray | None:
     """The first keys of one level's runs from its index (a private copy, checked
-    ascending), or None when the level has none (written before format 7)."""
+    ascending), or None when the level has no index head."""
     chunks = _chunks(txn, db, level)
-    if chunks is not None:
-        raw = b"".join(val for _, val in chunks)
-    else:
-        raw = txn.get(bytes((level,)), db=db)
-        if raw is None:
-            return None
-        if len(raw) % 8:
-            raise CorruptStoreError(f"the index record of table level {level} is malformed")
+    if chunks is None:
+        return None
+    raw = b"".join(val for _, val in chunks)
     firsts = np.frombuffer(raw, dtype=_LE8).astype(np.uint64)
     if len(firsts) > 1 and bool((firsts[1:] <= firsts[:-1]).any()):
         raise CorruptStoreError(f"the index record of table level {level} is out of order")
@@ -166,37 +152,19 @@ def run_keys(txn: Any, db: Any, level: int) -> list[bytes]:
         for key in cur.iternext(values=False):
             if bytes(key[:1]) != lead:
                 break
-            if len(key) == 9:  # a run (not a format 7-10 index record)
-                out.append(bytes(key))
+            out.append(bytes(key))
     return out
 
 
-def index_levels(txn: Any, db: Any) -> None:
-    """Write the paged index of every level a run database holds, from its runs' record
-    keys, in place of a format 7-10 record (bringing a store written before format 11
-    to it; an empty level keeps an empty index)."""
-    cur = txn.cursor(db)
-    keys = [bytes(k) for k in cur.iternext(values=False)] if cur.first() else []
-    levels: dict[int, list[int]] = {}
-    for key in keys:
-        if len(key) == 9 and key[0] != INDEX_LEAD:
-            levels.setdefault(key[0], []).append(int.from_bytes(key[1:9], "big"))
-        elif len(key) == 1:
-            levels.setdefault(key[0], [])
-    for level, firsts in levels.items():
-        put_index(txn, db, level, np.array(firsts, dtype=np.uint64))
-
-
-def index_problem(txn: Any, db: Any, level: int, required: bool) -> str | None:
-    """What is wrong with one level's index record against its runs' keys, if anything
-    (required: the store's format says every level has one)."""
+def index_problem(txn: Any, db: Any, level: int) -> str | None:
+    """What is wrong with one level's index against its runs' keys, if anything."""
     try:
         firsts = read_index(txn, db, level)
     except CorruptStoreError as exc:
         return str(exc)
     want = [int.from_bytes(k[1:9], "big") for k in run_keys(txn, db, level)]
     if firsts is None:
-        return f"table level {level} has no index record" if want and required else None
+        return f"table level {level} has no index record" if want else None
     if firsts.tolist() != want:
         return (f"the index record of table level {level} names {len(firsts)} runs, "
                 f"not its {len(want)}")

@@ -1,73 +1,34 @@
-"""Run tables: the permutation tables as sorted runs in levels, probed in place.
+"""Run tables: the permutation tables, band keys and ids as sorted runs in levels, probed
+in place.
 
-Every table is derived from the docs table. The docs split by internal id into
-*levels*, oldest first, each covering a range of ids and holding, per table, the
-sorted (permuted fingerprint, iid) rows of its docs as runs
-(:mod:`simstore.store.runfile`), and the **recent** docs past the last level,
-read straight from the docs table and checked by a popcount scan: an add writes
-only the docs and ids records and the state record, not a B-tree entry per
-table. In a similarity store the band keys are levels too (database ``rbands``), and from
-format 13 so are the ids (database ``rids``: :mod:`simstore.store.idindex`).
+Every run database (the tables ``r00``..., ``rbands`` in a similarity store, ``rids``)
+is derived from the docs table: the docs split by internal id into levels, oldest first,
+each holding the sorted entries of its docs as runs (:mod:`simstore.store.runfile`), and
+the recent docs past the last level, read from the docs table and scanned by popcount.
+An add writes only its docs record and the state record; more than ``RECENT_MAX`` recent
+docs become a level, and levels merge in tiers a slice per write
+(:mod:`simstore.store.merges`), so a commit's cost is bounded by its own size. A removed
+doc's entries stay, stale, with a tombstone (:mod:`simstore.store.removed`) until a
+merge of their level leaves them out; queries drop hits without a docs record (internal
+ids are never reused). docs/architecture.md tells the whole of it.
 
-**Merges in tiers.** A write that leaves more than ``RECENT_MAX`` recent docs
-writes them as a new level (cost: those docs). When the levels newer than one
-hold 1 / ``LEVEL_RATIO`` of its docs, that level and all newer ones are merged
-into one (:func:`simstore.store.merges.due`), or every level when removed docs' stale entries
-exceed live / ``STALE_SHARE``. A merge combines the levels' sorted runs, never
-walks the docs table, and runs a slice at a time: each write merges as many docs
-in every run database (a similarity store's band database holds ``nbands``
-entries a doc), ``MERGE_STEP`` entries' worth or ``MERGE_PER_DOC`` per doc it
-added if more, recording its cursor in the ``mcursor`` record beside the ``merge``
-record that names the job. From format 9 the target is a level of the state
-from the job's start and each slice deletes the source runs it has passed in
-full, so the sources' pages are freed, and reused by later slices, while the
-merge goes (:mod:`simstore.store.merges`). A commit's cost is bounded by its
-own size whatever the store's, and a reader re-reads only the index records
-of the levels a slice changed. Every step is part of a write transaction:
-atomic and crash-safe like any LMDB commit; a merge left by a killed writer
-goes on with the next write, from any process.
+**Pointers kept across transactions.** A reader keeps pointers into LMDB's map to the
+runs it read (taken in a read transaction begun with ``buffers=True``) and uses them in a
+later transaction while both hold:
 
-Removing a doc leaves its level entries *stale*: queries drop hits whose docs
-record is gone (iids are never reused), the state counts them and a tombstone
-marks each (a bit of a 512-id block in database ``runs``:
-:mod:`simstore.store.removed`); a merge leaves out the entries of the tombstones
-it found when it began, then deletes those tombstones.
+1. that transaction's state gives the run's level the same generation, or a later
+   generation of the same lineage whose index still names the run: a level is never
+   rewritten under one generation, and within a lineage a run record is only ever added
+   or deleted, never rewritten (:func:`~simstore.store.runfile.next_gen`); LMDB changes
+   no committed page in place, nor reuses one while a snapshot that references it is
+   read; and
+2. the map has not been remapped in this process since (the environment's epoch, moved
+   on by every growth, reopen and aborted write).
 
-**Read in place.** A query probes the levels' runs where LMDB maps them (the
-page cache, shared by every process): a process keeps per level and table
-only the runs' first keys (the level's index record, format 7) and the
-pointers of the runs a probe has landed in (:class:`~simstore.native.probe.RunSet`:
-a C struct per run, no Python object for a run it points at in the map),
-keyed by the level's random generation, plus the recent docs (checked against
-the XOR hash the writers keep in the state). A query is one state read and
-one C call (more while it meets runs not fetched yet: py-lmdb touches every
-page of a value it returns, so fetching every run at open would read the
-whole tables; without readahead, in a store larger than memory, a fetch places
-a run from its key's leaf node once the map's address is known, reading its
-first page only: :mod:`simstore.native.lmdbmap`).
-The pointers are taken in a read transaction begun with ``buffers=True`` and
-stay valid while both hold:
-
-1. the transaction that dereferences them sees the same generation of that
-   level in its state record, or a later generation of the same lineage whose
-   index record still names that run. A level is never rewritten under the
-   same generation, and within a lineage a run record is only ever added or
-   deleted, never rewritten (a merge's slices add the target's runs and delete
-   the sources'; see :func:`~simstore.store.runfile.next_gen`); LMDB never
-   changes committed pages in place nor reuses them while a reader holds a
-   snapshot that references them, so the runs named there are the very pages
-   the pointers name; and
-2. the map has not been remapped in this process since (the environment's
-   epoch, bumped on every growth and reopen).
-
-A run record shorter than a page is copied rather than pointed at: it may sit
-inside a leaf page, which LMDB copies elsewhere (freeing the old one) when a
-neighbouring record changes, while a longer one has overflow pages of its own
-that stay put until that record itself is rewritten or deleted.
-
-``_sync`` checks both before every probe; a level whose generation or epoch
-changed is opened again. A write transaction whose own merge changed a level
-reads that level as a private copy (its new runs are dirty pages, not the map).
+A run record shorter than a page is copied rather than pointed at: it may sit inside a
+leaf page, which LMDB copies elsewhere when a neighbouring record changes. ``_sync``
+checks both before every probe and opens again a level whose generation or epoch
+changed; a write transaction whose own merge changed a level reads it as a private copy.
 """
 
 from __future__ import annotations
@@ -82,11 +43,10 @@ from ..search.layout import Layout
 from . import merges, runcache, runcheck
 from .env import PAGE
 from .format import id_hashes, iid_bytes
-from .removed import drop_tombstones, put_job, put_tombstones, read_job, tombstones
+from .removed import drop_tombstones, put_tombstones, read_job, tombstones
 from .rows import tables_beyond
 from .runfile import (
     BANDS_DB,
-    BASE,
     EMPTY,
     IDS_DB,
     STATE_DB,
@@ -102,7 +62,6 @@ from .runfile import (
     put_runs,
     table_name,
 )
-from .runindex import index_levels
 from .runsize import run_capacity
 
 __all__ = ["RunTables", "State"]
@@ -138,7 +97,7 @@ class _Walked(NamedTuple):
     iids: np.ndarray
     fps: np.ndarray
     bands: np.ndarray | None  # (n, nbands) uint32 band keys of a similarity store
-    idh: np.ndarray | None = None  # their ids' hashes (uint64) in a run-ids store
+    idh: np.ndarray | None = None  # their ids' hashes (uint64), unless not asked for
 
 
 class RunTables(merges.MergeJob, runcache.LevelCache):
@@ -148,27 +107,13 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
     name = "runs"
 
     def __init__(self, env: Any, txn: Any, layout: Layout, docs: Any, codec: Any, *,
-                 create: bool, nbands: int = 0, map_epoch: Callable[[], int] | None = None,
-                 dirs: bool = True, indexed: Callable[[Any], bool] | None = None,
-                 upgrade: Callable[[Any], bool] | None = None, run_ids: bool = False,
-                 gone_blocks: bool = False, late_gone: bool = False) -> None:
-        """map_epoch: the environment's epoch (changes whenever this process remaps);
-        without it levels are read as private copies, never in place. dirs: the runs
-        written carry directories (format 4; format 3 runs do not). indexed: whether a
-        transaction sees a store whose levels all have index records (format 7; None:
-        always). upgrade: records format 9 (10) in a format 3-8 store (in the write
-        that first writes its new state) and says whether it did, so its levels get
-        their index records and a merge it left under way is adopted. run_ids: the ids
-        are a run database too (format 13 on: ``rids``, after the tables and bands).
-        gone_blocks: a merge may list its removed docs as tombstone blocks (format 15).
-        late_gone: a merge leaves out the docs removed while it runs too (format 17)."""
+                 create: bool, nbands: int = 0,
+                 map_epoch: Callable[[], int] | None = None) -> None:
+        """nbands: band keys a doc has (a similarity store; 0: none). map_epoch: the
+        environment's epoch (changes whenever this process remaps); without it levels
+        are read as private copies, never in place."""
         self.layout = layout
-        self._dirs = dirs
-        self.gone_blocks = gone_blocks
-        self.late_gone = late_gone
         self._listed: int | None = None
-        self._upgrade = upgrade
-        self.indexed = indexed or (lambda txn: True)
         self._env = env
         self._psize = int(env.stat()["psize"])  # a shorter run record is copied (parse_run)
         self._txn: Any = None  # the transaction of the query under way (for _fetch)
@@ -177,13 +122,13 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         self.nbands = nbands
         self.dbs = [env.open_db(table_name(t), txn=txn, create=create) for t in range(n)]
         # every run database: the tables, then the band entries of a similarity store,
-        # then the ids of a run-ids store; bands_at and ids_at: their places, or None
+        # then the ids; bands_at and ids_at: their places (bands_at None: no bands)
         self.run_dbs = self.dbs + (
-            [env.open_db(BANDS_DB, txn=txn, create=create)] if nbands else []) + (
-            [env.open_db(IDS_DB, txn=txn, create=create)] if run_ids else [])
+            [env.open_db(BANDS_DB, txn=txn, create=create)] if nbands else []) + [
+            env.open_db(IDS_DB, txn=txn, create=create)]
         self.bands_at = n if nbands else None
-        self.ids_at = len(self.run_dbs) - 1 if run_ids else None
-        self.per_doc = [1] * n + ([nbands] if nbands else []) + ([1] if run_ids else [])
+        self.ids_at = len(self.run_dbs) - 1
+        self.per_doc = [1] * n + ([nbands] if nbands else []) + [1]
         self._meta = env.open_db(STATE_DB, txn=txn, create=create)
         self._docs = docs
         self._codec = codec
@@ -193,7 +138,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         self._prober = _probe.Prober(self.specs, self._hbits)
         # Band entries (band << 32 | key32) are looked up exactly (ss_lookup).
         self._bprober = _probe.Prober([(b"\0", b"\x40", b"\0")], [64]) if nbands else None
-        self._iprober = _probe.Prober([(b"\0", b"\x40", b"\0")], [64]) if run_ids else None
+        self._iprober = _probe.Prober([(b"\0", b"\x40", b"\0")], [64])
         self._levels: dict[int, runcache.OpenLevel] = {}
         self._recent: runcache.RecentDocs | None = None
         self._wired: tuple[bytes, int] | None = None  # what the prober holds
@@ -238,7 +183,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
     def index(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
         """Note a doc just written to the docs table at iid (>= next); merge if due.
         (Its band keys are read from its docs record when its level is written.)"""
-        st = self._writable(txn)
+        st = self.state(txn)
         i = int.from_bytes(iid, "big")
         st = st._replace(next=max(st.next, i + 1), recent_xor=st.recent_xor ^ mix(i, fp))
         self._put_state(txn, self._advance(txn, st, 1))
@@ -253,7 +198,7 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         tombstones a block at a time (a remove_many of 1,000 docs wrote 1,000 of each)."""
         if not docs:
             return
-        st = self._writable(txn)
+        st = self.state(txn)
         old, xor = [], st.recent_xor
         for iid, fp, _ in docs:
             i = int.from_bytes(iid, "big")
@@ -266,18 +211,17 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
 
     # --- bulk fill -----------------------------------------------------------------------
 
-    def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray, before: Any = None,
+    def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray,
              bands: np.ndarray | None = None, idh: np.ndarray | None = None) -> None:
-        """Note many docs written (by ``before()``, if given) at new iids; merge if due.
+        """Note many docs just written to the docs table at new iids; merge if due.
 
         bands: their (n, nbands) 32-bit band keys in a similarity store; idh: their ids'
-        hashes in a run-ids store (else the first level is read back from the docs).
+        hashes (without: the docs are read back from the docs table when a level needs
+        them).
         """
-        if before is not None:
-            before()
         if not len(iids):
             return
-        st = self._writable(txn)
+        st = self.state(txn)
         fps = np.ascontiguousarray(fps, dtype=np.uint64)
         iids = np.ascontiguousarray(iids, dtype=np.uint64)
         top = int(iids.max()) + 1
@@ -303,48 +247,15 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
 
     def _whole(self, w: _Walked) -> bool:
         """Whether docs given to fill carry all a level of them holds (a walk's worth)."""
-        return (w.bands is not None or not self.nbands) and (
-            w.idh is not None or self.ids_at is None)
+        return (w.bands is not None or not self.nbands) and w.idh is not None
 
     # --- levels and merges ---------------------------------------------------------------
-
-    def _writable(self, txn: Any) -> State:
-        """The state for a write; a format 3-4 record is first brought to format 5.
-
-        Its stale entries have no tombstones, so if it has any, the levels are
-        rebuilt from the docs table once (the last full walk such a store sees).
-        """
-        st = self.state(txn)
-        if self._upgrade is not None:  # every write: one that aborts records nothing
-            if self._upgrade(txn):
-                for db in self.run_dbs:
-                    index_levels(txn, db)
-                job = read_job(txn, self._meta)
-                if job is not None:  # formats 3-10 kept its gone list in its record
-                    put_job(txn, self._meta, job)
-                st = self._adopt(txn, st)
-            self._dirs = True
-        if not st.legacy:
-            return st
-        if st.stale:
-            w = self._walk(txn, 0)
-            keep = w.iids < np.uint64(st.next)  # not a doc this write is adding
-            w = _Walked(*(None if c is None else c[keep] for c in w))
-            for i in range(len(self.run_dbs)):
-                for lv in st.levels:
-                    drop_level(txn, self.run_dbs[i], lv.id)
-            lv = Level(BASE, new_gen(), st.next)
-            self._write_level(txn, lv.id, w)
-            st = State(next=st.next, flushed=st.next, levels=(lv,))
-        else:
-            st = st._replace(legacy=False)
-        return st
 
     def _walk(self, txn: Any, start: int, ids: bool = True) -> _Walked:
         """(iids, fps, band keys, id hashes unless not ids) of the docs with iid >= start,
         in iid order."""
         cur = txn.cursor(self._docs)
-        sig, ids = bool(self.nbands), ids and self.ids_at is not None
+        sig = bool(self.nbands)
         if not cur.set_range(iid_bytes(start)):
             return _Walked(EMPTY, EMPTY,
                            np.empty((0, self.nbands), dtype=np.uint32) if sig else None,
@@ -359,9 +270,8 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         if self.nbands:
             assert w.bands is not None
             out.append(band_rows(w.iids, w.bands))
-        if self.ids_at is not None:
-            assert w.idh is not None
-            out.append(_core.sort_table(w.idh, w.iids, b"\0", b"\x40", b"\0"))  # as is
+        assert w.idh is not None
+        out.append(_core.sort_table(w.idh, w.iids, b"\0", b"\x40", b"\0"))  # as is
         return out
 
     def _run_size(self, docs: int) -> int:
@@ -373,8 +283,8 @@ class RunTables(merges.MergeJob, runcache.LevelCache):
         entries as low halves)."""
         table = i < len(self.dbs)  # else band entries (as low halves) or ids
         put_runs(txn, self.run_dbs[i], level, keys, vals, run_entries=size,
-                 halves=i == self.bands_at, dirs=self._dirs and table,
-                 tail=64 - self._hbits[i] if table else 0, index=self.indexed(txn))
+                 halves=i == self.bands_at, dirs=table,
+                 tail=64 - self._hbits[i] if table else 0)
 
     def _write_level(self, txn: Any, level: int, w: _Walked) -> None:
         """Write docs as the whole of a level (replacing any runs under its id)."""

@@ -8,14 +8,12 @@ the permutation and band tables they imply, and in an exact store (``meta``
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import (
     ConfigMismatchError,
-    CorruptStoreError,
     FormatVersionError,
     LayoutMismatchError,
     NotAStoreError,
@@ -24,9 +22,7 @@ from ..search.layout import Layout
 from ..text.fingerprinting import FingerprintConfig
 from . import format as F
 from .engine import BandIndex, TableEngine
-from .idindex import IdIndex, RunIds, TreeIds
-from .legacy.bands import Bands
-from .legacy.tables import Tables
+from .idindex import RunIds
 from .runbands import RunBands
 from .runs import RunTables
 
@@ -41,21 +37,12 @@ class Handles:
     codec: F.RecordCodec
     meta: Any
     docs: Any
-    ids: Any  # the ids B-tree (formats 1-12); None in a run-ids store: use idx
     tables: TableEngine
     bands: BandIndex | None
     format_version: int
-    idx: IdIndex  # where a doc id's internal id is found: TreeIds (ids) or RunIds
+    idx: RunIds  # where a doc id's internal id is found
     # an exact store's shingles database (simstore.store.shingles); None in other stores
     shingles: Any = None
-
-    # whether int ids key by value (F.ordered_id_key; stores created or rebuilt from format 11)
-    ordered_ids: bool = False
-
-    def id_key(self, enc: bytes) -> bytes:
-        """The ``ids`` key of an encoded id in this store."""
-        return F.ordered_id_key(enc) if self.ordered_ids else F.id_key(enc)
-
 
     @property
     def exact(self) -> bool:
@@ -64,8 +51,6 @@ class Handles:
 
 
 SHINGLES_DB = b"shingles"
-IDKEYS_KEY = b"idkeys"  # meta: {"ints": "by value"}: int ids key by value (F.ordered_id_key)
-_BY_VALUE = {"ints": "by value"}
 EXACT_KEY = b"exact"
 SHINGLE_CODEC = 1  # the version byte of every set code (csrc/jaccard.c SET_CODEC_VERSION)
 
@@ -92,47 +77,19 @@ def _exact_recorded(txn: Any, meta: Any, path: str) -> bool:
 def bind(
     env: Any, txn: Any, path: str, layout: Layout, config: FingerprintConfig, *, create: bool,
     fmt: dict[str, Any], map_epoch: Callable[[], int] | None = None, exact: bool = False,
-    ordered_ids: bool = False,
 ) -> Handles:
-    """Open (or create, inside txn) the named databases of a layout, config and format.
+    """Open (or create, inside txn) the named databases of a layout, config and format:
+    the run tables (with the band keys of a similarity store, and the ids).
 
-    The format picks the table engine: run tables from format 3 (with run
-    directories from 4), else the dupsort tables of formats 1 and 2; and where the ids
-    live: a run database of the run tables from format 13, else the ``ids`` B-tree.
     map_epoch: the environment's remap counter; run tables read in place only with it.
     exact: the store keeps shingle sets (its ``shingles`` database is bound too).
-    ordered_ids: its int ids key by value (meta ``idkeys``: a store created or rebuilt
-    from format 11).
     """
     sig = config.has_signature
     codec = F.RecordCodec(config.sketch_bits // 64, config.bands) if sig else F.RecordCodec()
     meta = env.open_db(b"meta", txn=txn, create=create)
     docs = env.open_db(b"docs", txn=txn, create=create)
-    tables: TableEngine
-    bands: BandIndex | None = None
-    run_ids = F.has_run_ids(fmt)
-    if F.has_runs(fmt):
-        tables = RunTables(env, txn, layout, docs, codec, create=create,
-                           nbands=config.bands if sig else 0, map_epoch=map_epoch,
-                           dirs=F.has_run_dirs(fmt),
-                           indexed=functools.partial(_indexed, meta=meta),
-                           upgrade=None if F.has_paged_records(fmt) else
-                           functools.partial(_upgrade_format, meta=meta, exact=exact),
-                           run_ids=run_ids, gone_blocks=F.has_gone_blocks(fmt),
-                           late_gone=F.has_late_gone(fmt))
-        if sig:
-            bands = RunBands(tables)
-    else:
-        legacy_bands = Bands(env, txn, config.bands, create=create) if sig else None
-        tables = Tables(env, txn, layout, docs, create=create, bands=legacy_bands)
-        bands = legacy_bands
-    ids = None if run_ids else env.open_db(b"ids", txn=txn, create=create)
-    idx: IdIndex
-    if ids is None:
-        assert isinstance(tables, RunTables)
-        idx = RunIds(docs, codec, tables)
-    else:
-        idx = TreeIds(docs, codec, ids, ordered_ids, path)
+    tables = RunTables(env, txn, layout, docs, codec, create=create,
+                       nbands=config.bands if sig else 0, map_epoch=map_epoch)
     return Handles(
         path=path,
         layout=layout,
@@ -140,41 +97,19 @@ def bind(
         codec=codec,
         meta=meta,
         docs=docs,
-        ids=ids,
         tables=tables,
-        bands=bands,
+        bands=RunBands(tables) if sig else None,
         format_version=int(fmt["version"]),
         shingles=env.open_db(SHINGLES_DB, txn=txn, create=create) if exact else None,
-        ordered_ids=ordered_ids,
-        idx=idx,
+        idx=RunIds(docs, codec, tables),
     )
 
 
-def _recorded(txn: Any, meta: Any) -> dict[str, Any]:
-    """The ``format`` metadata as txn sees it."""
-    return F.from_json(txn.get(b"format", db=meta), "format")
-
-
-def _indexed(txn: Any, meta: Any) -> bool:
-    """Whether txn sees a store whose levels all have index records (format 7 on)."""
-    return F.has_run_index(_recorded(txn, meta))
-
-
-def _upgrade_format(txn: Any, meta: Any, exact: bool) -> bool:
-    """Record the current format in a store of an older one (formats 3-10: run tables),
-    unless this transaction's view already has it; whether it did (the caller then
-    writes what the new format adds)."""
-    if F.has_paged_records(_recorded(txn, meta)):
-        return False
-    txn.put(b"format", F.to_json(F.format_meta(exact, run_ids=False)), db=meta)
-    return True
-
-
-def write_meta(txn: Any, meta: Any, layout: Layout, config: FingerprintConfig | None = None,
-               *, exact: bool = False) -> None:
-    """Record the format this simstore writes, the layout and (given) the config in meta."""
-    txn.put(b"format", F.to_json(F.format_meta(exact)), db=meta)
-    txn.put(IDKEYS_KEY, F.to_json(_BY_VALUE), db=meta)  # a new or rebuilt store: new ids
+def write_meta(txn: Any, meta: Any, layout: Layout,
+               config: FingerprintConfig | None = None) -> None:
+    """Record the format this simstore writes, the layout and (given) the config in meta
+    (the ``exact`` record is the creator's: a rebuild keeps it)."""
+    txn.put(b"format", F.to_json(F.format_meta()), db=meta)
     txn.put(b"layout", F.to_json(layout.to_dict()), db=meta)
     if config is not None:
         txn.put(b"fingerprint", F.to_json(config.to_dict()), db=meta)
@@ -201,12 +136,12 @@ def create(env: Any, path: str, layout: Layout, config: FingerprintConfig,
         if txn.get(b"meta") is not None:
             return None
         meta = env.open_db(b"meta", txn=txn)
-        fmt = F.format_meta(exact)
-        write_meta(txn, meta, layout, config, exact=exact)
+        fmt = F.format_meta()
+        write_meta(txn, meta, layout, config)
         if exact:
             txn.put(EXACT_KEY, _exact_meta(), db=meta)
         handles = bind(env, txn, path, layout, config, create=True, fmt=fmt,
-                       map_epoch=map_epoch, exact=exact, ordered_ids=True)
+                       map_epoch=map_epoch, exact=exact)
         handles.tables.init(txn)
         txn.commit()
         txn = None
@@ -214,6 +149,20 @@ def create(env: Any, path: str, layout: Layout, config: FingerprintConfig,
     finally:
         if txn is not None:
             txn.abort()
+
+
+def _unknown_format(path: str, fmt: dict[str, Any]) -> str:
+    """Why this simstore does not open a store of that ``format``, and what to do."""
+    version = fmt.get("version")
+    if fmt.get("format") == F.FORMAT and version in F.DEV_VERSIONS:
+        return (f"store {path!r} was written by a development version of simstore (format "
+                f"{version}); rewrite it with 'simstore-cli upgrade {path}' (nothing on disk "
+                "was changed)")
+    if fmt.get("format") == F.FORMAT and isinstance(version, int) and \
+            version > F.FORMAT_VERSION:
+        return (f"store {path!r} has format {version}, newer than this simstore reads "
+                f"({F.FORMAT_VERSION}): upgrade simstore")
+    return f"store {path!r} has format {fmt!r}, which is not a simstore format"
 
 
 def load(
@@ -233,24 +182,14 @@ def load(
         meta = env.open_db(b"meta", txn=txn, create=False)
         fmt = F.from_json(txn.get(b"format", db=meta), "format")
         if not F.is_known_format(fmt):
-            raise FormatVersionError(
-                f"store {path!r} has format {fmt!r}; this simstore reads simstore format "
-                f"versions {', '.join(map(str, F.FORMAT_VERSIONS))} (upgrade simstore or rebuild)"
-            )
+            raise FormatVersionError(_unknown_format(path, fmt))
         layout = Layout.from_dict(F.from_json(txn.get(b"layout", db=meta), "layout"))
         config = FingerprintConfig.from_dict(
             F.from_json(txn.get(b"fingerprint", db=meta), "fingerprint")
         )
         exact = _exact_recorded(txn, meta, path)
-        raw = txn.get(IDKEYS_KEY, db=meta)
-        ordered = raw is not None and F.from_json(raw, "idkeys") == _BY_VALUE
     finally:
         txn.abort()
-    if not F.has_runs(fmt) and (fmt["version"] == 2) != config.has_signature:
-        raise CorruptStoreError(
-            f"store {path!r}: format version {fmt['version']} does not go with its config "
-            f"{config.scheme}"
-        )
     if want_k is not None and want_k != layout.max_k:
         raise LayoutMismatchError(
             f"store {path!r} was built for k <= {layout.max_k}, not k={want_k}; "
@@ -269,4 +208,4 @@ def load(
         )
     # Handles opened inside a read transaction die with it: open them on their own.
     return bind(env, None, path, layout, config, create=False, fmt=fmt, map_epoch=map_epoch,
-                exact=exact, ordered_ids=ordered)
+                exact=exact)

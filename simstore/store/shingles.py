@@ -146,14 +146,16 @@ def _read(txn: Any, h: Handles, iids: list[bytes]) -> tuple[np.ndarray, np.ndarr
 
 
 def similar(
-    h: Handles, txn: Any, fp: int, query: ShingleSets, keys: list[bytes], threshold: float
+    h: Handles, txn: Any, fp: int, query: ShingleSets, keys: list[bytes], threshold: float,
+    since: int | None = None,
 ) -> list[SimilarMatch]:
-    """Stored docs sharing a band key with the query whose exact Jaccard >= threshold.
+    """Stored docs sharing a band key with the query whose exact Jaccard >= threshold
+    (stored since ``since``, ms, when given).
 
     query: the query's one set. Best first (Jaccard descending, then insertion order);
     each match's ``jaccard`` is the exact value.
     """
-    recs, live = candidate_records(h, txn, keys)
+    recs, live = candidate_records(h, txn, keys, since)
     if not live:
         return []
     hashes, offsets = _read(txn, h, live)

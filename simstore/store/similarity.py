@@ -14,7 +14,7 @@ from ..search.similar import DEFAULT_THRESHOLD, check_threshold, similar_pairs_a
 from ..text.fingerprinting import FingerprintConfig
 from ..text.jaccard import ShingleSets
 from ..text.minhash import Signature, Signatures, signature, signatures
-from . import inputs as _inputs, reads as _reads, shingles as _shingles
+from . import format as F, inputs as _inputs, reads as _reads, shingles as _shingles
 from .format import DocId, decode_id
 from .reads import SimilarMatch
 
@@ -51,7 +51,7 @@ class SimilarityMethods:
 
     def similar(
         self, item: str | Signature | tuple[Signature, ShingleSets],
-        threshold: float = DEFAULT_THRESHOLD,
+        threshold: float = DEFAULT_THRESHOLD, *, since: float | None = None,
     ) -> list[SimilarMatch]:
         """Stored docs whose estimated Jaccard with a text (or Signature) is >= threshold.
 
@@ -62,14 +62,16 @@ class SimilarityMethods:
         pair of :func:`simstore.signatures_and_sets`, is checked by the exact Jaccard
         of the shingle sets instead, and each match's ``jaccard`` is that exact
         value; a bare Signature (no set) falls back to the sketch estimate.
+        ``since``: only docs stored at or after this time (seconds since the epoch).
         """
         self._similarity_config()
         t = check_threshold(threshold)
+        after = None if since is None else F.at_ms(since, "since")
         if self._h.exact and (isinstance(item, str) or isinstance(item, tuple)):
             fp, extra, query = _inputs.exact_item(self._h, item, "item", encode=False)
             assert extra is not None
             with self._env.reading() as txn:
-                return _shingles.similar(self._h, txn, fp, query, extra[1], t)
+                return _shingles.similar(self._h, txn, fp, query, extra[1], t, after)
         sig = self.signature(item) if isinstance(item, str) else item
         if not isinstance(sig, Signature):
             raise SimstoreTypeError(
@@ -78,7 +80,7 @@ class SimilarityMethods:
         fp, extra = _inputs.item(self._h, sig, "item", query=True)
         assert extra is not None
         with self._env.reading() as txn:
-            return _reads.similar(self._h, txn, fp, sig.sketch, extra[1], t)
+            return _reads.similar(self._h, txn, fp, sig.sketch, extra[1], t, after)
 
     def similar_pairs(
         self, threshold: float = DEFAULT_THRESHOLD

@@ -28,6 +28,7 @@ from .._validate import (
     check_int,
     check_k,
     check_path,
+    parse_duration,
 )
 from ..exceptions import InvalidConfigError, SimstoreTypeError
 from ..native.core import MAX_K
@@ -55,11 +56,12 @@ from .format import MAX_DOC_ID_BYTES, DocId
 from .mapping import MappingMethods
 from .reads import Match, SimilarMatch
 from .similarity import SimilarityMethods
+from .upgrade import upgrade
 from .upkeep import UpkeepMethods
 
 __all__ = [
     "DEFAULT_EXPECTED_SIZE", "DEFAULT_K", "MAX_DOC_ID_BYTES", "DocId", "Match", "SimilarMatch",
-    "SimStore",
+    "SimStore", "upgrade",
 ]
 
 # Best F1 for Jaccard >= 0.9 in docs/quality.md; k = 3 serves Jaccard >= 0.95 and is ~4x faster.
@@ -222,17 +224,56 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
                     break
                 owed -= spent
 
-    def add(self, doc_id: DocId, fp: int | Signature) -> None:
+    def add(self, doc_id: DocId, fp: int | Signature, *, at: float | None = None) -> None:
         """Store doc_id with fingerprint fp (a Signature in a similarity store; the text, or
         a (Signature, ShingleSets) pair, in an exact store).
 
-        An existing doc_id gets the new fingerprint (and signature).
+        An existing doc_id gets the new fingerprint (and signature). ``at``: its time of
+        storage in seconds since the Unix epoch (default: now; give it for replays and
+        tests), kept to the millisecond: :meth:`expire` and ``since=`` read it.
         """
         enc = F.encode_id(doc_id)
+        when = F.at_ms(at)
         q, extra = _inputs.item(self._h, fp)
-        self._write(_writes.add, enc, q, extra)
+        self._write(_writes.add, enc, q, extra, when)
 
-    def add_many(self, doc_ids: Iterable[DocId], fps: Any) -> None:
+    def touch(self, doc_id: DocId, *, at: float | None = None) -> bool:
+        """Give a stored doc a new time of storage (default: now), its content unchanged:
+        a recrawl that found it the same. Whether it was stored."""
+        enc = F.encode_id(doc_id)
+        return bool(self._write(_writes.touch, enc, F.at_ms(at)))
+
+    def stored_at(self, doc_id: DocId) -> float | None:
+        """When doc_id was stored (seconds since the Unix epoch, to the ms), or None."""
+        enc = F.encode_id(doc_id)
+        with self._env.reading() as txn:
+            found = self._h.idx.find(txn, enc)
+            return None if found is None else self._h.codec.stored_at(found[1]) / 1000
+
+    def expire(self, older_than: float | str | None = None, *, before: float | None = None,
+               batch: int = 1000) -> int:
+        """Remove every doc stored more than ``older_than`` ago (seconds, or a duration
+        such as ``"30d"``), or before the time ``before`` (seconds since the epoch).
+
+        Runs while others read and write: docs are found a slice of the docs table at a
+        time, each in a short read transaction, and removed in commits of at most
+        ``batch`` docs (a doc stored again meanwhile is kept). A kill leaves some removed,
+        the rest for the next call. Returns how many were removed.
+        """
+        cutoff = expiry_cutoff(older_than, before)
+        n = check_int(batch, "batch", 1)
+        env, removed = self._env, 0
+        start = b""
+        while True:
+            with env.reading() as txn:
+                encs, start = _reads.stored_before(self._h, txn, cutoff, start, 64 * n)
+            for a in range(0, len(encs), n):
+                removed += int(self._write(_writes.expire, encs[a : a + n], cutoff))
+            if start is None:
+                return removed
+
+    def add_many(self, doc_ids: Iterable[DocId], fps: Any, *, at: float | None = None
+                 ) -> None:
         """Store many docs in one transaction; a doc_id given twice keeps its last fp.
 
         fps: fingerprints (uint64 array or ints), or Signatures in a similarity
@@ -241,12 +282,14 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
         int array or a list of ints) are encoded with numpy, not one by one. The docs
         commit first; a large batch's share of merging then goes on in bounded
         commits of their own before this returns (a kill between them leaves it to
-        later writes; an error there is raised, the docs stay stored).
+        later writes; an error there is raised, the docs stay stored). ``at``: one time
+        of storage for all (seconds since the epoch; default: now).
         """
+        when = F.at_ms(at)
         batch = _inputs.many(self._h, doc_ids, fps)
         if len(batch.ids):
             need = _inputs.bytes_needed(self._h, batch)
-            self._write(_writes.add_many, *batch, need=need)
+            self._write(_writes.add_many, *batch, when, need=need)
 
     def remove(self, doc_id: DocId) -> bool:
         """Delete doc_id; True if it was stored, False if not (never raises KeyError)."""
@@ -265,6 +308,8 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
         k: int | None = None,
         *,
         threshold: float | None = None,
+        at: float | None = None,
+        since: float | None = None,
     ) -> list[Any]:
         """The crawler's call: near-duplicates already stored, storing the doc only if none.
 
@@ -277,8 +322,12 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
         already stored counts like any other doc: an unchanged recrawl returns
         its own old entry and keeps it. An exact store takes the text (or a
         ``(Signature, ShingleSets)`` pair) and decides by exact Jaccard >= threshold.
+        ``at``: the doc's time of storage (as :meth:`add`); ``since``: only docs stored
+        at or after this time (seconds since the epoch) count, older ones are left as
+        they are (:meth:`expire` removes them).
         """
         enc = F.encode_id(doc_id)
+        when, after = F.at_ms(at), _since_ms(since)
         query = None
         if self._h.exact:
             q, extra, query = _inputs.exact_item(self._h, fp)
@@ -289,7 +338,7 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
             keys = extra[1]
             sketch = fp.sketch if isinstance(fp, Signature) else None
             return self._write(  # type: ignore[no-any-return]
-                _writes.add_if_similar, enc, q, extra, sketch, keys, t, query
+                _writes.add_if_similar, enc, q, extra, sketch, keys, t, query, when, after
             )
         if threshold is not None:
             raise InvalidConfigError(
@@ -297,15 +346,16 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
                 "Hamming check"
             )
         kk = self._k_arg(k)
-        return self._write(self._op_add_if_new, enc, q, extra, kk)  # type: ignore[no-any-return]
+        return self._write(  # type: ignore[no-any-return]
+            self._op_add_if_new, enc, q, extra, kk, when, after)
 
     def _op_add_if_new(
         self, txn: Any, h: _schema.Handles, enc: bytes, fp: int, extra: _writes.Extra,
-        k: int,
+        k: int, at: int, since: int | None,
     ) -> list[Match]:
-        found = self._search(txn, fp, k)
+        found = self._search(txn, fp, k, since)
         if not found:
-            _writes.add(txn, h, enc, fp, extra)
+            _writes.add(txn, h, enc, fp, extra, at)
         return found
 
     def add_if_new_many(
@@ -315,6 +365,8 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
         k: int | None = None,
         *,
         threshold: float | None = None,
+        at: float | None = None,
+        since: float | None = None,
     ) -> list[list[Any]]:
         """:meth:`add_if_new` for many docs, in input order, in ONE write transaction.
 
@@ -331,20 +383,22 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
         the call's writes or none, and no other writer runs during it. The fast
         path of streaming dedup: candidates are looked up for all docs at once
         and the stored docs written in bulk (see :mod:`simstore.store.dedup_many`).
+        ``at`` and ``since`` as for :meth:`add_if_new` (one time of storage for all).
         """
+        when, after = F.at_ms(at), _since_ms(since)
         encs = [F.encode_id(d) for d in F.doc_ids_list(doc_ids)]
         # distinct stand-in ids: only the checks and columns of add_many's input are wanted
         cols = _inputs.many(self._h, np.arange(len(encs), dtype=np.int64), fps)
         if cols.sketches is not None and k is None:
             t = check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold)
-            rule = _dedup_bulk.Rule(None, t)
+            rule = _dedup_bulk.Rule(None, t, after, when)
         elif threshold is not None:
             raise InvalidConfigError(
                 "'threshold' needs a similarity store, Signatures and no k; give k for a "
                 "Hamming check"
             )
         else:
-            rule = _dedup_bulk.Rule(self._k_arg(k), None)
+            rule = _dedup_bulk.Rule(self._k_arg(k), None, after, when)
         if not encs:
             return []
         docs = _dedup_bulk.Docs(encs, cols.fps, cols.sketches, cols.bands, cols.sets)
@@ -356,13 +410,19 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
     def _k_arg(self, k: int | None) -> int:
         return self._layout.max_k if k is None else check_k(k)
 
-    def query(self, fp: int, k: int | None = None) -> list[Match]:
+    def query(self, fp: int, k: int | None = None, *, since: float | None = None
+              ) -> list[Match]:
         """Every stored doc within Hamming distance k of fp, exactly.
 
         Sorted by distance, then insertion order. k defaults to the store's k;
         any k <= the store's k uses the tables; a larger k (up to 64) is
         answered exactly too, by a C scan of all stored fingerprints (O(n)).
+        ``since``: only docs stored at or after this time (seconds since the epoch).
         """
+        if since is not None:
+            after = _since_ms(since)
+            with self._env.reading() as txn:
+                return self._search(txn, self._fp_arg(fp), self._k_arg(k), after)
         if type(fp) is int and 0 <= fp <= MAX_FP:
             q = fp
         else:
@@ -398,11 +458,17 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
                 out.extend(self._search(txn, q, kk) for q in qs[start : start + _QUERY_CHUNK])
         return out
 
-    def _search(self, txn: Any, q: int, k: int) -> list[Match]:
-        """Every doc within k of q (k <= the layout's k uses the tables)."""
+    def _fp_arg(self, fp: Any) -> int:
+        return fp.fingerprint if isinstance(fp, Signature) else check_fingerprint(fp)
+
+    def _search(self, txn: Any, q: int, k: int, since: int | None = None) -> list[Match]:
+        """Every doc within k of q (k <= the layout's k uses the tables), stored since
+        ``since`` (ms) when given."""
         if k > self._layout.max_k:
-            return self._scanner.scan(self._h, txn, q, k)
+            return self._scanner.scan(self._h, txn, q, k, since)
         rows = self._h.tables.search(txn, q, k)
+        if rows and since is not None:
+            rows = _reads.recent(self._h, txn, rows, since)
         return _reads.matches(self._h, txn, rows) if rows else []
 
     def fingerprint(self, text: str) -> int:
@@ -492,3 +558,18 @@ def _initial_map_size(planned: Plan, expected_size: int) -> int:
     # cannot ask for more address space than the machine has.
     size = min(max(_MIN_MAP_SIZE, est), _MAX_INITIAL_MAP)
     return -(-size // PAGE) * PAGE
+
+
+def _since_ms(since: float | None) -> int | None:
+    """``since`` (seconds since the epoch, or None) in ms."""
+    return None if since is None else F.at_ms(since, "since")
+
+
+def expiry_cutoff(older_than: float | str | None, before: float | None) -> int:
+    """The time (ms since the epoch) before which :meth:`SimStore.expire` removes docs."""
+    if (older_than is None) == (before is None):
+        raise InvalidConfigError("expire() takes one of 'older_than' (an age) and 'before' "
+                                 "(a time in seconds since the epoch)")
+    if before is not None:
+        return F.at_ms(before, "before")
+    return max(F.now_ms() - int(parse_duration(older_than, "older_than") * 1000), 0)

@@ -62,8 +62,8 @@ class UpkeepMethods:
 
     def stats(self) -> dict[str, Any]:
         """Size, layout and scheme of the store, as plain JSON-able values; ``levels``:
-        the ids each sorted level of the tables spans, oldest first (a query probes each;
-        [] for a store of the dupsort engine). ``query_cost_us`` and ``replanned_cost_us``:
+        the ids each sorted level of the tables spans, oldest first (a query probes
+        each). ``query_cost_us`` and ``replanned_cost_us``:
         the planner's model of a query on this layout and on one planned for the store's
         size; ``rebuild_advised`` when the store has outgrown its layout so far that
         ``rebuild()`` (which plans for the size) would make queries much faster."""

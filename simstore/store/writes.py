@@ -15,7 +15,6 @@ from ..exceptions import CorruptStoreError
 from ..text.jaccard import ShingleSets
 from ..text.minhash import band_keys32
 from . import format as F, shingles as _shingles
-from .legacy.bands import key_bytes
 from .reads import SimilarMatch, similar
 from .rows import PUT_CHUNK, put_sorted
 from .schema import Handles
@@ -27,11 +26,11 @@ Extra = tuple[bytes, list[bytes]] | tuple[bytes, list[bytes], bytes] | None
 
 def extra_of(sketch: np.ndarray, bands: np.ndarray) -> tuple[bytes, list[bytes]]:
     """The stored similarity part of one signature (sketch words, 64-bit band keys)."""
-    return sketch.astype("<u8").tobytes(), key_bytes(band_keys32(bands))
+    return sketch.astype("<u8").tobytes(), F.band_key_bytes(band_keys32(bands))
 
 
 def next_iid(txn: Any, h: Handles) -> int:
-    """The next internal id (never a removed doc's in a store with run tables)."""
+    """The next internal id (never a removed doc's)."""
     return h.tables.next_iid(txn)
 
 
@@ -59,23 +58,28 @@ def _unindex_many(txn: Any, h: Handles, docs: list[tuple[bytes, Any]]) -> None:
             _shingles.delete(txn, h, iid)
 
 
-def add(txn: Any, h: Handles, enc: bytes, fp: int, extra: Extra) -> None:
-    """Store one doc; an existing id gets the new fingerprint (and signature).
+def add(txn: Any, h: Handles, enc: bytes, fp: int, extra: Extra, at: int | None = None
+        ) -> None:
+    """Store one doc at time ``at`` (ms since the epoch; None: now); an existing id gets
+    the new fingerprint (and signature).
 
     A changed doc gets a new internal id (it moves to the end of insertion
-    order): run tables find new docs by internal id, and never reuse one. In an
-    exact store its shingle set (extra's code) is written with it.
+    order): run tables find new docs by internal id, and never reuse one. An unchanged
+    one keeps its internal id and gets the new time. In an exact store its shingle set
+    (extra's code) is written with it.
     """
     sketch, keys = extra[:2] if extra is not None else (b"", [])
     code = extra[2] if extra is not None and len(extra) == 3 else None
     if (code is None) != (h.shingles is None):
         raise CorruptStoreError(f"store {h.path!r}: a doc's shingle set must come with it "
                                 "in an exact store, and only there")
-    new = h.codec.record(fp, enc, sketch, b"".join(keys))
-    old = h.idx.find(txn, enc, strict=True)
+    new = h.codec.record(fp, enc, sketch, b"".join(keys), at)
+    old = h.idx.find(txn, enc)
     if old is not None:
         oid, rec = old
-        if rec == new:
+        if h.codec.same_doc(rec, new):
+            if rec != new:
+                txn.put(oid, new, db=h.docs)  # the new time of storage
             if code is not None:
                 _shingles.put(txn, h, oid, code, replace=True)  # maybe another set
             return
@@ -83,34 +87,50 @@ def add(txn: Any, h: Handles, enc: bytes, fp: int, extra: Extra) -> None:
         txn.delete(oid, db=h.docs)
     iid = F.iid_bytes(next_iid(txn, h))
     txn.put(iid, new, db=h.docs)
-    h.idx.put(txn, enc, iid)
     if code is not None:
         _shingles.put(txn, h, iid, code)
     h.tables.index(txn, iid, fp, keys)
+
+
+def touch(txn: Any, h: Handles, enc: bytes, at: int) -> bool:
+    """Give a stored doc a new time of storage; whether it was stored."""
+    found = h.idx.find(txn, enc)
+    if found is None:
+        return False
+    iid, rec = found
+    txn.put(iid, h.codec.restamp(rec, at), db=h.docs)
+    return True
+
+
+def expire(txn: Any, h: Handles, encs: list[bytes], before: int) -> int:
+    """Delete those of encs whose doc was stored before ``before`` (ms); how many. A doc
+    stored again since the caller saw it (a newer time) is kept."""
+    found = h.idx.find_many(txn, encs)
+    stamp = h.codec.stored_at
+    old = {enc: hit for enc, hit in found.items() if stamp(hit[1]) < before}
+    _unindex_many(txn, h, list(old.values()))
+    for iid, _ in old.values():
+        txn.delete(iid, db=h.docs)
+    return len(old)
 
 
 def remove(txn: Any, h: Handles, enc: bytes) -> bool:
     """Delete one doc; whether it was stored."""
     found = h.idx.find(txn, enc)
     if found is None:
-        return False  # (or a long id whose digest names another id's doc)
-    _drop(txn, h, enc, *found)
-    return True
-
-
-def _drop(txn: Any, h: Handles, enc: bytes, iid: bytes, rec: Any) -> None:
+        return False
+    iid, rec = found
     _unindex(txn, h, iid, rec)
     txn.delete(iid, db=h.docs)
-    h.idx.delete(txn, enc)
+    return True
 
 
 def remove_many(txn: Any, h: Handles, encs: list[bytes]) -> int:
     """Delete many docs; how many were stored (their ids found in one pass)."""
     found = h.idx.find_many(txn, encs)
     _unindex_many(txn, h, list(found.values()))
-    for enc, (iid, _) in found.items():
+    for iid, _ in found.values():
         txn.delete(iid, db=h.docs)
-        h.idx.delete(txn, enc)
     return len(found)
 
 
@@ -122,12 +142,18 @@ def add_many(
     sketches: np.ndarray | None,
     bands: np.ndarray | None,
     sets: ShingleSets | None = None,
+    at: Any = None,
 ) -> None:
     """Add distinct ids (encoded bytes, or an int64 array of int ids) with their fps.
 
-    The bulk path: docs appended, ids and every table written in key order;
-    in an exact store ``sets`` (their shingle sets) appended too.
+    The bulk path: docs appended (in an exact store ``sets``, their shingle sets, too),
+    then handed to the run tables with their band keys and ids' hashes. at: the time
+    of storage (ms since the epoch), one for all or a uint64 array, one per doc; None:
+    now.
     """
+    if at is None:
+        at = F.now_ms()
+    per_doc = isinstance(at, np.ndarray)
     n = len(ids)
     ints = isinstance(ids, np.ndarray)
 
@@ -157,7 +183,7 @@ def add_many(
         old = np.flatnonzero(~is_new)
         for i in old.tolist():
             enc = F.encode_id(int(ids[i])) if ints else ids[i]
-            add(txn, h, enc, int(fps[i]), extra(i))
+            add(txn, h, enc, int(fps[i]), extra(i), int(at[i]) if per_doc else at)
         if len(old) == n:
             return
     new = np.flatnonzero(is_new)
@@ -167,39 +193,37 @@ def add_many(
     rows = F.iid_rows(iids)
     keys32 = None if bands is None else band_keys32(bands)
 
-    def write_docs_ids_and_bands() -> None:
-        # docs: records in internal-id (= input) order, appended
-        prefix = h.codec.prefixes(fps, sketches, keys32)
-        cur = txn.cursor(h.docs)
-        for a in range(0, len(new), PUT_CHUNK):
-            pos = new[a : a + PUT_CHUNK]
-            if ints:
-                recs = F.int_encodings(ids[pos], prefix[pos])
-            else:
-                pre = prefix[pos].view(f"V{prefix.shape[1]}").ravel().tolist()
-                recs = [p + ids[i] for p, i in zip(pre, pos.tolist(), strict=True)]
-            put_sorted(cur, rows[pos].tolist(), recs, append=True)
-        del prefix
-        h.idx.put_new(txn, ids, new, rows)
-        if codes is not None:  # shingles: appended after every stored doc's, as docs
-            _shingles.put_many(txn, h, rows[new].tolist(), [codes[i] for i in new.tolist()])
-
+    # docs: records in internal-id (= input) order, appended
+    prefix = h.codec.prefixes(fps, sketches, keys32, at)
+    cur = txn.cursor(h.docs)
+    for a in range(0, len(new), PUT_CHUNK):
+        pos = new[a : a + PUT_CHUNK]
+        if ints:
+            recs = F.int_encodings(ids[pos], prefix[pos])
+        else:
+            pre = prefix[pos].view(f"V{prefix.shape[1]}").ravel().tolist()
+            recs = [p + ids[i] for p, i in zip(pre, pos.tolist(), strict=True)]
+        put_sorted(cur, rows[pos].tolist(), recs, append=True)
+    del prefix
+    if codes is not None:  # shingles: appended after every stored doc's, as docs
+        _shingles.put_many(txn, h, rows[new].tolist(), [codes[i] for i in new.tolist()])
     sub = fps[new] if len(new) != n else fps
-    idh = h.idx.hashes(ids, new)
-    h.tables.fill(txn, sub, iids[new], before=write_docs_ids_and_bands,
-                  bands=None if keys32 is None else keys32[new], idh=idh)
+    h.tables.fill(txn, sub, iids[new], bands=None if keys32 is None else keys32[new],
+                  idh=h.idx.hashes(ids, new))
 
 
 def add_if_similar(
     txn: Any, h: Handles, enc: bytes, fp: int, extra: Extra, sketch: np.ndarray,
-    keys: list[bytes], t: float, query: ShingleSets | None = None,
+    keys: list[bytes], t: float, query: ShingleSets | None = None, at: int | None = None,
+    since: int | None = None,
 ) -> list[SimilarMatch]:
-    """Store one doc unless a stored doc has estimated Jaccard >= t (exact Jaccard, given
-    the doc's set ``query`` in an exact store); the matches found."""
+    """Store one doc (at ``at``) unless a doc stored since ``since`` (ms; None: ever) has
+    estimated Jaccard >= t (exact Jaccard, given the doc's set ``query`` in an exact
+    store); the matches found."""
     if query is not None:
-        found = _shingles.similar(h, txn, fp, query, keys, t)
+        found = _shingles.similar(h, txn, fp, query, keys, t, since)
     else:
-        found = similar(h, txn, fp, sketch, keys, t)
+        found = similar(h, txn, fp, sketch, keys, t, since)
     if not found:
-        add(txn, h, enc, fp, extra)
+        add(txn, h, enc, fp, extra, at)
     return found

@@ -171,7 +171,9 @@ class IdfTable:
     """Per-feature weights (e.g. inverse document frequency) keyed by shingle text.
 
     Features missing from the table get ``default``. The table multiplies the
-    configured weighting. Its :attr:`digest` names it in a store's metadata.
+    configured weighting. Its :attr:`digest` is a hash of its contents, for a caller
+    to tell tables apart: nothing records it (a store's metadata does not say which
+    table, if any, weighted its fingerprints).
     """
 
     def __init__(self, weights: Mapping[str, float], default: float, seed: int = 0) -> None:

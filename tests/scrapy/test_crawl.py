@@ -4,70 +4,30 @@ crawler killed with SIGKILL leaves the store to the other."""
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("scrapy")
 
 import simstore  # noqa: E402
-from tools import crawlspider  # noqa: E402
 from tools.crawlsite import SKIPPED, Site, serve  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
-TIMEOUT = 120
-
-
-class Crawler:
-    """One ``scrapy runspider`` process of tools/crawlspider.py, known to the site by its agent."""
-
-    def __init__(self, tmp: Path, agent: str, starts: list[str], store: Path | None,
-                 **settings: object) -> None:
-        self.agent = agent
-        self.record = tmp / f"{agent}.jsonl"
-        self.stats_file = tmp / f"{agent}.stats.json"
-        opts: dict[str, object] = {"USER_AGENT": agent, **settings}
-        if store is not None:
-            opts |= {"SIMSTORE_PATH": store, "DOWNLOADER_MIDDLEWARES": crawlspider.MIDDLEWARE}
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-        cmd = crawlspider.command(starts, str(self.record), str(self.stats_file), opts)
-        self.log = open(tmp / f"{agent}.log", "wb")  # noqa: SIM115 - closed in wait()
-        self.proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-
-    def wait(self) -> int:
-        try:
-            return self.proc.wait(TIMEOUT)
-        finally:
-            self.log.close()
-
-    def pages(self) -> list[dict]:
-        """What reached the spider: {url, page} per response."""
-        if not self.record.exists():
-            return []
-        return [json.loads(line) for line in self.record.read_text().splitlines()]
-
-    def stats(self) -> dict:
-        return json.loads(self.stats_file.read_text())
-
-    def fetches(self, srv) -> list:
-        with srv.lock:
-            return [f for f in srv.log if f.agent == self.agent]
-
-    def output(self) -> str:
-        return (self.stats_file.parent / f"{self.agent}.log").read_text(errors="replace")
+from .crawlers import TIMEOUT, Crawler  # noqa: E402
 
 
 def checked(pages: list[dict]) -> list[str]:
     """The page ids of the pages a deduplicating crawl checks (not the skipped ones)."""
     return [p["page"] for p in pages if p["page"] and not p["page"].startswith("bad-")]
+
+
+def kept(pages: list[dict]) -> list[str]:
+    """The page ids of the pages a spider got as new (stored by its crawl), not as unchanged
+    (stored before, by another crawler or run)."""
+    return [p["page"] for p in pages
+            if p["page"] and not p["page"].startswith("bad-") and p["verdict"] == "new"]
 
 
 def followed_only_from_kept_pages(crawler: Crawler, srv) -> list[str]:
@@ -78,8 +38,9 @@ def followed_only_from_kept_pages(crawler: Crawler, srv) -> list[str]:
 
 @pytest.mark.slow
 def test_two_crawlers_keep_each_page_once(tmp_path):
-    """Two concurrent crawls from different seeds, one store: every distinct page reaches a
-    spider exactly once, no link of a dropped copy is followed, the calendar trap costs at
+    """Two concurrent crawls from different seeds, one store: every distinct page is kept
+    (verdict new) by exactly one spider (the other may get it as unchanged: it is never its
+    own near-duplicate), no link of a dropped copy is followed, the calendar trap costs at
     most three fetches per crawler, odd responses are skipped and counted."""
     site = Site(articles=36)
     store = tmp_path / "store"
@@ -88,7 +49,7 @@ def test_two_crawlers_keep_each_page_once(tmp_path):
         a = Crawler(tmp_path, "crawler-a", [url + "/"] + sections[:3], store)
         b = Crawler(tmp_path, "crawler-b", sections[3:], store)
         assert (a.wait(), b.wait()) == (0, 0), a.output()[-3000:] + b.output()[-3000:]
-        ids = Counter(checked(a.pages()) + checked(b.pages()))
+        ids = Counter(kept(a.pages()) + kept(b.pages()))
         assert set(ids) == site.distinct_ids()
         assert [i for i, n in ids.items() if n > 1] == []
         for c in (a, b):
@@ -126,7 +87,7 @@ def test_without_the_middleware_the_traps_are_endless(tmp_path):
 @pytest.mark.slow
 def test_a_crawler_killed_mid_crawl_leaves_the_store_to_the_other(tmp_path):
     """SIGKILL of one of two crawlers mid-crawl: the other goes on, finishes cleanly, no page
-    reached both spiders, and the store verifies and still decides."""
+    was kept by both spiders, and the store verifies and still decides."""
     site = Site(articles=36)
     store = tmp_path / "store"
     with serve(site, delay=0.005, together=2) as (url, srv):
@@ -146,7 +107,7 @@ def test_a_crawler_killed_mid_crawl_leaves_the_store_to_the_other(tmp_path):
     st = b.stats()
     assert st["finish_reason"] == "finished" and "log_count/ERROR" not in st
     assert "simstore/skipped/store_error" not in st
-    got_a, got_b = checked(a.pages()), checked(b.pages())
+    got_a, got_b = kept(a.pages()), kept(b.pages())
     assert set(got_a) & set(got_b) == set()
     assert len(set(got_b)) == len(got_b) and st["simstore/new"] == len(got_b)
     with simstore.SimStore(store) as s:
@@ -167,6 +128,6 @@ def test_the_middleware_on_a_plain_twisted_reactor(tmp_path):
                     TWISTED_REACTOR="twisted.internet.selectreactor.SelectReactor")
         assert c.wait() == 0, c.output()[-3000:]
     assert "SelectReactor" in c.output()
-    ids = Counter(checked(c.pages()))
+    ids = Counter(kept(c.pages()))
     assert set(ids) == site.distinct_ids() and max(ids.values()) == 1
     assert c.stats()["simstore/new"] == len(ids)

@@ -22,6 +22,7 @@ from simstore.scrapy import (  # noqa: E402
     NearDuplicatePipeline,
     page_text,
 )
+from simstore.scrapy._crawler import Refused  # noqa: E402
 from tools.crawlsite import Site  # noqa: E402
 
 from ..oracles import shares_band, sketch_estimate  # noqa: E402
@@ -284,28 +285,93 @@ def test_a_fingerprint_store_says_otherwise(tmp_path):
     mw, _ = middleware(tmp_path)
     assert (mw.gate.k, mw.gate.threshold) == (4, None)
     mw.gate.close()
-    with pytest.raises(simstore.SimstoreValueError, match="fingerprints only"):
-        middleware(tmp_path, SIMSTORE_THRESHOLD=0.8)
+    refused, _ = middleware(tmp_path, SIMSTORE_THRESHOLD=0.8)
+    assert isinstance(refused, Refused)
+    assert "fingerprints only" in str(refused.error)
 
 
 @pytest.mark.parametrize("settings,match", [
     ({"SIMSTORE_K": 3, "SIMSTORE_THRESHOLD": 0.9}, "not both"),
     ({"SIMSTORE_K": "three"}, "SIMSTORE_K must be an int"),
     ({"SIMSTORE_THRESHOLD": "1.5"}, "threshold"),
+    ({"SIMSTORE_EXPIRE": "banana"}, "SIMSTORE_EXPIRE must be an age"),
+    ({"SIMSTORE_EXPIRE": "-3d"}, "SIMSTORE_EXPIRE must be an age"),
+    ({"SIMSTORE_MODE": "dorp"}, "SIMSTORE_MODE must be one of"),
 ])
-def test_bad_settings_are_refused(tmp_path, settings, match):
-    """Contradictory or malformed settings raise a SimstoreValueError naming the problem."""
-    with pytest.raises(simstore.SimstoreValueError, match=match):
-        middleware(tmp_path, **settings)
+@pytest.mark.parametrize("component", [NearDuplicateMiddleware, NearDuplicatePipeline])
+def test_bad_settings_are_refused(tmp_path, settings, match, component):
+    """Contradictory or malformed settings give a Refused component whose error names the
+    problem (one ERROR line at spider_opened, then the crawl closes), which passes
+    nothing; the store is never created."""
+    crawler = get_crawler(settings_dict={"SIMSTORE_PATH": str(tmp_path / "store"), **settings})
+    refused = component.from_crawler(crawler)
+    assert isinstance(refused, Refused)
+    assert isinstance(refused.error, simstore.SimstoreValueError)
+    assert match in str(refused.error) and "\n" not in str(refused.error)
+    with pytest.raises(IgnoreRequest):
+        refused.process_request(Request("http://x/"))
+    with pytest.raises(DropItem):
+        refused.process_item({"text": "a b c"})
     assert not (tmp_path / "store").exists()
+
+
+def test_same_url_is_unchanged_or_changed_never_its_own_duplicate(site, tmp_path):
+    """A page fetched again under its own URL passes as unchanged (its stored time
+    refreshed, nothing added); changed, it passes and replaces the stored one; only a copy
+    under another URL is dropped."""
+    mw, crawler = middleware(tmp_path)
+    store = mw.gate.store
+    first = page(site, "/article/3")
+    assert run(mw, first)
+    assert first.meta["simstore"] == "new"  # the verdict, for the spider
+    store.touch(first.url, at=1000.0)
+    again = page(site, "/article/3")
+    assert run(mw, again)  # a rerun of a crawl: unchanged
+    assert again.meta["simstore"] == "unchanged"
+    assert store.stored_at(first.url) > 1000.0
+    other = page(site, "/article/5")
+    changed = html(first.url, other.body, status=200)  # its content replaced
+    assert run(mw, changed)
+    assert not run(mw, other)  # near the changed /article/3 now
+    assert stats(crawler) == {"simstore/new": 1, "simstore/unchanged": 1, "simstore/changed": 1,
+                              "simstore/near_duplicate": 1}
+    assert len(store) == 1
+
+
+def test_expired_pages_no_longer_count(site, tmp_path):
+    """With SIMSTORE_EXPIRE, a copy of a page stored longer ago passes and is stored; a
+    copy of a fresh one is dropped."""
+    mw, crawler = middleware(tmp_path, SIMSTORE_EXPIRE="30d")
+    store = mw.gate.store
+    assert run(mw, page(site, "/article/3"))
+    store.touch("http://127.0.0.1/article/3", at=1000.0)
+    fresh = page(site, "/article/3/print")
+    assert run(mw, fresh)
+    assert not run(mw, html("http://127.0.0.1/mirror/3", fresh.body))
+    assert stats(crawler) == {"simstore/new": 2, "simstore/near_duplicate": 1}
+    assert run(mw, page(site, "/article/4"))
+    store.touch("http://127.0.0.1/article/4", at=1000.0)
+    assert run(mw, page(site, "/article/4"))  # its own expired version: unchanged, renewed
+    assert store.stored_at("http://127.0.0.1/article/4") > 1000.0
+    assert stats(crawler)["simstore/unchanged"] == 1
+
+
+def test_log_mode_counts_but_drops_nothing(site, tmp_path):
+    """SIMSTORE_MODE = "log": near-duplicates are counted, never dropped or stored."""
+    mw, crawler = middleware(tmp_path, SIMSTORE_MODE="log")
+    assert run(mw, page(site, "/article/3"))
+    assert run(mw, page(site, "/article/3/print"))
+    assert stats(crawler) == {"simstore/new": 1, "simstore/near_duplicate": 1}
+    assert len(mw.gate.store) == 1
 
 
 # --------------------------------------------------------------------------- the pipeline
 
 
 def test_pipeline_drops_items_with_near_duplicate_text(site, tmp_path):
-    """Items are checked on SIMSTORE_FIELD: a copy raises DropItem naming the kept url;
-    items without text are passed on and counted."""
+    """Items are checked on SIMSTORE_FIELD: a copy raises DropItem naming the kept url, an
+    item unchanged under its id is dropped, a changed one passes; items without text are
+    passed on and counted."""
     crawler = get_crawler(settings_dict={"SIMSTORE_PATH": str(tmp_path / "s"),
                                          "SIMSTORE_FIELD": "body"})
     pipe = NearDuplicatePipeline.from_crawler(crawler)
@@ -314,21 +380,32 @@ def test_pipeline_drops_items_with_near_duplicate_text(site, tmp_path):
     assert pipe.process_item(first) is first
     with pytest.raises(DropItem, match="http://x/1"):
         pipe.process_item({"url": "http://x/2", "body": "Updated. " + text})
-    with pytest.raises(DropItem, match="text:"):  # no url: the first is stored by a digest
+    # no url: stored under a digest of the text, so the same text again is unchanged
+    with pytest.raises(DropItem, match="unchanged"):
         pipe.process_item({"body": " ".join(site.items[1].paras)}) and None
         pipe.process_item({"body": " ".join(site.items[1].paras)})
     assert pipe.process_item({"url": "http://x/3", "body": None})["url"] == "http://x/3"
-    assert stats(crawler) == {"simstore/new": 2, "simstore/near_duplicate": 2,
+    with pytest.raises(DropItem, match="unchanged"):  # a recrawl's item: passed on before
+        pipe.process_item(dict(first))
+    changed = {"url": "http://x/1", "body": " ".join(site.items[2].paras)}
+    assert pipe.process_item(changed) is changed
+    assert stats(crawler) == {"simstore/new": 2, "simstore/near_duplicate": 1,
+                              "simstore/unchanged": 2, "simstore/changed": 1,
                               "simstore/skipped": 1, "simstore/skipped/no_text": 1}
 
 
-def test_middleware_and_pipeline_in_one_process_need_two_stores(tmp_path):
-    """One store path opens once per process: a second component on it is refused."""
+def test_middleware_and_pipeline_in_one_process_share_one_handle(tmp_path):
+    """Components of one process naming one store path share one handle (LMDB opens an
+    environment once per process); it closes when the last of them lets go."""
     mw, _ = middleware(tmp_path)
-    with pytest.raises(simstore.StoreInUseError):
-        NearDuplicatePipeline.from_crawler(
-            get_crawler(settings_dict={"SIMSTORE_PATH": str(tmp_path / "store")}))
+    pipe = NearDuplicatePipeline.from_crawler(
+        get_crawler(settings_dict={"SIMSTORE_PATH": str(tmp_path / "store")}))
+    assert pipe.gate.store is mw.gate.store
     mw.gate.close()
+    assert len(pipe.gate.store) == 0  # still open for the pipeline
+    pipe.gate.close()
+    with pytest.raises(simstore.StoreClosedError):
+        len(mw.gate.store)
 
 
 # --------------------------------------------------------------------------- packaging

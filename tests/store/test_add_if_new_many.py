@@ -70,14 +70,10 @@ def _ids(rng: random.Random, n: int, stored: list, pool: int) -> list:
     return out
 
 
-def _pair(tmp_path, name: str, legacy: int = 0, **kw) -> tuple[SimStore, SimStore]:
-    """Two stores made alike; legacy: the format to create them in (1 or 2: dupsort tables
-    and band table) instead of the current one (run tables)."""
-    with pytest.MonkeyPatch.context() as mp:
-        if legacy:
-            mp.setattr(simstore.store.format, "FORMAT_VERSION", legacy)
-        return (SimStore(tmp_path / f"{name}-seq", durable=False, **kw),
-                SimStore(tmp_path / f"{name}-bulk", durable=False, **kw))
+def _pair(tmp_path, name: str, **kw) -> tuple[SimStore, SimStore]:
+    """Two stores made alike."""
+    return (SimStore(tmp_path / f"{name}-seq", durable=False, **kw),
+            SimStore(tmp_path / f"{name}-bulk", durable=False, **kw))
 
 
 def _base(s: SimStore, ids: list, items, removed: list) -> None:
@@ -104,12 +100,11 @@ def _same_store(a: SimStore, b: SimStore, probes, **kw) -> None:
             assert a.query(fp, kw.get("k")) == b.query(fp, kw.get("k"))
 
 
-@pytest.mark.parametrize("legacy", [0, 2])
 @pytest.mark.parametrize("seed", range(8))
-def test_similarity_store_equals_add_if_new_one_by_one(tmp_path, seed, legacy):
+def test_similarity_store_equals_add_if_new_one_by_one(tmp_path, seed):
     rng = random.Random(seed)
     t = rng.choice([0.7, 0.8, 0.9, 0.95])
-    seq, bulk = _pair(tmp_path, "s", legacy, config=SIGNATURE_CONFIG, k=3)
+    seq, bulk = _pair(tmp_path, "s", config=SIGNATURE_CONFIG, k=3)
     texts = _texts(rng, 140)
     sigs = seq.signatures(texts)
     base_ids = [f"s{i}" for i in range(20)] + list(range(20))
@@ -122,20 +117,18 @@ def test_similarity_store_equals_add_if_new_one_by_one(tmp_path, seed, legacy):
         assert got == want
         assert any(w == [] for w in want) and any(w != [] for w in want)
     _same_store(seq, bulk, sigs[::7], threshold=t)
-    assert (bulk._h.tables.name == "runs") == (not legacy)
     if seed == 0:
         assert bulk.verify() == []
 
 
-@pytest.mark.parametrize("legacy", [0, 1])
 @pytest.mark.parametrize("seed", range(8))
-def test_hamming_store_equals_add_if_new_one_by_one(tmp_path, seed, legacy):
+def test_hamming_store_equals_add_if_new_one_by_one(tmp_path, seed):
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
-    seq, bulk = _pair(tmp_path, "h", legacy, k=4)
+    seq, bulk = _pair(tmp_path, "h", k=4)
     fps = _fps(nrng, 160)
     # default k (the store's), a smaller k, and a k above the layout's (the scan path)
-    k = [None, 2, 4, 9, 20][(seed + legacy) % 5]
+    k = [None, 2, 4, 9, 20][seed % 5]
     base_ids = [f"b{i}" for i in range(30)]
     for s in (seq, bulk):
         _base(s, base_ids, fps[:30], base_ids[10:13])
@@ -145,7 +138,6 @@ def test_hamming_store_equals_add_if_new_one_by_one(tmp_path, seed, legacy):
         got = bulk.add_if_new_many(ids, fps[a:b], k)
         assert got == want
     _same_store(seq, bulk, fps[::9], k=k)
-    assert (bulk._h.tables.name == "runs") == (not legacy)
     # the oracle's own rule, spelled out for the first doc of the last call
     if want[0]:
         kk = 4 if k is None else k

@@ -250,7 +250,7 @@ def test_verify_inside_a_batch_checks_the_batch_s_own_writes(tmp_path, monkeypat
 
 
 def test_structural_check_passes_sound_stores_of_every_shape(tmp_path) -> None:
-    """Duplicate trees, sub-pages, overflow ids, removals, rebuilds, compact copies: no problem."""
+    """Overflow ids, removals, rebuilds, compact copies, in both kinds of store: no problem."""
     rng = random.Random(5)
     for r in range(6):
         path = tmp_path / f"s{r}"

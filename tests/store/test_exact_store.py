@@ -3,6 +3,7 @@ the shingles database kept in step with the docs (update, delete, verify, kill -
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import random
@@ -348,21 +349,26 @@ def test_rebuild_and_compact_keep_the_sets(tmp_path):
         assert [c.similar(x, 0.8) for x in texts] == before
 
 
-def test_an_exact_store_is_format_18_which_a_simstore_without_sets_refuses(
-        tmp_path, monkeypatch) -> None:
-    """An exact store records format 18 (a plain store 17), kept by rebuild; a simstore that
-    reads the odd formats only (one without shingle sets) refuses to open it, so it can
-    never add a doc without its set."""
+def test_an_exact_store_is_the_current_format_with_meta_exact(tmp_path) -> None:
+    """An exact store records the same format version as any other store, and is named
+    by its ``exact`` metadata (the set codec), which rebuild keeps; a plain similarity
+    store has none."""
     from simstore.store import format as F
 
     texts = planted_texts(3, 30, 1, words=60)
     with SimStore(tmp_path / "e", exact=True) as s, SimStore(
             tmp_path / "p", config=simstore.SIGNATURE_CONFIG) as p:
         s.add_many(range(len(texts)), texts)
-        assert s.stats()["format_version"] == 18 and p.stats()["format_version"] == 17
+        assert s.stats()["format_version"] == p.stats()["format_version"] == F.FORMAT_VERSION
+        assert _meta_exact(s) == {"codec": 1, "shingles": "rice-gaps-u64"}
+        assert _meta_exact(p) is None
         s.rebuild()
-        assert s.stats()["format_version"] == 18 and s.similar(texts[0], 0.99)[0].doc_id == 0
-    monkeypatch.setattr(F, "FORMAT_VERSIONS", (1, 2, 3, 4, 5, 7, 9, 11, 13, 15, 17))
-    with pytest.raises(simstore.FormatVersionError):
-        SimStore(tmp_path / "e")
-    SimStore(tmp_path / "p").close()
+        assert _meta_exact(s) == {"codec": 1, "shingles": "rice-gaps-u64"}
+        assert s.exact and s.similar(texts[0], 0.99)[0].doc_id == 0
+
+
+def _meta_exact(store: SimStore) -> dict | None:
+    """The store's ``exact`` metadata, as JSON, or None."""
+    with store._env.reading() as txn:
+        raw = txn.get(b"exact", db=store._h.meta)
+    return None if raw is None else json.loads(bytes(raw))

@@ -13,10 +13,10 @@ from simstore import SimStore
 
 from .test_runs import (
     _texts,
+    all_answers,
     check_answers,
     folded,
     fp_of,
-    legacy_answers,
     merging,
     small,
     state_of,
@@ -91,7 +91,7 @@ def test_flushes_during_a_merge_fold_into_the_newest_level(monkeypatch: pytest.M
         assert folds >= 10 and len(dropped) >= 5, (folds, dropped)
         assert not dropped & tombstoned(s) and set(pending) <= tombstoned(s)
         queries = [model[i] for i in rng.sample(sorted(model), 20)]
-        before_answers = legacy_answers(s, model, queries)
+        before_answers = all_answers(s, model, queries)
         assert s.verify() == []
     with SimStore(path) as fresh:
-        assert legacy_answers(fresh, model, queries) == before_answers
+        assert all_answers(fresh, model, queries) == before_answers

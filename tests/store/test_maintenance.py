@@ -39,49 +39,30 @@ def test_verify_passes_on_a_sound_store(tmp_path):
         assert s.verify() == []
 
 
-def test_verify_reports_missing_and_orphan_entries_and_rebuild_repairs(tmp_path, monkeypatch):
-    """A format-1 store (dupsort tables): table and ids damage (missing, orphan entries)
-    is reported; rebuild repairs all (and moves the store to run tables)."""
+def test_verify_reports_missing_and_orphan_entries_and_rebuild_repairs(tmp_path):
+    """Table damage (a doc's entry pointing at an internal id no doc has) and ids damage
+    (the ids' run deleted) are reported; rebuild repairs all."""
     path = tmp_path / "s"
-    monkeypatch.setattr(simstore.store.format, "FORMAT_VERSION", 1)
-    _fill(path, [1, 2, 3, 1 << 40]).close()
-    monkeypatch.undo()
+    _fill(path, [1, 2, 3, 1 << 40]).close()  # one level: a run a table
     env = _raw(path)
     with env.begin(write=True) as txn:
-        t1 = env.open_db(b"t01", txn=txn, dupsort=True, dupfixed=True)
-        cur = txn.cursor(t1)
-        assert cur.first()
-        cur.delete()
-        txn.put((77).to_bytes(8, "big"), (999).to_bytes(8, "big"), db=t1)
-        ids = env.open_db(b"ids", txn=txn)
-        txn.put(b"sghost", (12345).to_bytes(8, "big"), db=ids)
+        t1 = env.open_db(b"r01", txn=txn, create=False)
+        key, val = next((bytes(k), bytearray(v)) for k, v in txn.cursor(t1) if len(k) == 9)
+        n, width = int.from_bytes(val[:4], "little"), val[4]
+        assert (n, width) == (4, 4)  # the documented header: 4 entries, 4-byte ids
+        val[8 + 8 * n : 12 + 8 * n] = (999).to_bytes(4, "little")  # the first entry's id
+        txn.put(key, bytes(val), db=t1)
+        rids = env.open_db(b"rids", txn=txn, create=False)
+        assert txn.delete(next(bytes(k) for k, _ in txn.cursor(rids) if len(k) == 9), db=rids)
     env.close()
     with SimStore(path) as s:
-        problems = s.verify()
-        text = " ".join(problems)
-        assert "t01" in text and "1 docs missing" in text and "1 orphan" in text
-        assert "ids table has 5 entries for 4 docs" in text
+        text = " ".join(s.verify())
+        assert "table r01: 1 docs missing" in text and "stale entry without a tombstone" in text
+        assert "table of ids: 4 docs missing" in text
         s.rebuild()
         assert s.verify() == []
-        assert sorted(s) == ["d0", "d1", "d2", "d3"]
-        assert s._h.tables.name == "runs" and [m.doc_id for m in s.query(1 << 40, 0)] == ["d3"]
-
-
-def test_verify_reports_a_doc_missing_from_ids(tmp_path, monkeypatch):
-    """A doc whose ids entry is gone is named in the report (an ids B-tree: formats 1-12;
-    run ids: tests/store/test_run_ids.py)."""
-    path = tmp_path / "s"
-    monkeypatch.setattr(simstore.store.format, "RUN_IDS_FROM", 99)
-    _fill(path, [5, 6]).close()
-    monkeypatch.undo()
-    env = _raw(path)
-    with env.begin(write=True) as txn:
-        ids = env.open_db(b"ids", txn=txn)
-        assert txn.delete(b"sd0", db=ids)
-    env.close()
-    with SimStore(path, readonly=True) as s:
-        problems = s.verify()
-    assert any("'d0'" in p and "lacks it" in p for p in problems)
+        assert sorted(s) == ["d0", "d1", "d2", "d3"] and s.get("d2") == 3
+        assert [m.doc_id for m in s.query(1 << 40, 0)] == ["d3"]
 
 
 @settings(max_examples=25, deadline=None)

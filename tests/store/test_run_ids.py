@@ -1,4 +1,4 @@
-"""Run ids (format 13 on): a store's doc ids are a run database of its run tables.
+"""Run ids: a store's doc ids are a run database of its run tables.
 
 Every lookup by id (get, in, add's update, remove, add_many's stored check, dedup) goes
 through the ``rids`` levels, the recent docs and the docs records; these check it against
@@ -55,7 +55,7 @@ def test_random_writes_match_a_dict(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     path = tmp_path / "s"
     merged = False
     with SimStore(path, k=3, expected_size=2000, durable=False) as s:
-        assert s._h.ids is None and s.stats()["format_version"] == 17
+        assert s.stats()["format_version"] == F.FORMAT_VERSION
         for _ in range(160):
             op = rng.random()
             if op < 0.3:
@@ -143,10 +143,8 @@ def _raw(path: Path) -> Any:
     return lmdb.open(str(path), max_dbs=64, subdir=True)
 
 
-def test_a_new_store_has_no_ids_btree_and_an_older_simstore_refuses_it(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Format 13: the ids live in ``rids``, the environment has no ``ids`` database; a
-    simstore reading formats up to 12 refuses the store rather than miss every id."""
+def test_a_store_keeps_its_ids_in_rids_and_no_ids_btree(tmp_path: Path) -> None:
+    """The ids live in ``rids``: the environment has no ``ids`` database."""
     with SimStore(tmp_path / "s", k=3) as s:
         s.add_many(["a", "b"], [1, 2])
     env = _raw(tmp_path / "s")
@@ -154,36 +152,6 @@ def test_a_new_store_has_no_ids_btree_and_an_older_simstore_refuses_it(
         names = {bytes(k) for k, _ in txn.cursor()}
     env.close()
     assert b"rids" in names and b"ids" not in names and b"docs" in names
-    monkeypatch.setattr(F, "FORMAT_VERSIONS", tuple(range(1, 13)))
-    with pytest.raises(simstore.FormatVersionError):
-        SimStore(tmp_path / "s")
-
-
-def test_rebuild_moves_a_format_11_store_to_run_ids(monkeypatch: pytest.MonkeyPatch,
-                                                   tmp_path: Path) -> None:
-    """A store with an ids B-tree (format 11) works as before and keeps it through writes;
-    rebuild drops the B-tree and derives the ids' runs: every id reads the same."""
-    rng = random.Random(6)
-    model: dict[Any, int] = {url(i): rng.getrandbits(64) for i in range(500)}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(F, "RUN_IDS_FROM", 99)
-        SimStore(tmp_path / "s", k=3).close()
-    with SimStore(tmp_path / "s") as s:
-        assert s.stats()["format_version"] == 11 and s._h.ids is not None
-        s.add_many(list(model), list(model.values()))
-        assert s.remove(url(3)) and s.remove_many([url(4), url(9999)]) == 1
-        del model[url(3)], model[url(4)]
-        check_model(s, model, list(model)[:50] + [url(3)])
-        assert s.stats()["format_version"] == 11
-        s.rebuild()
-    with SimStore(tmp_path / "s") as s:
-        assert s.stats()["format_version"] == 17 and s._h.ids is None
-        check_model(s, model, list(model) + [url(3), url(4)])
-        assert s.verify() == []
-    env = _raw(tmp_path / "s")
-    with env.begin() as txn:
-        assert txn.get(b"ids") is None  # the B-tree itself is gone
-    env.close()
 
 
 def test_verify_names_damage_to_the_ids(tmp_path: Path) -> None:

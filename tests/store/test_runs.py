@@ -1,12 +1,12 @@
-"""Run tables (store format 3, :mod:`simstore.store.runs`) against brute force, at small constants.
+"""Run tables (:mod:`simstore.store.runs`) against brute force, at small constants.
 
 The engine's constants are shrunk (``monkeypatch`` here, the same values set
 in every child process) so that flushes of the recent docs into levels, merges
 of levels spread over many writes, merges of every level for stale entries and
 levels of many runs all happen in stores of a few hundred docs. Run records are parsed
-here from the format the module docstring gives, not with the module's own
-reader, and answers are compared with :func:`tests.oracles.brute_matches`
-over a dict kept in insertion order (a changed doc moves to the end).
+here from the format docs/format.md gives, not with the module's own reader, and
+answers are compared with :func:`tests.oracles.brute_matches` over a dict kept in
+insertion order (a changed doc moves to the end).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import lmdb
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis.internal.conjecture import providers  # noqa: F401 - see test_run_tables_model
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
@@ -37,8 +38,7 @@ import simstore
 import simstore.store.runcache
 import simstore.store.runs
 from simstore.search.layout import permute
-from simstore.store import SimStore, format as F
-from simstore.store.levelruns import LevelRuns
+from simstore.store import SimStore
 from simstore.store.removed import read_job
 from simstore.store.runfile import Job, lineage
 from simstore.store.runs import State
@@ -94,16 +94,13 @@ def merging(store: SimStore) -> Job | None:
 
 
 def tombstoned(store: SimStore) -> set[int]:
-    """Internal ids of the tombstones, read from the documented keys: b"g" + 8 bytes (formats
-    5-10), or blocks b"t" + block number (8 bytes) -> 64 bytes whose bit i of byte j marks
-    iid 512 * block + 8 * j + i (format 11)."""
+    """Internal ids of the tombstones, read from the documented keys: blocks b"t" + block
+    number (8 bytes) -> 64 bytes whose bit i of byte j marks iid 512 * block + 8 * j + i."""
     out = set()
     with store._env.reading() as txn:
         for key, val in txn.cursor(store._h.tables.meta_db()):
             key = bytes(key)
-            if key[:1] == b"g" and len(key) == 9:
-                out.add(int.from_bytes(key[1:], "big"))
-            elif key[:1] == b"t" and len(key) == 9:
+            if key[:1] == b"t" and len(key) == 9:
                 assert len(val) == 64 and any(val)  # an empty block is deleted
                 base = 512 * int.from_bytes(key[1:], "big")
                 out.update(base + 8 * j + i for j, byte in enumerate(bytes(val))
@@ -147,15 +144,15 @@ def raw_runs(txn: Any, db: Any, tail: int | None = None
     """(level, first key in the record key, keys, iids, iid width) of every run, in key order
     (tail: the table's tail bits, below which no directory bucket may go). Each level's
     index (a head keyed 0xFF + the level byte, then chunks of at most 240 first keys keyed
-    by those two bytes and a 4-byte chunk number, uint64 little-endian; format 7-10: one
-    record keyed by the level byte) lists exactly its runs' first keys."""
+    by those two bytes and a 4-byte chunk number, uint64 little-endian) lists exactly its
+    runs' first keys."""
     out = []
     index: dict[int, list[int]] = {}
     for key, val in txn.cursor(db):
         key, val = bytes(key), bytes(val)
-        if len(key) in (1, 6):  # an index record or chunk: first keys
-            assert len(val) % 8 == 0 and (len(key) == 1 or len(val) <= 8 * 240)
-            index.setdefault(key[1] if len(key) == 6 else key[0], []).extend(
+        if len(key) == 6:  # an index chunk: first keys
+            assert key[0] == 0xFF and len(val) % 8 == 0 and len(val) <= 8 * 240
+            index.setdefault(key[1], []).extend(
                 int.from_bytes(val[i : i + 8], "little") for i in range(0, len(val), 8))
             continue
         if len(key) == 2:  # a level's index head: no value
@@ -200,7 +197,7 @@ def check_levels(store: SimStore, st_: State, run_entries: int,
                  late: frozenset[int] | set[int] = frozenset()) -> None:
     """Each table's levels as the format says: sorted runs of live docs in the level's
     range of internal ids, plus st_.stale dead ones, each with a tombstone; no runs but
-    the levels'. A merge under way (format 9) has its target among them, covering its
+    the levels'. A merge under way has its target among them, covering its
     sources' ids and holding their entries below its cursor; the sources hold them
     from it on, their entries below it being copies (or left out, for its tombstones).
     late: docs removed while a merge was under way, whose entries it may have left out
@@ -337,7 +334,7 @@ class Watch:
 
 
 class RunsMachine(RuleBasedStateMachine):
-    """A format-3 store at small constants vs an insertion-ordered dict, state checked each step."""
+    """A store at small constants vs an insertion-ordered dict, state checked each step."""
 
     fps = Bundle("fps")
     # across examples: what the levels went through (spread: steps with a merge under way)
@@ -473,9 +470,14 @@ def test_run_tables_model(monkeypatch: pytest.MonkeyPatch) -> None:
     small(monkeypatch, RECENT_MAX=4, RUN_ENTRIES=4)
     RunsMachine.seen.update(merges=0, purges=0, flushes=0, spread=0, cleans=0)
     # derandomized: the check below, that merges of each kind happened, must not depend
-    # on which examples a run happens to draw
+    # on which examples a run happens to draw; nor may they depend on the constants
+    # Hypothesis draws from every loaded module of the project (any change to the code,
+    # or other tests collected beside this one, would change them)
+    if hasattr(providers, "_get_local_constants"):  # (Hypothesis versions that draw them)
+        monkeypatch.setattr(providers, "_get_local_constants", providers.Constants)
+        monkeypatch.setattr(providers, "CONSTANTS_CACHE", providers.LRUCache(1024))
     run_state_machine_as_test(RunsMachine, settings=settings(
-        max_examples=30, stateful_step_count=30, deadline=None, derandomize=True,
+        max_examples=50, stateful_step_count=30, deadline=None, derandomize=True,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
     assert all(RunsMachine.seen.values()), RunsMachine.seen
@@ -803,13 +805,7 @@ def test_aborted_batch_leaves_nothing_cached(monkeypatch: pytest.MonkeyPatch, tm
     store.close()
 
 
-# --- 4. stores of formats 1 and 2 (dupsort tables) -----------------------------------
-
-
-def format_version(store: SimStore) -> int:
-    """The version in the store's ``format`` metadata."""
-    with store._env.reading() as txn:
-        return int(json.loads(bytes(txn.get(b"format", db=store._h.meta)))["version"])
+# --- 4. answers of every kind, for tests that compare a store before and after -------
 
 
 def brute_similar(model: dict[Any, Any], q: Any, t: float) -> list[tuple[Any, float]]:
@@ -833,7 +829,7 @@ def fps_of(model: dict[Any, Any]) -> dict[Any, int]:
     return {d: fp_of(v) for d, v in model.items()}
 
 
-def legacy_answers(store: SimStore, model: dict[Any, Any], queries: list[Any]) -> list[Any]:
+def all_answers(store: SimStore, model: dict[Any, Any], queries: list[Any]) -> list[Any]:
     """Every answer the tests compare (queries at each k; similar at two thresholds)."""
     fps = fps_of(model)
     out: list[Any] = []
@@ -864,95 +860,6 @@ def _texts(rng: random.Random, n: int) -> list[str]:
             ws[rng.randrange(60)] = rng.choice(words)
         out.append(" ".join(ws))
     return out
-
-
-def run_dir_bits(store: SimStore) -> set[int]:
-    """The directory bits in the headers of every run of the store's permutation tables."""
-    out = set()
-    with store._env.reading() as txn:
-        for db in store._h.tables.dbs:
-            for key, val in txn.cursor(db):
-                if len(key) == 9:  # a run (not an index record)
-                    out.add(bytes(val)[6])
-    return out
-
-
-@pytest.mark.parametrize("version", [1, 2, 3])
-def test_legacy_store_works_and_rebuild_moves_it_to_runs(monkeypatch: pytest.MonkeyPatch,
-                                                         tmp_path: Path, version: int) -> None:
-    """A format-1 Hamming store and a format-2 similarity store (dupsort tables), and a
-    format-3 store (run tables without directories: its first write records format 5) reopen
-    and take adds, updates (the doc moves to the end), removes,
-    add_if_new, queries, similar and verify against brute force; rebuild() makes them the
-    current format (run tables with directories) with the same answers, and they go on
-    working there (merges at small constants)."""
-    rng = random.Random(version)
-    path = tmp_path / "s"
-    sim = version == 2
-    cfg = simstore.SIGNATURE_CONFIG if sim else None
-    if version == 3:
-        monkeypatch.setattr(simstore.store.runfile, "DIR_MIN_ENTRIES", 1)
-
-    def item(text: str) -> Any:
-        return simstore.signature(text) if sim else simstore.fingerprint(text)
-
-    monkeypatch.setattr(simstore.store.format, "FORMAT_VERSION", version)
-    texts = _texts(rng, 30)
-    model: dict[Any, Any] = {f"d{i}": item(t) for i, t in enumerate(texts)}
-    with SimStore(path, k=4, config=cfg, expected_size=1000) as s:
-        s.add_many(list(model), [v for v in model.values()] if not sim
-                   else s.signatures(texts))
-    monkeypatch.undo()
-    if version == 3:  # every run a directory could have (none under format 3)
-        monkeypatch.setattr(simstore.store.runfile, "DIR_MIN_ENTRIES", 1)
-    store = SimStore(path)
-    try:
-        assert format_version(store) == version and store._h.tables.name == ("runs" if version == 3 else "dupsort")
-        assert store.stats()["table_engine"] == ("runs" if version == 3 else "dupsort")
-        assert store.stats()["format_version"] == version
-        more = _texts(rng, 8)
-        for i, t in enumerate(more[:4]):
-            store.add(f"n{i}", item(t))
-            put(model, f"n{i}", item(t))
-        store.add("d1", item(more[4]))  # changed: moves to the end
-        put(model, "d1", item(more[4]))
-        store.add("d2", model["d2"])  # unchanged: stays
-        assert store.remove("d3") and store.remove_many(["d4", "zz"]) == 1
-        del model["d3"], model["d4"]
-        q = item(more[5])
-        want = brute_matches(fps_of(model), fp_of(q), 4)
-        assert store.add_if_new("x", q, 4) == want
-        if not want:
-            put(model, "x", q)
-        assert list(store.items()) == list(fps_of(model).items())
-        queries = list(model.values())[::3] + [item(t) for t in more[5:]]
-        before = legacy_answers(store, model, queries)
-        assert sum(len(a) > 1 for a in before) >= 3  # answers with several docs among them
-        assert store.verify() == []
-        if version == 3:  # its first write brought it to format 11 (whose runs have dirs)
-            assert format_version(store) == 11
-
-        store.rebuild()
-        now = simstore.store.format.FORMAT_VERSION
-        assert now == 17 and format_version(store) == now and store._h.tables.name == "runs"
-        assert store._h.ids is None  # the ids moved to a run database
-        assert (store.stats()["format_version"], store.stats()["table_engine"]) == (now, "runs")
-        if version == 3:
-            assert 0 not in run_dir_bits(store)
-        assert legacy_answers(store, model, queries) == before
-        assert list(store.items()) == list(fps_of(model).items())
-        assert store.verify() == []
-
-        small(monkeypatch)
-        for i, t in enumerate(_texts(rng, 20)):  # new levels, merges
-            store.add(f"m{i}", item(t))
-            put(model, f"m{i}", item(t))
-        store.remove("d5")
-        del model["d5"]
-        legacy_answers(store, model, list(model.values())[::4])
-        assert state_of(store).flushed > 0 and store.verify() == []
-    finally:
-        store.close()
 
 
 # --- 5. damaged run tables -------------------------------------------------------------
@@ -1295,21 +1202,17 @@ def stale_rows(store: SimStore) -> list[list[int]]:
                 for db in store._h.tables.dbs]
 
 
-@pytest.mark.parametrize("version", [15, 17])
 def test_a_merge_leaves_out_docs_removed_while_it_runs(monkeypatch: pytest.MonkeyPatch,
-                                                       tmp_path: Path, version: int) -> None:
-    """Format 17: docs removed while a merge is under way lose their entries wherever it
-    has yet to pass (at 1M under churn merges run back to back, and honouring only the
-    docs removed before it began kept ~live / STALE_SHARE stale entries at all times);
-    their tombstones stay, counted, for the next merge of their level, which leaves out
-    the rest. Format 15 keeps them all (its verify counts them exactly). Exact answers,
-    the levels checked and verify() clean throughout."""
+                                                       tmp_path: Path) -> None:
+    """Docs removed while a merge is under way lose their entries wherever it has yet to
+    pass (at 1M under churn merges run back to back, and honouring only the docs removed
+    before it began kept ~live / STALE_SHARE stale entries at all times); their
+    tombstones stay, counted, for the next merge of their level, which leaves out the
+    rest. Exact answers, the levels checked and verify() clean throughout."""
     small(monkeypatch, MERGE_STEP=16, RUN_ENTRIES=8, LEVEL_RATIO=4, STALE_SHARE=10**6)
-    monkeypatch.setattr(simstore.store.format, "FORMAT_VERSION", version)
     rng = random.Random(21)
     model = {i: rng.getrandbits(64) for i in range(400)}
     with SimStore(tmp_path / "s", k=3, expected_size=1000, durable=False) as s:
-        assert format_version(s) == version and s._h.tables.late_gone == (version >= 17)
         s.add_many(list(model), list(model.values()))
         watch = Watch(s, {"merges": 0, "purges": 0, "flushes": 0, "spread": 0, "cleans": 0})
         nxt = 1000
@@ -1339,8 +1242,7 @@ def test_a_merge_leaves_out_docs_removed_while_it_runs(monkeypatch: pytest.Monke
         assert gone == set(victims) and state_of(s).stale == len(victims)
         assert all(set(rows) <= gone for rows in stale)
         # those it had yet to pass went: some, not all (it had passed part of each table)
-        assert all(0 < len(rows) < len(victims) if version >= 17 else len(rows) == len(victims)
-                   for rows in stale), [len(r) for r in stale]
+        assert all(0 < len(rows) < len(victims) for rows in stale), [len(r) for r in stale]
         check_answers(s, model, list(model.values())[::7])
         assert s.verify() == []
         # the next merge of every level takes the rest, and the tombstones
@@ -1383,60 +1285,6 @@ def test_a_large_merge_takes_a_share_of_its_size_a_write(monkeypatch: pytest.Mon
         assert 1000 // cap - 2 <= writes <= 1000 // cap + 2, writes
         check_answers(s, model, list(model.values())[:20])
         assert s.verify() == []
-
-
-def test_a_format_4_state_record_is_read_and_upgraded(tmp_path: Path) -> None:
-    """A store whose state record is the 56-byte one of formats 3-4 (a base and an L1
-    level, stale entries without tombstones) answers exactly; its first write records
-    format 5 and, as it has stale entries, rebuilds its levels from the docs once."""
-    rng = random.Random(45)
-    path = tmp_path / "s"
-    model = {i: rng.getrandbits(64) for i in range(300)}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(F, "RUN_IDS_FROM", 99)  # an ids B-tree, as formats 3-12 kept
-        s = SimStore(path, k=3, expected_size=1000)
-    with s:
-        s.add_many(list(model), list(model.values()))
-        st_ = state_of(s)
-        assert [lv.id for lv in st_.levels] == [0]
-    gen = st_.levels[0].gen
-
-    with SimStore(path) as s:
-        assert s.remove_many([0, 1, 2]) == 3  # three stale entries a table
-    for i in range(3):
-        del model[i]
-
-    def legacy(txn: Any, dbs: list[Any], meta: Any) -> None:
-        """The state as formats 3-4 wrote it: no tombstones, the 7-field record."""
-        for key in [bytes(k) for k in txn.cursor(meta).iternext(values=False)
-                    if bytes(k)[:1] in (b"g", b"t") and len(k) == 9]:
-            txn.delete(key, db=meta)
-        # next, base end, L1 end, base generation, L1's, stale, recent docs' hash
-        txn.put(b"state", struct.pack("<7Q", 300, 300, 300, gen, gen ^ 2, 3, 0), db=meta)
-
-    _runs_env_edit(path, legacy)
-    env = lmdb.open(str(path), max_dbs=64, subdir=True)
-    with env.begin(write=True) as txn:  # and the format metadata of format 4
-        txn.put(b"format", b'{"format":"simstore","version":4}',
-                db=env.open_db(b"meta", txn=txn, create=False))
-    env.close()
-    with SimStore(path) as s:
-        assert state_of(s).legacy and state_of(s).stale == 3 and format_version(s) == 4
-        check_answers(s, model, list(model.values())[:20])
-        assert s.verify() == []
-        with pytest.raises(_Abort), s.batch():  # a write that aborts records nothing
-            s.add("gone", 999)
-            raise _Abort
-        assert format_version(s) == 4 and state_of(s).legacy
-        s.add("new", 12345)
-        model["new"] = 12345
-        st2 = state_of(s)
-        assert not st2.legacy and st2.stale == 0 and st2.levels[0].gen != gen
-        assert format_version(s) == 11
-        check_answers(s, model, list(model.values())[:20] + [12345])
-        assert s.verify() == []
-    with SimStore(path) as s:
-        assert format_version(s) == 11 and s.stats()["format_version"] == 11
 
 
 # --- internal ids past 32 bits ----------------------------------------------------------
@@ -1483,20 +1331,6 @@ def test_internal_ids_past_32_bits(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 # --- 8. levels opened by their index records, runs fetched when first needed -----------
 
 
-def index_records(store: SimStore) -> dict[int, list[int]]:
-    """Level -> how many runs its index names, per run database (-1: none): a format 7-10
-    record keyed by the level byte, or a head (0xFF, level) and its chunks."""
-    out: dict[int, list[int]] = {}
-    with store._env.reading() as txn:
-        for i, db in enumerate(store._h.tables.run_dbs):
-            for key, val in txn.cursor(db):
-                if len(key) in (1, 2):
-                    out.setdefault(key[-1], [-1] * len(store._h.tables.run_dbs))[i] = len(val) // 8
-                elif len(key) == 6:
-                    out[key[1]][i] += len(val) // 8
-    return out
-
-
 def table_sets(store: SimStore) -> list[Any]:
     """The run sets of the tables (no ids', which queries never probe) of the levels this
     process has opened."""
@@ -1508,53 +1342,6 @@ def loaded_runs(store: SimStore) -> tuple[int, int]:
     """(runs loaded, runs in all) of the tables over the levels this process has opened."""
     sets = table_sets(store)
     return sum(rs.loaded for rs in sets), sum(rs.nruns for rs in sets)
-
-
-@pytest.mark.parametrize("sig", [False, True], ids=["hamming", "similarity"])
-def test_a_format_5_store_gets_index_records_on_its_first_write(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sig: bool) -> None:
-    """A store written by a simstore without index records (format 5; 6 when exact) answers
-    as before, its levels read whole; its first write records format 7 (8) and every
-    level's index record, so readers then open levels by them; verify passes throughout."""
-    from simstore.store import format as F
-
-    small(monkeypatch)
-    rng = random.Random(11)
-    texts = [" ".join(rng.choice(["a", "b", "c", "d", "e", "f", "g"]) + str(rng.randint(0, 40))
-                      for _ in range(30)) for _ in range(120)]
-    kw: dict[str, Any] = {"exact": True} if sig else {"k": 3, "expected_size": 1000}
-    items = texts if sig else [int(x) for x in simstore.fingerprints(texts)]
-    monkeypatch.setattr(F, "FORMAT_VERSION", 5)
-    monkeypatch.setattr(F, "EXACT_FORMAT_VERSION", 6)
-    with SimStore(tmp_path / "s", durable=False, **kw) as s:
-        s.add_many(range(100), items[:100])
-        assert format_version(s) == (6 if sig else 5) and index_records(s) == {}
-        assert len(state_of(s).levels) >= 1
-    monkeypatch.undo()
-    small(monkeypatch)
-    monkeypatch.setattr(simstore.store.runcache, "WHOLE_AT", 0)  # runs fetched one by one
-    with SimStore(tmp_path / "s") as s:
-        model = {i: s.fingerprint(t) for i, t in enumerate(texts[:100])}
-        before = [s.query(fp) for fp in model.values()]
-        sim_before = [s.similar(t, 0.5) for t in texts[:20]] if sig else []
-        assert loaded_runs(s)[0] == loaded_runs(s)[1]  # read whole: no index records
-        assert s.verify() == []
-        s.add(100, items[100])
-        model[100] = s.fingerprint(texts[100])
-        assert format_version(s) == (12 if sig else 11)
-        records = index_records(s)
-        assert set(records) >= {lv.id for lv in state_of(s).levels}
-        assert all(-1 not in counts for counts in records.values())
-        assert s.verify() == []
-    with SimStore(tmp_path / "s") as s:
-        assert s.query(model[0]) == before[0]
-        assert loaded_runs(s)[0] < loaded_runs(s)[1]  # opened by the index records
-        assert [s.query(fp) for fp in list(model.values())[:100]] == before
-        if sig:
-            assert [s.similar(t, 0.5) for t in texts[:20]] == sim_before
-        else:
-            check_answers(s, model, list(model.values())[-10:])
-        assert s.verify() == []
 
 
 def test_a_query_fetches_only_the_runs_its_probes_land_in(monkeypatch: pytest.MonkeyPatch,
@@ -1692,62 +1479,6 @@ with SimStore({str(path)!r}) as s:
     monkeypatch.setattr(schema, "load", load_after_growth)
     with SimStore(path, map_size=1 << 20) as s:
         assert [m.doc_id for m in s.query(12345, 0)] == ["a"] and len(s) == 41
-
-
-def test_a_merge_an_older_simstore_left_under_way_is_adopted(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Formats 3-8 kept a merge's target out of the state and its sources whole until the
-    swap. A format-9 simstore opening such a store mid-merge answers exactly, and its first
-    write puts the target into the state and trims the sources; the merge then finishes
-    and verify passes at every step."""
-    small(monkeypatch)
-    monkeypatch.setattr(F, "RUN_IDS_FROM", 99)  # an ids B-tree, as formats 3-12 kept
-    rng = random.Random(21)
-    model = {f"d{i}": rng.getrandbits(64) for i in range(400)}
-    path = tmp_path / "s"
-    with SimStore(path, k=3, expected_size=1000, durable=False) as s:
-        s.add_many(list(model)[:150], list(model.values())[:150])
-        monkeypatch.setattr(LevelRuns, "trim", lambda self, upto: False)
-        for d in list(model)[150:]:  # one doc a write until a merge is half done
-            s.add(d, model[d])
-            if merging(s) is not None and any(c for c in cursors(s)):
-                break
-        job, st0 = merging(s), state_of(s)
-        assert job is not None and any(c for c in cursors(s))  # begun
-        assert any(c is not None for c in cursors(s))  # not done
-        with s._env.reading() as txn:
-            assert txn.get(b"mclean", db=s._h.tables.meta_db()) is None
-    monkeypatch.undo()  # the sources are trimmed again (and the constants back: set anew)
-    small(monkeypatch)
-    # What a format-7 simstore left: the target out of the state, the sources' gens as begun
-    env = lmdb.open(str(path), max_dbs=64, subdir=True)
-    with env.begin(write=True) as txn:
-        meta = env.open_db(b"meta", txn=txn, create=False)
-        runs = env.open_db(b"runs", txn=txn, create=False)
-        levels = tuple(lv for lv in st0.levels if lv.id != job.target)
-        levels = tuple(next((src for src in job.sources if src.id == lv.id), lv) for lv in levels)
-        txn.put(b"state", st0._replace(levels=levels).pack(), db=runs)
-        txn.put(b"format", b'{"format":"simstore","version":7}', db=meta)
-    env.close()
-    with SimStore(path) as s:
-        stored = {d: fp for d, fp in model.items() if d in dict(s.items())}
-        assert format_version(s) == 7 and job.target not in state_of(s).gens()
-        check_answers(s, stored, list(stored.values())[::20])
-        assert s.verify() == []
-        whole = sum(sum(index_records(s)[lv.id]) for lv in job.sources)
-        s.add("new", 12345)
-        stored["new"] = 12345
-        assert format_version(s) == 11 and job.target in state_of(s).gens()
-        assert sum(sum(index_records(s).get(lv.id, [0])) for lv in job.sources) < whole
-        check_levels(s, state_of(s), simstore.store.runs.RUN_ENTRIES)
-        assert s.verify() == []
-        while merging(s) is not None:
-            d, fp = f"more{len(stored)}", rng.getrandbits(64)
-            s.add(d, fp)
-            stored[d] = fp
-            check_levels(s, state_of(s), simstore.store.runs.RUN_ENTRIES)
-        check_answers(s, stored, list(stored.values())[::15])
-        assert s.verify() == []
 
 
 def test_a_reader_keeps_its_runs_across_a_merges_slices(monkeypatch: pytest.MonkeyPatch,

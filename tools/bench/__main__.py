@@ -17,8 +17,10 @@ from .abq import add_parser as add_abq_parser
 from .all import cmd_all
 from .corpus import add_corpus_options, cmd_corpus
 from .crawl import add_crawl_options, cmd_crawl
+from .crawl_frontier import add_crawl_frontier_options, cmd_crawl_frontier
 from .doclen import add_parser as add_doclen_parser
 from .exact_store import add_parser as add_exact_store_parser
+from .expire import add_parser as add_expire_parser
 from .find_all import cmd_find_all
 from .fingerprint import cmd_fingerprint
 from .load import cmd_load
@@ -217,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "of real text (docs/s, MB/s, peak RSS)", cmd_corpus, add_corpus_options)
     _module_command(sub, "crawl", "Scrapy pages/s with and without NearDuplicateMiddleware on "
                     "a local site; peak memory", cmd_crawl, add_crawl_options)
+    _module_command(sub, "crawl-frontier", "Scrapy pages/s of 1, 2, 4 processes sharing a "
+                    "store's crawl frontier, scrapy-redis; request_seen vs RFPDupeFilter",
+                    cmd_crawl_frontier, add_crawl_frontier_options)
 
     al = sub.add_parser("all", help="everything at default sizes; JSON, Markdown tables, plot",
                         description=cmd_all.__doc__)
@@ -259,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_memlimit_parser(sub)
     add_writes_parser(sub)
     add_exact_store_parser(sub)
+    add_expire_parser(sub)
     add_doclen_parser(sub)
     return p
 

