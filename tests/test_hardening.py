@@ -96,7 +96,7 @@ def test_fork_during_a_call_longer_than_the_wait_is_refused_in_the_child(tmp_pat
                                                                          batch) -> None:
     """A call in flight that outlasts FORK_WAIT: the child's use of the handle raises
     StoreInUseError naming fork(), at once (never a hang); the parent goes on."""
-    from simstore.store import forks
+    from simstore.store.env import forks
 
     monkeypatch.setattr(forks, "FORK_WAIT", 0.1)
     with SimStore(tmp_path / "s") as s:

@@ -39,6 +39,7 @@ after it returned.
 from __future__ import annotations
 
 import argparse
+import importlib
 import multiprocessing
 import os
 import random
@@ -54,8 +55,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-import simstore.store.merges
-import simstore.store.runs
+import simstore
 from simstore.store import SimStore
 from simstore.store.check.lmdbfile import read_metas
 from simstore.store.check.pages import FileCheck
@@ -64,23 +64,28 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _corpus_kills  # noqa: E402  (sibling helpers, found through the path set above)
 import _damage  # noqa: E402
 
-OPS = ("add", "add_many", "remove", "rebuild", "compact", "churn", "sigchurn", "merge")
+OPS = ("add", "add_many", "remove", "rebuild", "compact", "churn", "sigchurn", "merge",
+       "expire")
 ADDS = ("add", "add_many", "merge")  # ops whose calls add docs (checked by _check_adds)
 MERGE_ADD_MAX = 600  # new docs per add_many of a merge worker, between its merge_levels
 CHURNS = ("churn", "sigchurn")
 PRELOAD = 3000
+# expire: call n (even) adds a batch stored at EXPIRE_T0 + n, call n (odd) expires what was
+# stored before EXPIRE_T0 + n - EXPIRE_LAG, in commits of a random size (the preload is
+# stored now: never expired)
+EXPIRE_T0, EXPIRE_LAG = 1_000_000_000, 9
 REBUILD_KS = (2, 3, 4)
-# The churn worker's run-table constants (simstore.store.runs and .merges): a new level
+# The churn worker's run-table constants (simstore.store.runs.tables and .merges): a new level
 # every few calls, merges spread over several writes, levels of many runs (longer ones in
 # a level of 1,024 docs or more), and every add_many's merging paid partly in commits of
 # their own (MERGE_COMMIT_MAX: a kill lands between them too).
-CHURN_RUNS = {"runs": {"RECENT_MAX": 64, "RUN_ENTRIES": 128, "BULK_DOCS": 1024,
-                       "BULK_RUN_ENTRIES": 512},
-              "merges": {"MERGE_STEP": 128, "MERGE_PER_DOC": 2, "MERGE_COMMIT_MAX": 256}}
+CHURN_RUNS = {"runs.tables": {"RECENT_MAX": 64, "RUN_ENTRIES": 128, "BULK_DOCS": 1024,
+                              "BULK_RUN_ENTRIES": 512},
+              "runs.merges": {"MERGE_STEP": 128, "MERGE_PER_DOC": 2, "MERGE_COMMIT_MAX": 256}}
 # Every worker (and ops process) prepares its next pages in huge pages however small its
 # store (the file extended and read in inside each write transaction: a kill lands there
 # too, and other processes' transactions run beside it).
-EVERY_WORKER = {"readahead": {"HUGE_GROWTH_FROM": 0}}
+EVERY_WORKER = {"env.readahead": {"HUGE_GROWTH_FROM": 0}}
 CHURN_ADD_MAX = 300  # new docs per add_many call
 CHURN_REMOVE_MAX = 200  # acknowledged docs per remove_many call
 
@@ -141,7 +146,7 @@ def _set_constants(table: dict[str, dict[str, int]]) -> None:
     """Set constants of simstore.store's modules in this (worker) process."""
     for module, values in table.items():
         for name, value in values.items():
-            setattr(getattr(simstore.store, module), name, value)
+            setattr(importlib.import_module(f"simstore.store.{module}"), name, value)
 
 
 def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
@@ -158,6 +163,9 @@ def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
     for n in range(10**9):
         if op in CHURNS:
             _churn_call(s, ack, rng, n, seed, added, op == "sigchurn")
+            continue
+        if op == "expire":
+            _expire_call(s, ack, rng, n, seed)
             continue
         if op == "add":
             fp = int(batch_fps(seed, n, 1)[0])
@@ -196,6 +204,51 @@ def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
         else:
             raise SystemExit(f"unknown op {op!r}")
         ack.done(n)
+
+
+def _expire_call(s: SimStore, ack: _Ack, rng: random.Random, n: int, seed: int) -> None:
+    """Expire call n: add_many stored at EXPIRE_T0 + n (even n), expire (odd n)."""
+    if n % 2 == 0:
+        size = rng.randint(1, 400)
+        ack.intent(n, f"add {size}")
+        s.add_many(batch_ids(n, size), batch_fps(seed, n, size), at=EXPIRE_T0 + n)
+    else:
+        ack.intent(n, "expire")
+        s.expire(before=EXPIRE_T0 + n - EXPIRE_LAG, batch=rng.randint(1, 300))
+    ack.done(n)
+
+
+def _check_expire(s: SimStore, intents: dict[int, str], done: set[int], seed: int
+                  ) -> list[str]:
+    """Each add call's docs: gone if an acknowledged expire's cutoff passed their time,
+    all or none if the call was in flight, any of them if only an expire in flight may
+    have reached them; else all present."""
+    problems = []
+    cutoffs = {n: EXPIRE_T0 + n - EXPIRE_LAG for n, t in intents.items() if t == "expire"}
+    done_cut = max((c for n, c in cutoffs.items() if n in done), default=0)
+    any_cut = max(cutoffs.values(), default=0)
+    expected = 0
+    for n, text in intents.items():
+        if text == "expire":
+            continue
+        size = int(text.split()[1])
+        fps = batch_fps(seed, n, size).tolist()
+        got = [s.get(i) for i in batch_ids(n, size)]
+        present = sum(g is not None for g in got)
+        at = EXPIRE_T0 + n
+        if any(g is not None and g != f for g, f in zip(got, fps, strict=True)):
+            problems.append(f"add {n}: wrong fingerprints stored")
+        if at < done_cut and present:
+            problems.append(f"add {n}: {present} docs outlived an acknowledged expire")
+        elif at >= any_cut and n in done and present != size:
+            problems.append(f"acknowledged add {n}: {size - present} of {size} docs lost")
+        elif at >= any_cut and n not in done and present not in (0, size):
+            problems.append(f"add {n} in flight: {present} of {size} docs stored (torn)")
+        expected += present
+    if len(s) != expected + PRELOAD:
+        problems.append(f"store holds {len(s)} docs, the calls account for "
+                        f"{expected + PRELOAD}")
+    return problems
 
 
 def _churn_call(s: SimStore, ack: _Ack, rng: random.Random, n: int, seed: int,
@@ -266,6 +319,8 @@ def check_store(path: str, op: str, ack_path: str, seed: int, dead_pid: int) -> 
             problems += _check_compacts(s, intents, done, path)
         elif op in CHURNS:
             problems += _check_churn(s, intents, done, seed, op == "sigchurn")
+        elif op == "expire":
+            problems += _check_expire(s, intents, done, seed)
     return problems
 
 

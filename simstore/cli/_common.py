@@ -126,6 +126,26 @@ def open_store(args: argparse.Namespace, readonly: bool = False, create: bool = 
     return SimStore(args.path, readonly=readonly, config=config, k=k)
 
 
+# Arguments naming a store (every command's PATH, --store, compact's DEST) and their names.
+STORE_ARGUMENTS = (("path", "store path"), ("store", "--store"), ("dest", "DEST"))
+
+
+def unusable_store_path(args: argparse.Namespace) -> str | None:
+    """Why a store argument cannot be used (a name that is not valid UTF-8: LMDB opens
+    UTF-8 paths only), or None."""
+    for attr, what in STORE_ARGUMENTS:
+        path = getattr(args, attr, None)
+        if not isinstance(path, str):
+            continue
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            return (f"{what} '{shown}' is not valid UTF-8, and a store's path must be: "
+                    "rename it or give another path")
+    return None
+
+
 def need_similarity(store: SimStore) -> None:
     if not store.config.has_signature:
         raise CliError(

@@ -16,6 +16,7 @@ from ..corpus.records import BadRecord, check_doc_id
 from ..corpus.sources import (
     _DECOMPRESS_ERRORS,
     CHUNK_DOCS,
+    MAX_RECORD_BYTES,
     BadInputError,
     ReadOptions,
     open_binary,
@@ -47,6 +48,7 @@ def read_options(args: argparse.Namespace) -> ReadOptions:
         exclude=tuple(getattr(args, "exclude", None) or ()),
         encoding_errors=getattr(args, "encoding_errors", "strict"),
         chunk_docs=getattr(args, "chunk", None) or CHUNK_DOCS,
+        max_record_bytes=getattr(args, "max_record_bytes", None) or MAX_RECORD_BYTES,
     )
 
 
@@ -54,7 +56,8 @@ def _read_kw(args: argparse.Namespace) -> dict[str, Any]:
     o = read_options(args)
     return {"id_field": o.id_field, "text_field": o.text_field, "force_jsonl": o.force_jsonl,
             "follow_symlinks": o.follow_symlinks, "exclude": o.exclude,
-            "encoding_errors": o.encoding_errors, "chunk_docs": getattr(args, "chunk", None)}
+            "encoding_errors": o.encoding_errors, "chunk_docs": getattr(args, "chunk", None),
+            "max_record_bytes": o.max_record_bytes}
 
 
 def _skip_printer(args: argparse.Namespace) -> Any:
@@ -113,8 +116,10 @@ def cmd_add(args: argparse.Namespace, out: Out) -> int:
         _skip_printer(args)(where, reason)
 
     added = 0
+    spooled = None
     if args.file == "-":
-        path, name = spool(sys.stdin.buffer), "<stdin>"
+        spooled = spool(sys.stdin.buffer)
+        path, name = spooled.tmp, "<stdin>"
     elif os.path.isfile(args.file):
         path = name = args.file
     else:
@@ -142,8 +147,8 @@ def cmd_add(args: argparse.Namespace, out: Out) -> int:
                     added += len(ids)
             total = len(store)
     finally:
-        if args.file == "-":
-            os.unlink(path)
+        if spooled is not None:
+            spooled.discard()
     out.record(
         {"added": added, "skipped": bad[0], "total": total},
         f"added {added} documents ({bad[0]} bad lines skipped); store holds {total}",

@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import __version__
 from ..corpus.parquet import ROW_GROUP_BYTES
-from ..corpus.sources import CHUNK_DOCS
+from ..corpus.sources import CHUNK_DOCS, MAX_RECORD_BYTES
 from ..native.core import MAX_K
 from ..text.fingerprinting import SIGNATURE_CONFIG
 from . import _spark
@@ -24,7 +24,16 @@ from ._admin import (
     cmd_upgrade,
     cmd_verify,
 )
-from ._common import PROG, bytes_arg, k_arg, seconds_arg, size_arg, sketch_bits_arg, threshold_arg
+from ._common import (
+    PROG,
+    bytes_arg,
+    k_arg,
+    seconds_arg,
+    size_arg,
+    sketch_bits_arg,
+    threshold_arg,
+    unusable_store_path,
+)
 from ._load import cmd_add, cmd_dedup_corpus, cmd_index
 from ._search import cmd_dedup, cmd_export, cmd_fingerprint, cmd_query
 
@@ -123,6 +132,11 @@ def _inputs(p: argparse.ArgumentParser, chunk: bool = True) -> None:
                        f"memory (the transaction's dirty pages) (default {CHUNK_DOCS}; 250 for "
                        "dedup-corpus without --store, whose private store need not commit "
                        "durably)")
+    g.add_argument("--max-record-bytes", type=bytes_arg, default=MAX_RECORD_BYTES,
+                   metavar="BYTES",
+                   help="a larger record (a JSON line, a text file, a Parquet row's text) is a "
+                   "bad record, found without holding it whole (default 64M; units k, M, G "
+                   "of 1024)")
     g.add_argument("--skip-bad", action="store_true",
                    help="skip bad records (reported on stderr) instead of stopping with "
                    "nothing written")
@@ -139,12 +153,16 @@ class CliParser(argparse.ArgumentParser):
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         """As argparse's, but an unknown option is reported by its command's parser (its
-        usage, not the top-level one) with the closest option it has."""
+        usage, not the top-level one) with the closest option it has; a store path that
+        cannot be opened (not valid UTF-8) is one error line, exit 1."""
         ns, extra = self.parse_known_args(args, namespace)
         if extra:
             command = getattr(ns, "command", None)
             (self.commands.get(command) or self).error(unknown_options(
                 self.commands.get(command) or self, extra))
+        bad = unusable_store_path(ns)
+        if bad is not None:
+            self.exit(1, f"{PROG} {ns.command}: error: {bad}\n")
         return ns
 
 
@@ -313,14 +331,15 @@ def build_parser() -> CliParser:
                    "has is an error) (two passes, ~2 KB of memory per document at the peak)")
     p.add_argument("--exact", action="store_true",
                    help="decide by exact Jaccard >= T of the texts' shingle sets, not the "
-                   "estimate (without --store: two passes, the sets go to a temporary file, "
+                   "estimate (without --store: two passes, the sets go to a temporary file "
+                   "beside -o, "
                    "8 bytes per distinct shingle; with --store, keep first only: the store "
                    "must keep shingle sets, a new one is created so)")
     p.add_argument("--row-group-bytes", type=bytes_arg, default=ROW_GROUP_BYTES,
                    metavar="BYTES",
                    help="Parquet output: a row group holds the input's rows per group, or "
                    "fewer to stay under BYTES of uncompressed data (each group is built in "
-                   "memory) (default 32M; units k, M, G of 1024)")
+                   "memory) (default 4M; units k, M, G of 1024)")
     _inputs(p)
 
     p = add("spark-dedup", _spark.cmd_spark_dedup, _spark.HELP,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from typing import Any
 
 from ..exceptions import SimstoreError
@@ -22,11 +23,14 @@ from ._common import PROG as CLI, CliError, Out, index_k_arg, size_arg, threshol
 PROG = f"{CLI} spark-dedup"
 HELP = ("deduplicate a Parquet or JSON lines dataset on Apache Spark (simstore[spark]): keep "
         "the rows, report the removed ones")
-MORE = ("Hamming distance on fingerprints (--k, the default k=3) or estimated Jaccard on "
-        "signatures (--threshold); computed from --text-col when the input lacks those columns. "
-        "Rows are decided in id order (dedup-corpus's --keep first when ids follow the input). "
-        "A malformed JSON line, a row without an id or a text, or a missing column stops the "
-        "run before any search, naming it.")
+MORE = ("Near means estimated Jaccard >= --threshold (default 0.9, as dedup-corpus), or "
+        "Hamming distance <= --k on fingerprints; signatures or fingerprints are computed from "
+        "--text-field when the input lacks those columns. Rows are decided in input order "
+        "(files by name, then their order in the file), so the kept rows are dedup-corpus's "
+        "--keep first. A malformed JSON line, a row without an id or a text, a repeated id or "
+        "a missing column stops the run before any search, naming it.")
+THRESHOLD = 0.9  # the default rule, dedup-corpus's
+POS = "_simstore_pos"  # a row's place in the input: what the search orders rows by
 JSONL = (".jsonl", ".ndjson", ".json")
 
 
@@ -38,10 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jsonl", action="store_true", help="read IN as JSON lines")
     p.add_argument("kept", metavar="OUT.parquet", help="kept rows (a Parquet directory)")
     how = p.add_mutually_exclusive_group()
-    how.add_argument("--k", type=index_k_arg, default=None,
-                     help=f"Hamming radius 0..{MAX_K} (default 3)")
-    how.add_argument("--threshold", type=threshold_arg, default=None,
-                     help="estimated Jaccard threshold in (0, 1]")
+    how.add_argument("--threshold", type=threshold_arg, default=None, metavar="T",
+                     help=f"near: estimated Jaccard >= T (default {THRESHOLD})")
+    how.add_argument("--k", type=index_k_arg, default=None, metavar="K",
+                     help=f"near: fingerprints within Hamming distance K (0..{MAX_K}) instead")
     p.add_argument("--removed", metavar="R.parquet", default=None,
                    help="write the removed rows' report (id, kept id, score) here")
     p.add_argument("--master", default=None,
@@ -53,10 +57,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conf", action="append", default=None, metavar="KEY=VALUE",
                    type=_conf_arg, help="a Spark setting of the session (repeatable)")
     p.add_argument("--mode", choices=("representative", "clusters"), default="representative",
-                   help="representative: no chaining, id order; clusters: one row per "
-                        "connected component")
-    p.add_argument("--id-col", default="id", help="id column")
-    p.add_argument("--text-col", default="text", help="text column")
+                   help="representative: no chaining, input order; clusters: one row (the "
+                        "first read) per connected component")
+    p.add_argument("--id-field", dest="id_col", default="id", metavar="NAME",
+                   help="column of the document id (unique)")
+    p.add_argument("--text-field", dest="text_col", default="text", metavar="NAME",
+                   help="column of the text")
+    for old, dest in (("--id-col", "id_col"), ("--text-col", "text_col")):  # earlier names
+        p.add_argument(old, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.add_argument("--fp-col", default="fp",
                    help="fingerprint column (LongType)")
     p.add_argument("--sketch-col", default="sketch", help="sketch column")
@@ -124,7 +132,7 @@ def _read(args: argparse.Namespace, spark: Any) -> Any:
     need = [args.id_col]
     if not _has_search_columns(args, cols):
         need.append(args.text_col)
-    for col, opt in zip(need, ("--id-col", "--text-col"), strict=False):
+    for col, opt in zip(need, ("--id-field", "--text-field"), strict=False):
         if col not in cols:
             raise CliError(f"{args.input} has no column {col!r} (columns: "
                            f"{', '.join(cols) or 'none'}); {opt} names another")
@@ -138,41 +146,76 @@ def _read(args: argparse.Namespace, spark: Any) -> Any:
     return df
 
 
-def _k(args: argparse.Namespace) -> int | None:
-    return args.k if args.k is not None else (3 if args.threshold is None else None)
+def _threshold(args: argparse.Namespace) -> float | None:
+    """The Jaccard threshold of the rule (THRESHOLD unless --k gives a Hamming rule)."""
+    return None if args.k is not None else (args.threshold or THRESHOLD)
 
 
 def _has_search_columns(args: argparse.Namespace, cols: list[str]) -> bool:
     """Whether the input has the fingerprint (k) or signature (threshold) columns."""
-    if _k(args) is not None:
+    if args.k is not None:
         return args.fp_col in cols
     return args.sketch_col in cols and args.bands_col in cols
 
 
+def _in_input_order(df: Any, spark: Any) -> Any:
+    """df with POS, a long ordering the rows as they are read: files by name, then each
+    row's place in its file (``monotonically_increasing_id`` grows along a file: Spark
+    keeps a file's splits in order), as dedup-corpus reads a directory."""
+    from pyspark.sql import functions as F
+
+    files = sorted(df.inputFiles())
+    span = max(df.rdd.getNumPartitions(), 1) << 33  # above every monotonically_increasing_id
+    if len(files) * span >= 1 << 63:
+        raise CliError(f"{len(files):,} files in {df.rdd.getNumPartitions():,} partitions "
+                       "are too many to number the rows in input order: merge the files")
+    rank = spark.createDataFrame(list(enumerate(files)), "_simstore_r long, _simstore_f string")
+    tagged = df.withColumn("_simstore_f", F.input_file_name()).withColumn(
+        "_simstore_m", F.monotonically_increasing_id())
+    return tagged.join(F.broadcast(rank), "_simstore_f", "left").withColumn(
+        POS, F.col("_simstore_r") * span + F.col("_simstore_m")).drop(
+        "_simstore_f", "_simstore_r", "_simstore_m")
+
+
+def _by_id(removed: Any, ordered: Any, id_col: str) -> Any:
+    """The removed report (POS, kept POS, score) with the input's ids instead."""
+    from pyspark.sql import functions as F
+
+    score = removed.columns[2]
+    ids = ordered.select(POS, id_col)
+    kept = ids.select(F.col(POS).alias(f"kept_{POS}"), F.col(id_col).alias(f"kept_{id_col}"))
+    return removed.join(ids, POS).join(kept, f"kept_{POS}").select(
+        id_col, f"kept_{id_col}", score)
+
+
 def _run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     from .. import spark as ss
+    from ..spark.common import check_id_column, check_rows
 
     if not args.overwrite:
         for path in (args.kept, args.removed):
             if path and _exists(spark, path):
                 raise FileExistsError(f"{path} exists (--overwrite replaces it)")
     df = _read(args, spark)
-    k = _k(args)
+    k, t = args.k, _threshold(args)
     use_text = not _has_search_columns(args, df.columns)
+    ordered = _in_input_order(df, spark)
+    check_id_column(ordered, args.id_col)
+    rows = check_rows(ordered, args.id_col, {})["rows"]  # the input's ids: present, unique
     result = ss.dedup(
-        df, k=k, threshold=args.threshold, mode=args.mode,
-        text_col=args.text_col if use_text else None, id_col=args.id_col,
+        ordered, k=k, threshold=t, mode=args.mode,
+        text_col=args.text_col if use_text else None, id_col=POS,
         fp_col=args.fp_col, sketch_col=args.sketch_col, bands_col=args.bands_col,
         **({"partitions": args.partitions} if args.partitions and k is not None else {}),
     )
     mode = "overwrite" if args.overwrite else "errorifexists"
-    result.kept.write.mode(mode).parquet(args.kept)
+    result.kept.drop(POS).write.mode(mode).parquet(args.kept)
     if args.removed:
-        result.removed.write.mode(mode).parquet(args.removed)
+        _by_id(result.removed, ordered, args.id_col).write.mode(mode).parquet(args.removed)
     kept = spark.read.parquet(args.kept).count()
-    return {"input": args.input, "rows": df.count(), "kept": kept,
+    return {"input": args.input, "rows": rows, "kept": kept,
             "output": args.kept, "removed_report": args.removed,
-            "rule": f"k={k}" if k is not None else f"threshold={args.threshold}",
+            "rule": f"k={k}" if k is not None else f"threshold={t}",
             "mode": args.mode}
 
 
@@ -190,6 +233,9 @@ def _one_line(exc: BaseException) -> str:
 
 def cmd_spark_dedup(args: argparse.Namespace, out: Out) -> int:
     """Run spark-dedup; every failure is one line (a CliError)."""
+    # pyspark warns of pandas >= 3 on every run, though spark-dedup uses no pandas API
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas",
+                            category=FutureWarning)
     spark = None
     created = False
     try:

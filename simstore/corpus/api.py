@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._files import TempDir, sweep
 from .._validate import check_int
 from ..exceptions import NotExactStoreError, OutputPathError, SimstoreError, SimstoreValueError
 from ..search.greedy import Representatives, representative_clusters
@@ -69,7 +70,9 @@ def _read_options(kw: dict[str, Any], **given: Any) -> ReadOptions:
     """The ReadOptions of the ``read`` keywords over ``given`` ones; a None value in ``read``
     means the given or default one."""
     names = ("id_field", "text_field", "force_jsonl", "follow_symlinks", "exclude",
-             "encoding_errors", "chunk_docs")
+             "encoding_errors", "chunk_docs", "max_record_bytes")
+    if kw.get("max_record_bytes") is not None:
+        check_int(kw["max_record_bytes"], "max_record_bytes", 1)
     return ReadOptions(**{**given, **{k: kw[k] for k in names if kw.get(k) is not None}})
 
 
@@ -85,7 +88,8 @@ def index_corpus(
     k / threshold: add only documents with no stored near-duplicate (add_if_new),
     else add all. ``on_near(doc_id, where, match)`` hears of each skipped
     near-duplicate. ``read``: id_field, text_field, force_jsonl, follow_symlinks,
-    exclude, encoding_errors, chunk_docs. Raises :class:`Interrupted` on Ctrl-C.
+    exclude, encoding_errors, chunk_docs, max_record_bytes (a larger record is a bad one;
+    64 MiB). Raises :class:`Interrupted` on Ctrl-C.
     """
     if threshold is not None:
         threshold = check_threshold(threshold)
@@ -130,11 +134,20 @@ def drop_if_new_and_empty(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _scratch_dir() -> TempDir:
+    """A new directory for a private scratch store in TMPDIR, flock-held while the run
+    lives: the scratch directories of runs killed with ``kill -9`` are removed first."""
+    base = os.path.join(tempfile.gettempdir(), "simstore-dedup")
+    sweep(base)
+    return TempDir(base)
+
+
 def _open_store(store: SimStore | str | os.PathLike[str] | None, k: int | None,
                 threshold: float | None, exact: bool = False
-                ) -> tuple[SimStore, bool, str | None]:
-    """(the store, whether it is persistent, a scratch directory to remove); ``exact``:
-    the store must keep shingle sets (a new one is created so)."""
+                ) -> tuple[SimStore, bool, TempDir | None]:
+    """(the store, whether it is persistent, the scratch directory to discard); ``exact``:
+    the store must keep shingle sets (a new one is created so). Without ``store``, a
+    scratch store (:func:`_scratch_dir`)."""
     if isinstance(store, SimStore):
         handle = store
     elif store is not None:
@@ -145,11 +158,15 @@ def _open_store(store: SimStore | str | os.PathLike[str] | None, k: int | None,
                           k=max(k, DEFAULT_K) if (new and k is not None) else None,
                           exact=True if (new and exact) else None)
     else:
-        scratch = tempfile.mkdtemp(prefix="simstore-dedup-")
+        scratch = _scratch_dir()
         cfg = SIGNATURE_CONFIG if threshold is not None else None
         kk = max(k, DEFAULT_K) if k is not None else None
-        return SimStore(os.path.join(scratch, "s"), config=cfg, k=kk, durable=False), False, \
-            scratch
+        try:
+            handle = SimStore(os.path.join(scratch.tmp, "s"), config=cfg, k=kk, durable=False)
+        except BaseException:
+            scratch.discard()
+            raise
+        return handle, False, scratch
     if threshold is not None and not handle.config.has_signature:
         raise SimstoreValueError(
             f"store {handle.path!r} keeps fingerprints only: a threshold needs a similarity "
@@ -199,7 +216,7 @@ def dedup_corpus(
     created with ``exact=True``; another store is refused with
     :class:`NotExactStoreError`) and decides each chunk as ``add_if_new_many`` does.
     row_group_bytes: a Parquet output's row groups hold the input's rows per group, or
-    fewer when the next row would take one over this many bytes of Arrow data (32 MiB):
+    fewer when the next row would take one over this many bytes of Arrow data (4 MiB):
     a group is built in memory before it is written.
     """
     if k is not None and threshold is not None:
@@ -278,7 +295,7 @@ def _dedup(inputs: list[str], out: Outputs, *, threshold: float | None, k: int |
         if not isinstance(store, SimStore):
             handle.close()
         if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.discard()
         if new and not ok:
             drop_if_new_and_empty(os.fspath(store))  # type: ignore[arg-type]
     summary.seconds = time.monotonic() - start

@@ -20,7 +20,7 @@ from typing import IO, Any
 try:  # ISA-L (a dependency): at level 1 it deflates 4x as fast as zlib to the same
     from isal import isal_zlib as DEFLATE  # size, inflates 1.5x as fast (docs/benchmarks.md)
 except ImportError:  # pragma: no cover - a platform without an ISA-L build
-    DEFLATE = zlib
+    DEFLATE = zlib  # type: ignore[misc]  # the same module interface
 
 _PIECE = 64 << 10  # compressed bytes inflated at a time (an error loses at most this)
 _BLOCK = 1 << 20  # the most bytes one inflate step makes, whatever the ratio

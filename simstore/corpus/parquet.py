@@ -6,20 +6,34 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..exceptions import SimstoreError
 from ._arrow import MissingDependencyError, pyarrow  # noqa: F401 - the error re-exported
 from .records import BadRecord, Chunk, check_doc_id, keep_value
+from .sources import too_large
 
 if TYPE_CHECKING:
     from .records import OnBad
     from .sources import ReadOptions, Source
 
-_READ_BUFFER = 1 << 20
+_READ_BUFFER = 256 << 10  # bytes read at a time per column (a larger page is read whole)
 
 
 def _is_string(t: Any) -> bool:
     pa = pyarrow()
     return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def _larger_than(texts: Any, limit: int) -> set[int]:
+    """Rows of a string array whose UTF-8 text takes more than ``limit`` bytes (read from
+    its offsets: no copy)."""
+    if not len(texts):
+        return set()
+    wide = pyarrow().types.is_large_string(texts.type)
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int64 if wide else np.int32)
+    sizes = np.diff(offsets[texts.offset : texts.offset + len(texts) + 1])
+    return set(np.flatnonzero(sizes > limit).tolist())
 
 
 def parquet_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Chunk]:
@@ -73,6 +87,7 @@ def parquet_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Ch
             break
         chunk = Chunk("parquet", src, group_rows=group_rows)
         ids = batch.column(opts.id_field).to_pylist()
+        big = _larger_than(batch.column(opts.text_field), opts.max_record_bytes)
         texts = batch.column(opts.text_field).to_pylist()
         values = (batch.column(opts.keep_field).to_pylist() if opts.keep_field
                   else [0.0] * len(ids))
@@ -82,6 +97,8 @@ def parquet_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Ch
                 check_doc_id(doc_id, opts.id_field)
                 if text is None:
                     raise BadRecord(f"{opts.text_field!r} is null")
+                if i in big:
+                    raise BadRecord(too_large(opts.max_record_bytes, "a text"))
                 v = keep_value(value, opts.keep_field) if opts.keep_field else 0.0
             except BadRecord as exc:
                 on_bad(f"{src.name}:row {row + i + 1}", str(exc))
@@ -101,7 +118,15 @@ def parquet_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Ch
     yield Chunk("parquet", src, nbytes=src.size - done)
 
 
-ROW_GROUP_BYTES = 32 << 20  # the default cap of an output row group's Arrow data
+# The default cap of an output row group's Arrow data: a group is built in memory before
+# it is written. 1 GB of Parquet (10,000-row groups) in and out peaked at 244 MB RSS with
+# 32 MiB, 203 MB with 4 MiB; the same rows as JSON lines at 132 MB
+# (tools/bench/corpus_memory.py, docs/bench/corpus-memory-1000mb.json).
+ROW_GROUP_BYTES = 4 << 20
+# Rows encoded between two checks of the page size: a page closes at the first check past
+# 1 MiB, so pages stay near 1 MiB (Arrow's default 1,024 makes 6 MB pages of 6 KB
+# documents, and a reader holds a whole page decompressed).
+WRITE_BATCH_ROWS = 64
 
 
 class ParquetOut:
@@ -111,11 +136,15 @@ class ParquetOut:
     next row would take the group over ``row_group_bytes`` of Arrow data (a row larger
     than that is a group alone): a group is built in memory, so an input written as one
     huge group must not make one. Rows wait as zero-copy slices of the batches read.
+    The text column gets no statistics: the footer holds every group's, in memory until
+    the file is closed, and a document's text as its min or max is ~8 KB a group.
     """
 
-    def __init__(self, sink: Any, row_group_bytes: int = ROW_GROUP_BYTES) -> None:
+    def __init__(self, sink: Any, row_group_bytes: int = ROW_GROUP_BYTES,
+                 text_column: str = "text") -> None:
         self.sink = sink
         self.row_group_bytes = row_group_bytes
+        self.text_column = text_column
         self._writer: Any = None
         self._schema: Any = None
         self._parts: list[Any] = []
@@ -148,7 +177,10 @@ class ParquetOut:
         pa = pyarrow()
         if self._schema is None:
             self._schema = batch.schema
-            self._writer = pa.parquet.ParquetWriter(self.sink, self._schema)
+            stats = [n for n in self._schema.names if n != self.text_column]
+            self._writer = pa.parquet.ParquetWriter(
+                self.sink, self._schema, write_batch_size=WRITE_BATCH_ROWS,
+                write_statistics=stats)
         elif not batch.schema.equals(self._schema):
             try:
                 table = pa.Table.from_batches([batch]).cast(self._schema)

@@ -31,14 +31,17 @@ from .sources import (
     Source,
     _suffixes,
     open_binary,
+    too_large,
 )
 from .summary import CorpusSummary, IndexSummary
+
+_PIECE = 1 << 20  # bytes of a line read at a time (a longer line is gathered piece by piece)
 
 __all__ = ["BadInputError", "Chunk", "Inputs", "OnBad", "ReadOptions", "Source", "check_all",
            "check_doc_id", "iter_chunks", "raise_bad"]
 
 
-def parse_line(line: bytes, opts: ReadOptions) -> tuple[DocId, str, float]:
+def parse_line(line: bytes | bytearray, opts: ReadOptions) -> tuple[DocId, str, float]:
     """(id, text, keep value) of one JSON line, else BadRecord."""
     try:
         s = line.decode("utf-8", opts.encoding_errors)
@@ -89,11 +92,15 @@ def iter_chunks(sources: Sequence[Source], opts: ReadOptions, on_bad: OnBad) -> 
 
 
 def _text_document(src: Source, opts: ReadOptions, on_bad: OnBad) -> str | None:
+    limit = opts.max_record_bytes
     try:
         with open_binary(src.path) as fh:
-            data = fh.read()
+            data = fh.read(limit + 1)
     except _DECOMPRESS_ERRORS as exc:
         on_bad(src.name, f"cannot read it ({exc})")
+        return None
+    if len(data) > limit:
+        on_bad(src.name, too_large(limit, "a text file"))
         return None
     try:
         return data.decode("utf-8", opts.encoding_errors)
@@ -117,7 +124,7 @@ def _jsonl_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Chu
     lineno = 0
     keep_raw = opts.with_rows
     try:
-        lines = iter(stream)
+        lines = bounded_lines(stream, opts.max_record_bytes)
         while True:
             try:
                 line = next(lines)
@@ -128,6 +135,9 @@ def _jsonl_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Chu
                        f"cannot read on: the compressed data is truncated or corrupt ({exc})")
                 break
             lineno += 1
+            if line is None:
+                on_bad(f"{src.name}:{lineno}", too_large(opts.max_record_bytes))
+                continue
             if not line.strip():
                 continue
             try:
@@ -153,6 +163,33 @@ def _jsonl_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Chu
         raw.close()
     chunk.nbytes = end - pos
     yield chunk
+
+
+def bounded_lines(stream: IO[bytes], limit: int) -> Iterator[bytes | bytearray | None]:
+    """The stream's lines (with their newline); None for one of more than ``limit`` bytes
+    before its newline, read on to its end in pieces: never more than ``limit`` bytes and
+    a piece held."""
+    while True:
+        line = stream.readline(_PIECE)
+        if not line:
+            return
+        if line.endswith(b"\n") or len(line) < _PIECE:  # whole: a newline, or the end
+            yield line if len(line) - line.endswith(b"\n") <= limit else None
+            continue
+        yield _long_line(stream, line, limit)
+
+
+def _long_line(stream: IO[bytes], head: bytes, limit: int) -> bytearray | None:
+    """The rest of a line begun with ``head`` (a full piece); None when it passes limit."""
+    buf: bytearray | None = bytearray(head)
+    while True:
+        piece = stream.readline(_PIECE)
+        if buf is not None:
+            buf += piece
+            if len(buf) - buf.endswith(b"\n") > limit:
+                buf = None  # too long: read on to the newline, keeping nothing
+        if not piece or piece.endswith(b"\n"):
+            return buf
 
 
 # --------------------------------------------------------------------------- passes

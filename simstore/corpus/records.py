@@ -29,7 +29,7 @@ class Chunk:
     texts: list[str] = field(default_factory=list)
     where: list[Any] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
-    raw: list[bytes] = field(default_factory=list)
+    raw: list[bytes | bytearray] = field(default_factory=list)
     batch: Any = None  # pyarrow RecordBatch the chunk's rows were read as (Parquet, with_rows)
     rows: list[int] | None = None  # batch row of each document when bad rows were left out
     group_rows: int = 0  # rows per row group of the Parquet input (its largest group)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
+from .._files import TempFile
 from ..exceptions import SimstoreValueError
 from ._arrow import pyarrow
 
@@ -45,8 +46,24 @@ BINARY_SUFFIXES = frozenset(
 SNIFF_BYTES = 8192
 CHUNK_DOCS = 1000
 CHUNK_BYTES = 16 << 20
+# The largest record read (a JSON line, a text file, a Parquet row's text), in bytes: a
+# larger one is a bad record, found without holding it whole. A record costs several times
+# its size while parsed and fingerprinted; a .gz of a few hundred KB can hold gigabytes.
+MAX_RECORD_BYTES = 64 << 20
 _DECOMPRESS_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
 
+
+def size_text(n: int) -> str:
+    """A byte count as a person writes it: 64 MiB, 512 KiB, 1000 bytes."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n:,} bytes"
+
+
+def too_large(limit: int, what: str = "a record") -> str:
+    """The reason given for a record over ``limit`` bytes."""
+    return f"{what} of more than {size_text(limit)} (--max-record-bytes sets the limit)"
 
 
 class BadInputError(SimstoreValueError):
@@ -106,6 +123,7 @@ class ReadOptions:
     encoding_errors: str = "strict"  # or "replace"
     chunk_docs: int = CHUNK_DOCS
     chunk_bytes: int = CHUNK_BYTES
+    max_record_bytes: int = MAX_RECORD_BYTES
     with_rows: bool = False  # keep each record as read (raw JSONL lines, Parquet rows)
 
 
@@ -235,13 +253,18 @@ def find_sources(inputs: Sequence[str], opts: ReadOptions, skipped: Skipped) -> 
     return out
 
 
-def spool(stream: IO[bytes]) -> str:
-    """Copy a stream (standard input) to a new temporary file; its path (the caller
-    removes it)."""
-    fd, path = tempfile.mkstemp(prefix="simstore-stdin-")
-    with os.fdopen(fd, "wb") as out:
-        shutil.copyfileobj(stream, out, 1 << 20)
-    return path
+def spool(stream: IO[bytes]) -> TempFile:
+    """Copy a stream (standard input) to a new temporary file in TMPDIR (its ``tmp``; the
+    caller discards it): a hidden name, flock-held while it is open, so a run killed with
+    ``kill -9`` leaves it to the next spool, which removes it."""
+    out = TempFile(os.path.join(tempfile.gettempdir(), "simstore-stdin"), "standard input")
+    try:
+        shutil.copyfileobj(stream, out.file, 1 << 20)
+        out.file.flush()
+    except BaseException:
+        out.discard()
+        raise
+    return out
 
 
 class Inputs:
@@ -255,23 +278,28 @@ class Inputs:
         self.opts = opts
         self.stdin_text = stdin_text
         self.skipped = Skipped()
-        self._spool: str | None = None
+        self._spool: TempFile | None = None
         if list(inputs).count("-") > 1:
             raise SimstoreValueError("standard input ('-') can be given once")
         self.sources: list[Source] = []
-        for path in inputs:
-            if path == "-":
-                self.sources.append(self._stdin(stdin))
-            else:
-                self.sources.extend(find_sources([path], opts, self.skipped))
+        try:
+            for path in inputs:
+                if path == "-":
+                    self.sources.append(self._stdin(stdin))
+                else:
+                    self.sources.extend(find_sources([path], opts, self.skipped))
+        except BaseException:
+            self.close()  # a refused input: the spool goes at once
+            raise
 
     def _stdin(self, stdin: IO[bytes] | None) -> Source:
         self._spool = spool(stdin if stdin is not None else sys.stdin.buffer)
-        with open(self._spool, "rb") as fh:
+        path = self._spool.tmp
+        with open(path, "rb") as fh:
             head = fh.read(SNIFF_BYTES).lstrip()
         if head and not head.startswith(b"{") and not self.opts.force_jsonl:
             if self.stdin_text:
-                return Source(self._spool, "<stdin>", "text", os.path.getsize(self._spool))
+                return Source(path, "<stdin>", "text", os.path.getsize(path))
             first = head[:1].decode("latin-1")
             raise SimstoreValueError(
                 "<stdin>:1: "
@@ -279,7 +307,7 @@ class Inputs:
                 f"\"{self.opts.text_field}\": ...}} a line), but it starts with {first!r}; "
                 "to read plain text, save it to a file and give the file's path"
             )
-        return Source(self._spool, "<stdin>", "jsonl", os.path.getsize(self._spool))
+        return Source(path, "<stdin>", "jsonl", os.path.getsize(path))
 
     @property
     def total_bytes(self) -> int:
@@ -287,10 +315,7 @@ class Inputs:
 
     def close(self) -> None:
         if self._spool is not None:
-            try:
-                os.unlink(self._spool)
-            except OSError:
-                pass
+            self._spool.discard()
             self._spool = None
 
     def __enter__(self) -> Inputs:

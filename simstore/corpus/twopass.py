@@ -48,7 +48,7 @@ class Pass1:
         self.line = array("q")
         self.value = array("d")
         self.status = array("b")
-        self.cand: list[int] = []
+        self.cand = array("q")  # positions decided by the pair search
         self.parts: list[Any] = []  # candidates' fingerprints / signatures, per chunk
         self.stored_near: dict[int, Any] = {}  # position -> the stored match
 

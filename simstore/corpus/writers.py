@@ -81,7 +81,7 @@ class KeptWriter:
         self._fh: IO[bytes] | None = None
         self._pq: ParquetOut | None = None
         if kind == "parquet":
-            self._pq = ParquetOut(self.out.file, row_group_bytes)
+            self._pq = ParquetOut(self.out.file, row_group_bytes, text_field)
         else:
             self._fh = _text_stream(self.out)
         self.written = 0
@@ -108,7 +108,7 @@ class KeptWriter:
                 for i in keep))
 
     def close(self, commit: bool) -> None:
-        closers = [] if self._pq is None else [self._pq]
+        closers: list[Any] = [] if self._pq is None else [self._pq]
         if self._fh is not None and self._fh is not self.out.file:
             closers.append(self._fh)
         _finish(self.out, closers, commit)

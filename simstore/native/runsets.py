@@ -41,7 +41,7 @@ class Placed(NamedTuple):
 
     keep: the set holds buf while it points into it (a private copy); False
     when the caller vouches for the memory (LMDB's map, see
-    :mod:`simstore.store.runs`), so a loaded run costs the set no Python object.
+    :mod:`simstore.store.runs.tables`), so a loaded run costs the set no Python object.
     """
 
     buf: Any
@@ -261,7 +261,7 @@ class RunSet:
         old has loaded (the same record: the caller vouches); how many.
 
         A level a merge moved on within its lineage keeps the runs a process
-        has fetched (see :func:`simstore.store.runfile.next_gen`).
+        has fetched (see :func:`simstore.store.runs.format.next_gen`).
         """
         have = np.flatnonzero(old._stamps)
         if not len(have) or not self.nruns:

@@ -36,7 +36,7 @@ from ..native.core import MAX_K
 LAYOUT_VERSION = 1
 MAX_TABLES = 20
 MAX_BLOCKS = 16
-# The cost model of the run tables (simstore.store.runs): probes and candidates are
+# The cost model of the run tables (simstore.store.runs.tables): probes and candidates are
 # checked in one C call over sorted arrays in memory, so a probe (a directory
 # lookup and a short search) and a candidate (a popcount) are cheap next to a
 # table, which costs 12 bytes per fingerprint on disk and in memory and a share

@@ -25,7 +25,7 @@ document:
    stored or kept is written by ``add`` at its turn, as the single calls do.
 
 Every function here only touches the transaction it is given, so
-:meth:`simstore.store.env.Env.write` may rerun it after growing the map.
+:meth:`simstore.store.env.environment.Env.write` may rerun it after growing the map.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from ..text.jaccard import ShingleSets, exact_jaccard
 from ..text.minhash import band_keys32, jaccard_table
 from . import format as F, shingles as _shingles
 from .reads import Match, SimilarMatch
-from .rows import band_keys
+from .runs import band_keys
 from .schema import Handles
 from .writes import add, add_many, extra_of, next_iid
 

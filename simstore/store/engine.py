@@ -2,8 +2,8 @@
 
 A store keeps its documents in the docs table; the permutation tables (and, in
 a similarity store, the band keys) are derived from it by a *table engine*: the run
-tables (:class:`simstore.store.runs.RunTables`, with
-:class:`~simstore.store.runbands.RunBands` for the band keys), bound by
+tables (:class:`simstore.store.runs.tables.RunTables`, with
+:class:`~simstore.store.runs.bands.RunBands` for the band keys), bound by
 :func:`simstore.store.schema.bind`. The store's operations call only what these
 protocols declare.
 """

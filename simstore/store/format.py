@@ -5,8 +5,8 @@ docs/format.md specifies every database of a store; this module holds what it sa
 ``docs`` (internal id, 8 bytes BE, assigned in insertion order -> a record:
 ``[tag][fingerprint][sketch][band keys][stored at][encoded id]``, see
 :class:`RecordCodec`), and how doc ids are encoded (a type tag, ``s`` + UTF-8 for str,
-``i`` + signed big-endian bytes for int) and hashed (:mod:`simstore.store.idkeys`). The
-run tables' bytes are :mod:`simstore.store.runfile`'s.
+``i`` + signed big-endian bytes for int) and hashed (:func:`id_hash`). The
+run tables' bytes are :mod:`simstore.store.runs.format`'s.
 
 Everything here is pure: no LMDB calls.
 """
@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple, Union
 
+import mmh3
 import numpy as np
 
 from ..exceptions import (
@@ -27,14 +28,12 @@ from ..exceptions import (
     SimstoreTypeError,
     SimstoreValueError,
 )
-from ..native.core import murmur3_packed
-from .idkeys import (  # noqa: F401 - the ids' keys, part of the format, re-exported
-    ID_HASH_SEED,
-    id_hash,
-    id_hashes,
-)
+from ..native.core import murmur3_many, murmur3_packed
 
 DocId = Union[str, int]  # noqa: UP007 - a runtime alias, kept valid on Python 3.10
+
+PAGE = 4096  # LMDB's page size: what a run record's size and the map's growth count in
+ID_HASH_SEED = 0x1D5EED  # of id_hash: part of the format, never to change
 
 FORMAT = "simstore"
 # The frozen format (docs/format.md), for every kind of store: an exact store is named
@@ -437,3 +436,15 @@ def format_meta() -> dict[str, Any]:
 def is_known_format(meta: dict[str, Any]) -> bool:
     """Whether this simstore reads a store with this ``format`` metadata."""
     return meta.get("format") == FORMAT and meta.get("version") in FORMAT_VERSIONS
+
+
+def id_hash(enc: bytes) -> int:
+    """The 64-bit key of an encoded id in ``rids`` (the run tables' id index,
+    :mod:`simstore.store.runs.ids`): murmur3_x64_128's low half. Two ids may share one; a
+    lookup compares the docs records' ids."""
+    return int(mmh3.hash64(enc, ID_HASH_SEED, signed=False)[0])
+
+
+def id_hashes(encs: Iterable[bytes]) -> np.ndarray:
+    """:func:`id_hash` of many encoded ids (uint64, in order; one C call)."""
+    return murmur3_many(list(encs), ID_HASH_SEED)

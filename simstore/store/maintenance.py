@@ -1,7 +1,7 @@
 """Whole-store operations: verify, rebuild, compact, and all-pairs search over a store.
 
-Built on the store's seams (:mod:`simstore.store.env`, :mod:`simstore.store.format`,
-:mod:`simstore.store.runs`), never on SimStore itself: the public entry points
+Built on the store's seams (:mod:`simstore.store.env.environment`, :mod:`simstore.store.format`,
+:mod:`simstore.store.runs.tables`), never on SimStore itself: the public entry points
 are the SimStore methods of the same names, which hand their handles in.
 """
 
@@ -18,13 +18,30 @@ from .._files import TempDir, sweep
 from .._validate import check_path
 from ..exceptions import StoreAccessError, StoreError
 from ..search import hamming as batch
-from ..search.layout import plan
-from . import format as F
-from .check import verify as _verify
-from .env import Env
-from .errors import translate
+from ..search.layout import Layout, evaluate, plan
+from . import format as F, verify as _verify
+from .env import Env, translate
 from .runs import RunTables
 from .schema import Handles, write_meta
+
+# stats() advises a rebuild once the cost model puts a query on the store's layout at this
+# many times a query on the layout planned for its size (a store created for the default
+# 1M and grown to 10M: 6.7x at k = 8, measured 10x; docs/benchmarks.md)
+REPLAN_AT = 2.0
+REPLAN_FROM = 100_000  # documents; smaller stores answer fast on any layout
+
+
+def layout_fit(layout: Layout, count: int) -> tuple[float, float, bool]:
+    """The planner's model of a query (µs) on layout with count documents stored, the same
+    on the layout planned for count, and whether that gap is worth a rebuild."""
+    n = max(count, 1)
+    cost = evaluate(layout, layout.max_k, n).cost_us
+    # planned for the power of two at or below n: the planner caches it (a plan takes
+    # 5-30 ms), and a store of any size between uses the same one
+    other = plan(layout.max_k, 1 << (n.bit_length() - 1)).layout
+    replanned = evaluate(other, layout.max_k, n).cost_us
+    return cost, replanned, count >= REPLAN_FROM and cost >= REPLAN_AT * replanned
+
 
 Snapshot = Callable[[], tuple[list[Any], np.ndarray]]
 
@@ -32,13 +49,13 @@ Snapshot = Callable[[], tuple[list[Any], np.ndarray]]
 def verify(txn: Any, h: Handles, *, timeout: float | None = None) -> list[str]:
     """Every broken invariant of the store, as sentences; [] when all hold.
 
-    The check runs in a child process (:mod:`simstore.store.check.verify`): a damaged
+    The check runs in a child process (:mod:`simstore.store.verify`): a damaged
     file that makes LMDB abort or loop is reported as a problem, never
     kills the caller. The child checks the newest committed snapshot; when
     ``txn`` is this process's open batch (its id is past that snapshot), the
     batch's own writes are then checked here, over pages the child found
     sound. ``timeout``: seconds before the check counts as hung (default:
-    :func:`simstore.store.check.verify.default_timeout`, from the file's size).
+    :func:`simstore.store.verify.default_timeout`, from the file's size).
     """
     report = _verify.isolated(h.path, timeout=timeout)
     if report.problems or report.txnid is None:

@@ -22,9 +22,7 @@ from ..search.layout import Layout
 from ..text.fingerprinting import FingerprintConfig
 from . import format as F
 from .engine import BandIndex, TableEngine
-from .idindex import RunIds
-from .runbands import RunBands
-from .runs import RunTables
+from .runs import RunBands, RunIds, RunTables
 
 
 @dataclass(frozen=True)

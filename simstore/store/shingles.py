@@ -32,7 +32,7 @@ from ..native import jaccard as _sets
 from ..text.jaccard import ShingleSets
 from . import format as F
 from .reads import SimilarMatch, candidate_records
-from .rows import PUT_CHUNK, put_sorted
+from .runs import PUT_CHUNK, put_sorted
 from .schema import Handles
 
 _MAX_LISTED = 20

@@ -1,10 +1,9 @@
 """The persistent near-duplicate index: ``SimStore``, a thin face over its seams.
 
-The seams are the modules of :mod:`simstore.store` (format, env, schema, the table
-engines, writes, reads, maintenance); the face validates and delegates. Its dict-like
-reads are in :mod:`simstore.store.mapping`, its similarity calls in
-:mod:`simstore.store.similarity`, its whole-store operations (stats, verify, rebuild,
-compact, pairs, clusters) in :mod:`simstore.store.upkeep`.
+The seams are the modules of :mod:`simstore.store` (format, env, schema, the run-table
+engine, writes, reads, maintenance); the face validates and delegates. One class, read
+whole: opening, transactions, writes, queries, the dict-like reads, the similarity calls
+and the whole-store operations (stats, verify, rebuild, compact, pairs, clusters).
 
 Every read is one short transaction, so no old snapshot pins pages while a
 crawler runs for days.
@@ -30,34 +29,38 @@ from .._validate import (
     check_path,
     parse_duration,
 )
-from ..exceptions import InvalidConfigError, SimstoreTypeError
+from ..exceptions import (
+    InvalidConfigError,
+    NotSimilarityStoreError,
+    SimstoreTypeError,
+    StoreError,
+)
 from ..native.core import MAX_K
 from ..search.layout import Layout, Plan, plan
-from ..search.similar import DEFAULT_THRESHOLD, check_threshold
+from ..search.similar import DEFAULT_THRESHOLD, check_threshold, similar_pairs_arrays
 from ..text.fingerprinting import (
     DEFAULT_CONFIG,
     SIGNATURE_CONFIG,
     FingerprintConfig,
     fingerprints,
 )
-from ..text.minhash import Signature
+from ..text.jaccard import ShingleSets
+from ..text.minhash import Signature, Signatures, signature, signatures
 from . import (
     dedup_many as _dedup_bulk,
     format as F,
     inputs as _inputs,
+    maintenance as _maintenance,
     reads as _reads,
     schema as _schema,
+    shingles as _shingles,
     writes as _writes,
 )
-from .env import PAGE, Env
-from .errors import translate
-from .forks import current_pid
-from .format import MAX_DOC_ID_BYTES, DocId
-from .mapping import MappingMethods
+from .env import Env, current_pid, translate
+from .format import MAX_DOC_ID_BYTES, PAGE, DocId, decode_id
+from .maintenance import layout_fit
 from .reads import Match, SimilarMatch
-from .similarity import SimilarityMethods
 from .upgrade import upgrade
-from .upkeep import UpkeepMethods
 
 __all__ = [
     "DEFAULT_EXPECTED_SIZE", "DEFAULT_K", "MAX_DOC_ID_BYTES", "DocId", "Match", "SimilarMatch",
@@ -70,9 +73,10 @@ DEFAULT_EXPECTED_SIZE = 1_000_000
 _MIN_MAP_SIZE = 1 << 26
 _MAX_INITIAL_MAP = 1 << 36
 _QUERY_CHUNK = 256
+_READ_CHUNK = 10_000  # docs read per transaction by items()
 
 
-class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
+class SimStore:
     """A persistent index of (doc id, 64-bit fingerprint) answering Hamming queries.
 
     ``SimStore(path)`` opens the store at ``path`` or creates it there (the
@@ -478,6 +482,263 @@ class SimStore(MappingMethods, SimilarityMethods, UpkeepMethods):
     def fingerprint_texts(self, texts: Iterable[str]) -> np.ndarray:
         """Fingerprints (uint64) of many texts under this store's recorded config."""
         return fingerprints(texts, self._config)
+
+    # --- dict-like reads: one short read transaction each ------------------------------
+
+    def get(self, doc_id: DocId, default: Any = None) -> int | None:
+        """The fingerprint stored for doc_id, or default (None)."""
+        enc = F.encode_id(doc_id)
+        with self._env.reading() as txn:
+            found = self._lookup(txn, enc)
+        return default if found is None else found[1]
+
+    def _lookup(self, txn: Any, enc: bytes) -> tuple[bytes, int] | None:
+        found = self._h.idx.find(txn, enc)
+        if found is None:
+            return None
+        return found[0], self._h.codec.parse(found[1])[0]
+
+    def __getitem__(self, doc_id: DocId) -> int:
+        """The fingerprint of doc_id; KeyError if it is not stored."""
+        fp = self.get(doc_id)
+        if fp is None:
+            raise KeyError(doc_id)
+        return fp
+
+    def __delitem__(self, doc_id: DocId) -> None:
+        """Delete doc_id; KeyError if it is not stored."""
+        if not self.remove(doc_id):
+            raise KeyError(doc_id)
+
+    def __contains__(self, doc_id: object) -> bool:
+        """Whether doc_id is stored (False for values that cannot be doc ids)."""
+        try:
+            enc = F.encode_id(doc_id)
+        except (TypeError, ValueError):
+            return False
+        with self._env.reading() as txn:
+            return self._lookup(txn, enc) is not None
+
+    def __len__(self) -> int:
+        """Number of stored docs."""
+        with self._env.reading() as txn:
+            return int(txn.stat(self._h.docs)["entries"])
+
+    def items(self) -> Iterator[tuple[DocId, int]]:
+        """(doc_id, fingerprint) in insertion order, read in short transactions.
+
+        Writes made while iterating may or may not be seen.
+        """
+        after: bytes | None = None
+        while True:
+            with self._env.reading() as txn:
+                cur = txn.cursor(self._h.docs)
+                ok = cur.set_range(after) if after is not None else cur.first()
+                if ok and after is not None and cur.key() == after:
+                    ok = cur.next()
+                chunk: list[tuple[DocId, int]] = []
+                while ok and len(chunk) < _READ_CHUNK:
+                    key, val = cur.item()
+                    fp, enc = self._h.codec.parse(val)
+                    chunk.append((F.decode_id(enc), fp))
+                    after = bytes(key)
+                    ok = cur.next()
+            yield from chunk
+            if not ok:
+                return
+
+    def __iter__(self) -> Iterator[DocId]:
+        """Doc ids in insertion order (see :meth:`items`)."""
+        return (doc_id for doc_id, _ in self.items())
+
+    def snapshot(self) -> tuple[list[DocId], np.ndarray]:
+        """All doc ids and their fingerprints (uint64) from one consistent read."""
+        with self._env.reading() as txn:
+            cols = self._h.codec.walk(txn.cursor(self._h.docs).iternext())
+        assert cols.encs is not None
+        return [F.decode_id(e) for e in cols.encs], cols.fps
+
+    def fingerprints(self) -> np.ndarray:
+        """Every stored fingerprint (uint64) in insertion order, for batch searches."""
+        with self._env.reading() as txn:
+            return self._scanner.all_fps(self._h, txn)[1].copy()
+
+    def doc_ids(self) -> list[DocId]:
+        """Every stored doc id in insertion order (the order of :meth:`fingerprints`)."""
+        return self.snapshot()[0]
+
+    # --- similarity: a store created with a signature config ---------------------------
+
+    def signature(self, text: str) -> Signature:
+        """The signature of a text under this store's recorded config (a similarity store)."""
+        return signature(text, self._similarity_config())
+
+    def signatures(self, texts: Iterable[str]) -> Signatures:
+        """Signatures of many texts under this store's recorded config."""
+        return signatures(texts, self._similarity_config())
+
+    def _similarity_config(self) -> FingerprintConfig:
+        if self._h.bands is None:
+            raise NotSimilarityStoreError(
+                f"store {self.path!r} holds fingerprints only ({self._config.scheme}); "
+                "similarity needs a store created with a signature config, e.g. "
+                "SimStore(path, config=simstore.SIGNATURE_CONFIG), and the documents indexed "
+                "again with signatures"
+            )
+        return self._config
+
+    def similar(
+        self, item: str | Signature | tuple[Signature, ShingleSets],
+        threshold: float = DEFAULT_THRESHOLD, *, since: float | None = None,
+    ) -> list[SimilarMatch]:
+        """Stored docs whose estimated Jaccard with a text (or Signature) is >= threshold.
+
+        Candidates share a MinHash band key with it; each is checked by its
+        stored sketch. Best first: Jaccard descending, then insertion order.
+
+        In an exact store (``exact=True``) a text, or a ``(Signature, ShingleSets)``
+        pair of :func:`simstore.signatures_and_sets`, is checked by the exact Jaccard
+        of the shingle sets instead, and each match's ``jaccard`` is that exact
+        value; a bare Signature (no set) falls back to the sketch estimate.
+        ``since``: only docs stored at or after this time (seconds since the epoch).
+        """
+        self._similarity_config()
+        t = check_threshold(threshold)
+        after = None if since is None else F.at_ms(since, "since")
+        if self._h.exact and (isinstance(item, str) or isinstance(item, tuple)):
+            fp, extra, query = _inputs.exact_item(self._h, item, "item", encode=False)
+            assert extra is not None
+            with self._env.reading() as txn:
+                return _shingles.similar(self._h, txn, fp, query, extra[1], t, after)
+        sig = self.signature(item) if isinstance(item, str) else item
+        if not isinstance(sig, Signature):
+            raise SimstoreTypeError(
+                f"'item' must be a str or a Signature (got {type(item).__name__})"
+            )
+        fp, extra = _inputs.item(self._h, sig, "item", query=True)
+        assert extra is not None
+        with self._env.reading() as txn:
+            return _reads.similar(self._h, txn, fp, sig.sketch, extra[1], t, after)
+
+    def similar_pairs(
+        self, threshold: float = DEFAULT_THRESHOLD
+    ) -> Iterator[tuple[DocId, DocId, float]]:
+        """Every pair of stored docs by :func:`simstore.find_similar`'s rule, with the Jaccard."""
+        self._similarity_config()
+        t = check_threshold(threshold)
+        with self._env.reading() as txn:
+            cols = self._h.codec.walk(txn.cursor(self._h.docs).iternext(), with_sketches=True)
+        assert cols.encs is not None
+        found = similar_pairs_arrays(cols.sketches, cols.bands, t)
+        ids = [decode_id(e) for e in cols.encs]
+        for i, j, s in zip(found.i.tolist(), found.j.tolist(), found.jaccard.tolist(),
+                           strict=True):
+            yield ids[i], ids[j], s
+
+    # --- the whole store: one transaction each, or a child process --------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Size, layout and scheme of the store, as plain JSON-able values; ``levels``:
+        the ids each sorted level of the tables spans, oldest first (a query probes
+        each). ``query_cost_us`` and ``replanned_cost_us``:
+        the planner's model of a query on this layout and on one planned for the store's
+        size; ``rebuild_advised`` when the store has outgrown its layout so far that
+        ``rebuild()`` (which plans for the size) would make queries much faster."""
+        with self._env.reading() as txn:
+            count = int(txn.stat(self._h.docs)["entries"])
+            map_size, used = self._env.used_bytes()
+            levels = self._h.tables.levels(txn)
+        lay = self._layout
+        cost, replanned, advised = layout_fit(lay, count)
+        return {
+            "path": self.path,
+            "count": count,
+            "k": lay.max_k,
+            "tables": len(lay.tables),
+            "blocks": len(lay.blocks),
+            "header_bits": [lay.header_bits(t) for t in range(len(lay.tables))],
+            "radius": lay.radius,
+            "fingerprint": self._config.to_dict(),
+            "map_size": map_size,
+            "used_bytes": used,
+            "format_version": self._h.format_version,
+            "table_engine": self._h.tables.name,
+            "similarity": self._config.has_signature,
+            "sketch_bytes": 8 * self._h.codec.sketch_words,
+            "band_key_bytes": 4 * self._h.codec.nbands,
+            "exact": self._h.exact,
+            "bytes_per_doc": used // count if count else None,
+            "levels": levels,
+            "query_cost_us": round(cost, 1),
+            "replanned_cost_us": round(replanned, 1),
+            "rebuild_advised": advised,
+        }
+
+    def verify(self, timeout: float | None = None) -> list[str]:
+        """Every broken invariant, as sentences; [] when the store is sound.
+
+        Checks the file's structure (as plain bytes), then that each doc is in
+        every permutation and band table exactly once, no table or ids entry
+        is an orphan, and records and metadata parse. Runs in a child process:
+        a damaged file that would make LMDB abort is reported, never kills the
+        caller. ``timeout``: seconds of the checker's CPU time (wall time where the
+        system does not tell) before it is stopped with VerifyTimeoutError; by default
+        they grow with the store's file (120 s + 1 s per 4 MB).
+        """
+        with self._env.reading() as txn:
+            return _maintenance.verify(txn, self._h, timeout=timeout)
+
+    def rebuild(self, k: int | None = None, expected_size: int | None = None) -> dict[str, Any]:
+        """Re-derive every table (and the ids map) from the docs table: new k, or repair.
+
+        One atomic transaction: a crash leaves the old layout or the new one,
+        complete. Refused with StoreInUseError while another handle (in any
+        process) has the store open. Returns :meth:`stats`.
+        """
+        env = self._env
+        if env.wtxn is not None:
+            raise StoreError("rebuild() cannot run inside batch(); call it outside")
+        env.check_writable()
+        new_k = self.k if k is None else check_k(k, "k", MAX_K)
+        size = None if expected_size is None else check_expected_size(expected_size)
+        with env.lock, env.exclusive("rebuild"):
+            env.live()
+            self._want_k = None  # from now on the layout on disk is the one to read back
+            _maintenance.rebuild(env, lambda: self._h, new_k, size)
+            env.reload()  # re-read layout and handles from disk
+        return self.stats()
+
+    def merge_levels(self) -> int:
+        """Merge every level of the tables into one, now: queries then probe one level, as
+        after a bulk load, where a store grown by writes keeps a few (each probed: at
+        10M, k = 8 in ~120 µs instead of ~30). The merge writes do, begun at once and
+        done in bounded commits of their own; readers and other writers go on meanwhile,
+        and a kill leaves it to later writes. Returns the commits it took (0: one level or
+        none already)."""
+        if self._env.wtxn is not None:
+            raise StoreError("merge_levels() cannot run inside batch(); call it outside")
+        commits, began = 0, False
+        while True:
+            # a merge already under way (of the newest levels, say) is finished first, then
+            # the one of every level begun; once begun, none again (writers may go on
+            # adding levels: this call ends)
+            spent, now = self._write(_writes.merge_all, not began)
+            if not spent:
+                return commits
+            commits += 1
+            began = began or now
+
+    def compact(self, dest: str | bytes | os.PathLike[str]) -> None:
+        """Write a compacted copy to a new directory (complete or absent, never half)."""
+        _maintenance.compact(self._env, dest)
+
+    def pairs(self, k: int | None = None) -> Iterator[tuple[DocId, DocId, int]]:
+        """Every pair of stored docs within k (default: the store's k), with the distance."""
+        return _maintenance.pairs(self.snapshot, self._k_arg(k))
+
+    def clusters(self, k: int | None = None) -> list[list[DocId]]:
+        """Connected groups (size >= 2) of docs within k of each other."""
+        return _maintenance.clusters(self.snapshot, self._k_arg(k))
 
     # --- properties and lifecycle -------------------------------------------------------
 

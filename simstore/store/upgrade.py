@@ -22,9 +22,7 @@ from ..exceptions import CorruptStoreError, FormatVersionError, NotAStoreError
 from ..search.layout import Layout
 from ..text.fingerprinting import FingerprintConfig
 from . import format as F
-from .create import MAX_DBS
-from .errors import translate
-from .lockfile import StoreLock
+from .env import MAX_DBS, StoreLock, translate
 from .runs import RunTables
 from .schema import SHINGLES_DB, write_meta
 

@@ -1,7 +1,7 @@
 """Write operations of a store, each run inside one write transaction.
 
 Each takes a write transaction and the store's :class:`~simstore.store.schema.Handles`;
-the store runs them through :meth:`simstore.store.env.Env.write` (which retries
+the store runs them through :meth:`simstore.store.env.environment.Env.write` (which retries
 them after growing the map), so they must only touch the transaction.
 """
 
@@ -16,7 +16,7 @@ from ..text.jaccard import ShingleSets
 from ..text.minhash import band_keys32
 from . import format as F, shingles as _shingles
 from .reads import SimilarMatch, similar
-from .rows import PUT_CHUNK, put_sorted
+from .runs import PUT_CHUNK, put_sorted
 from .schema import Handles
 
 # A doc's similarity part: (sketch bytes, 4-byte band keys), None in Hamming stores; in an

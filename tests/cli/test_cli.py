@@ -567,7 +567,7 @@ def test_a_store_grown_past_its_layout_is_told_to_rebuild():
     advised; not for a layout planned for its size, nor at k = 3 (every size plans the
     same), nor for a small store."""
     from simstore.search.layout import plan
-    from simstore.store.upkeep import REPLAN_FROM, layout_fit
+    from simstore.store.maintenance import REPLAN_FROM, layout_fit
 
     cost, replanned, advised = layout_fit(plan(8, 10**6).layout, 10**7)
     assert advised and 6 < cost / replanned < 7.5
@@ -579,7 +579,7 @@ def test_a_store_grown_past_its_layout_is_told_to_rebuild():
 def test_stats_names_rebuild_when_advised(store_path, corpus, capsys, monkeypatch):
     """stats prints the advice on stderr (stdout keeps the record) exactly when the store's
     stats advise a rebuild."""
-    from simstore.store import upkeep
+    from simstore.store import maintenance as upkeep
 
     run(capsys, "index", store_path, str(corpus))
     code, out, err = run(capsys, "--json", "stats", store_path)

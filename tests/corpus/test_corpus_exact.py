@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 
 from simstore import (
@@ -151,3 +152,32 @@ def test_cli_exact_says_exact_and_leaves_no_scratch(tmp_path, docs, capsys, monk
     assert rc == 0
     assert "exact Jaccard >= 0.9" in capsys.readouterr().out
     assert _read_jsonl(tmp_path / "kept2.jsonl") == _read_jsonl(tmp_path / "kept.jsonl")
+
+
+def test_exact_pairs_are_measured_a_bounded_step_at_a_time(tmp_path, docs, monkeypatch):
+    """With the step budget cut to 4 KiB, every exact-Jaccard call sees at most that many
+    bytes of sets (or one pair's, when a pair alone is larger), never the whole spilled
+    corpus; the kept documents and the report are those of the default budget."""
+    from simstore.corpus import exact as corpus_exact
+    from simstore.native import jaccard as native_jaccard
+
+    src = tmp_path / "in.jsonl"
+    _write_jsonl(src, docs)
+    corpus.dedup_corpus([str(src)], str(tmp_path / "k1.jsonl"), str(tmp_path / "r1.jsonl"),
+                        threshold=0.8, exact=True)
+    seen: list[tuple[int, int]] = []
+    measure = native_jaccard.jaccard_pairs
+
+    def spy(ha, offa, hb, offb, i, j, threshold):
+        seen.append((ha.nbytes, int(max(np.diff(offa)) * 8 * 2)))
+        return measure(ha, offa, hb, offb, i, j, threshold)
+
+    monkeypatch.setattr(native_jaccard, "jaccard_pairs", spy)
+    monkeypatch.setattr(corpus_exact, "MEASURE_BYTES", 4 << 10, raising=False)
+    corpus.dedup_corpus([str(src)], str(tmp_path / "k2.jsonl"), str(tmp_path / "r2.jsonl"),
+                        threshold=0.8, exact=True)
+    total = sum(len(shingle_set(d["text"])) for d in docs) * 8
+    assert len(seen) > 3 and total > 8 * (4 << 10)
+    assert all(held <= max(4 << 10, pair) for held, pair in seen), seen
+    assert (tmp_path / "k2.jsonl").read_text() == (tmp_path / "k1.jsonl").read_text()
+    assert (tmp_path / "r2.jsonl").read_text() == (tmp_path / "r1.jsonl").read_text()

@@ -124,6 +124,26 @@ def test_parquet_output_row_groups_stay_under_the_byte_cap(tmp_path):
     assert _groups(one) == [1] * 160  # a row over the cap is a group alone
 
 
+def test_parquet_output_default_row_groups_are_small_and_text_has_no_statistics(tmp_path):
+    """An input of one 12 MB row group comes out in groups of at most 4 MiB of Arrow data
+    by default (a group is built in memory), and the footer keeps statistics of every
+    column but the text (a document as a group's min and max: ~8 KB a group, held in
+    memory until the file closes)."""
+    docs = _docs(1500, width=10_000)
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(docs), src)
+    assert _groups(src) == [1500]
+    out = tmp_path / "kept.parquet"
+    s = corpus.dedup_corpus([str(src)], str(out))
+    row = 5 + 10_000 + 4 + 4 + 8
+    assert s.kept == 1200
+    assert _groups(out) == _expected(1200, (4 << 20) // row)
+    meta = pq.read_metadata(out)
+    names = [meta.row_group(0).column(j).path_in_schema for j in range(meta.num_columns)]
+    stats = {n: meta.row_group(0).column(j).is_stats_set for j, n in enumerate(names)}
+    assert stats == {"id": True, "text": False, "score": True}
+
+
 @pytest.mark.parametrize("bad", [0, -1, 2.5, "32M"])
 def test_row_group_bytes_must_be_a_positive_int(tmp_path, bad):
     """row_group_bytes=0 / -1 / 2.5 / '32M': refused, naming the argument, nothing written."""
@@ -186,3 +206,21 @@ def test_parquet_run_loads_no_compute_module_and_takes_jemalloc(tmp_path):
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["False", "False", "True", "None"]
     assert pq.read_table(tmp_path / "k.parquet").num_rows == 48
+
+
+# --------------------------------------------------------------------------- record size
+
+
+@pytest.mark.parametrize("piece", [4, 16, 1 << 20])
+def test_bounded_lines_refuse_long_lines_without_holding_them(monkeypatch, piece):
+    """Lines of up to the limit (newline not counted) come back as read, whatever the
+    read piece; a longer one is None and the next lines follow in order; a last line
+    without a newline too."""
+    import io
+
+    from simstore.corpus import readers
+
+    monkeypatch.setattr(readers, "_PIECE", piece)
+    data = [b"a" * 10 + b"\n", b"b" * 11 + b"\n", b"\n", b"c" * 40 + b"\n", b"d" * 10]
+    got = list(readers.bounded_lines(io.BytesIO(b"".join(data)), 10))
+    assert got == [data[0], None, b"\n", None, data[4]]

@@ -92,8 +92,8 @@ def test_bad_input_is_named(cspark, tmp_path, capsys, case):
     else:
         src = tmp_path / "docs.parquet"
         pq.write_table(pa.Table.from_pylist(rows), src)
-        argv_extra = ["--text-col", "body"]
-        words = ["has no column 'body' (columns: id, text)", "--text-col"]
+        argv_extra = ["--text-field", "body"]
+        words = ["has no column 'body' (columns: id, text)", "--text-field"]
     capsys.readouterr()
     out = tmp_path / "out.parquet"
     assert main(["spark-dedup", str(src), str(out), *argv_extra]) == 1

@@ -19,8 +19,7 @@ import pytest
 
 import simstore
 from simstore.exceptions import StoreError, VerifyTimeoutError
-from simstore.store import SimStore
-from simstore.store.check import verify as _verify
+from simstore.store import SimStore, verify as _verify
 from simstore.store.check.lmdbfile import read_metas
 from simstore.store.check.pages import FileCheck, check_open, meta_problems
 from tools import stress

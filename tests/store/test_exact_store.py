@@ -32,6 +32,7 @@ from simstore.store import SimStore
 
 from ..oracles import brute_jaccard, brute_representatives_exact, shares_band, shingle_set
 from ..strategies import hash_sets, near_copy_texts, planted_texts
+from ..testlib import handles, reading
 
 ROOT = Path(__file__).resolve().parents[2]
 FEW = settings(max_examples=25, deadline=None,
@@ -184,9 +185,9 @@ def test_the_option_is_recorded_and_checked(tmp_path):
 
 def _shingle_count(s: SimStore) -> tuple[int, int]:
     """(docs records, docs with shingle pieces) of an open exact store, in one snapshot."""
-    with s._env.reading() as txn:
-        owners = {bytes(k[:8]) for k in txn.cursor(s._h.shingles).iternext(values=False)}
-        return txn.stat(s._h.docs)["entries"], len(owners)
+    with reading(s) as txn:
+        owners = {bytes(k[:8]) for k in txn.cursor(handles(s).shingles).iternext(values=False)}
+        return txn.stat(handles(s).docs)["entries"], len(owners)
 
 
 def test_update_and_delete_keep_one_set_per_doc(tmp_path):
@@ -215,16 +216,16 @@ def test_long_texts_are_kept_in_pieces_and_read_back_whole(tmp_path):
     near = long.replace("w", "x", 40)
     with SimStore(tmp_path / "s", exact=True) as s:
         s.add_many(["a", "b"], [long, "a short text of a few words"])
-        with s._env.reading() as txn:
-            assert len([k for k in txn.cursor(s._h.shingles).iternext(values=False)]) > 10
+        with reading(s) as txn:
+            assert len([k for k in txn.cursor(handles(s).shingles).iternext(values=False)]) > 10
         got = s.similar(near, 0.5)
         assert [m.doc_id for m in got] == ["a"]
         assert got[0].jaccard == pytest.approx(brute_jaccard(shingle_set(near),
                                                              shingle_set(long)), abs=1e-12)
         s.add("a", "now a short text")
         assert _shingle_count(s) == (2, 2) and s.verify() == []
-        with s._env.reading() as txn:
-            assert txn.stat(s._h.shingles)["entries"] == 2
+        with reading(s) as txn:
+            assert txn.stat(handles(s).shingles)["entries"] == 2
 
 
 def test_verify_reports_a_missing_an_orphan_and_a_damaged_set(tmp_path):
@@ -369,6 +370,6 @@ def test_an_exact_store_is_the_current_format_with_meta_exact(tmp_path) -> None:
 
 def _meta_exact(store: SimStore) -> dict | None:
     """The store's ``exact`` metadata, as JSON, or None."""
-    with store._env.reading() as txn:
-        raw = txn.get(b"exact", db=store._h.meta)
+    with reading(store) as txn:
+        raw = txn.get(b"exact", db=handles(store).meta)
     return None if raw is None else json.loads(bytes(raw))

@@ -11,13 +11,13 @@ import pytest
 import simstore
 from simstore import SimStore
 
-from .test_runs import (
-    _texts,
+from ..testlib import (
     all_answers,
     check_answers,
     folded,
     fp_of,
     merging,
+    near_texts,
     small,
     state_of,
     tombstoned,
@@ -35,7 +35,7 @@ def test_flushes_during_a_merge_fold_into_the_newest_level(monkeypatch: pytest.M
     small(monkeypatch, RECENT_MAX=8, MERGE_STEP=4, MERGE_PER_DOC=1, MERGE_SHARE=10_000,
           MERGE_STEP_MAX=4, FOLD_FLUSHES=4)
     rng = random.Random(21)
-    all_texts = _texts(rng, 2000)
+    all_texts = near_texts(rng, 2000)
     texts = iter(all_texts)
 
     def item() -> Any:

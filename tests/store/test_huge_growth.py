@@ -21,9 +21,10 @@ import numpy as np
 import pytest
 
 from simstore import SimStore
-from simstore.store import readahead as R
+from simstore.store.env import readahead as R
 
 from ..oracles import brute_matches
+from ..testlib import env
 
 HUGE = R.HUGE_PAGE
 
@@ -113,7 +114,7 @@ def test_files_are_left_alone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     if how == "readonly":
         monkeypatch.setattr(R, "HUGE_GROWTH_FROM", 0)
         with SimStore(path, readonly=True, readahead=True) as s:
-            assert s._env._growth is None
+            assert env(s)._growth is None
             assert len(s.query(int(s.fingerprints()[0]), 3)) >= 1
         assert os.stat(_data(path)).st_size == size
 

@@ -12,11 +12,12 @@ import pytest
 import simstore
 from simstore import SimStore
 from simstore.cli import main
-from simstore.store import merges, runs
-from simstore.store.removed import read_job
+from simstore.store.runs import merges, tables as runs
+from simstore.store.runs.removed import read_job
 from tools import stress
 
 from ..oracles import brute_matches
+from ..testlib import meta_db, reading
 
 
 def _grown(path: Path, n: int = 60_000, batch: int = 1_500) -> SimStore:
@@ -55,23 +56,23 @@ def test_a_merge_under_way_is_finished_then_every_level_merged(
     under way when merge_levels() is called; it is finished, then every level merged."""
     for module, values in stress.CHURN_RUNS.items():
         for name, value in values.items():
-            monkeypatch.setattr({"runs": runs, "merges": merges}[module], name, value)
+            monkeypatch.setattr({"runs.tables": runs, "runs.merges": merges}[module], name, value)
     rng = np.random.default_rng(22)
     with SimStore(tmp_path / "s", k=3, durable=False) as s:
         under_way = False
         for lo in range(0, 20_000, 200):
             s.add_many(range(lo, lo + 200), rng.integers(0, 2**64 - 1, 200, dtype=np.uint64,
                                                          endpoint=True))
-            with s._env.reading() as txn:
-                under_way = read_job(txn, s._h.tables.meta_db()) is not None
+            with reading(s) as txn:
+                under_way = read_job(txn, meta_db(s)) is not None
             if under_way and len(s.stats()["levels"]) >= 3:
                 break
         assert under_way
         stored = dict(s.items())
         assert s.merge_levels() >= 1
         assert len(s.stats()["levels"]) == 1
-        with s._env.reading() as txn:
-            assert read_job(txn, s._h.tables.meta_db()) is None
+        with reading(s) as txn:
+            assert read_job(txn, meta_db(s)) is None
         for fp in list(stored.values())[::997]:
             q = fp ^ 0b111
             assert s.query(q, 3) == brute_matches(stored, q, 3)

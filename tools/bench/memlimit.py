@@ -30,8 +30,8 @@ import numpy as np
 from simstore import SimStore
 store, qfile, k, ra, fetch = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 if fetch == "whole":  # every run read whole, as py-lmdb returns it (an experiment)
-    from simstore.store import runcache
-    runcache._lmdbmap.map_value = lambda *a: None
+    from simstore.store.runs import cache
+    cache._lmdbmap.map_value = lambda *a: None
 qs = np.load(qfile).tolist()
 t0 = time.perf_counter()
 s = SimStore(store, readonly=True, **({} if ra == "auto" else {"readahead": ra == "on"}))

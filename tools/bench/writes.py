@@ -231,7 +231,7 @@ def _run(tree: Path, pristine: Path, work: Path, adds: int, removes: bool,
     for key in ("before", "after"):
         res[key]["file_b_per_fp"] = res[key]["file_bytes"] / max(res[key]["live"], 1)
         # the blocks on disk: a writer's file runs past its pages by a hole of room for
-        # its next writes, prepared in huge pages (simstore.store.readahead.HugeGrowth)
+        # its next writes, prepared in huge pages (simstore.store.env.readahead.HugeGrowth)
         res[key]["disk_b_per_fp"] = res[key].get("disk_bytes", res[key]["file_bytes"]) / \
             max(res[key]["live"], 1)
         res[key]["used_b_per_fp"] = res[key]["used_bytes"] / max(res[key]["live"], 1)

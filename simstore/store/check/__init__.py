@@ -1,5 +1,4 @@
-"""Checks of a store's files: LMDB's file layout, a structural page check, ``verify()``.
-
-They read data.mdb as plain bytes (``lmdbfile``, ``pages``) or in a child process
-(``verify``), so a damaged file is reported, never a crash of the caller.
+"""Checks of a store's files as plain bytes: LMDB's file layout (``lmdbfile``) and a
+structural page check (``pages``, ``nodes``), so a damaged file is reported, never a crash
+of the caller. Nothing here imports the rest of the store; ``verify`` builds on it.
 """
