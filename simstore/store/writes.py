@@ -105,13 +105,9 @@ def touch(txn: Any, h: Handles, enc: bytes, at: int) -> bool:
 def expire(txn: Any, h: Handles, encs: list[bytes], before: int) -> int:
     """Delete those of encs whose doc was stored before ``before`` (ms); how many. A doc
     stored again since the caller saw it (a newer time) is kept."""
-    found = h.idx.find_many(txn, encs)
     stamp = h.codec.stored_at
-    old = {enc: hit for enc, hit in found.items() if stamp(hit[1]) < before}
-    _unindex_many(txn, h, list(old.values()))
-    for iid, _ in old.values():
-        txn.delete(iid, db=h.docs)
-    return len(old)
+    return _drop_many(txn, h, [hit for hit in h.idx.find_many(txn, encs).values()
+                               if stamp(hit[1]) < before])
 
 
 def remove(txn: Any, h: Handles, enc: bytes) -> bool:
@@ -127,11 +123,15 @@ def remove(txn: Any, h: Handles, enc: bytes) -> bool:
 
 def remove_many(txn: Any, h: Handles, encs: list[bytes]) -> int:
     """Delete many docs; how many were stored (their ids found in one pass)."""
-    found = h.idx.find_many(txn, encs)
-    _unindex_many(txn, h, list(found.values()))
-    for iid, _ in found.values():
+    return _drop_many(txn, h, list(h.idx.find_many(txn, encs).values()))
+
+
+def _drop_many(txn: Any, h: Handles, docs: list[tuple[bytes, Any]]) -> int:
+    """Delete docs (internal id, record) from the tables and the docs table; how many."""
+    _unindex_many(txn, h, docs)
+    for iid, _ in docs:
         txn.delete(iid, db=h.docs)
-    return len(found)
+    return len(docs)
 
 
 def add_many(
