@@ -1,4 +1,8 @@
-"""Developer tools of simstore: benchmarks, the quality evaluation and stress runs.
+"""Developer tools of simstore, each a package run with ``python -m`` from the repository root.
 
-Run from the repository root, e.g. ``python -m tools.bench --help``.
+``tools.bench`` (benchmarks against peers), ``tools.stress`` (kill, multi-process and
+damage runs), ``tools.quality`` (how well the estimates find true Jaccard), ``tools.crawl``
+(a local test site and its spider). Private helpers shared by them: ``_corpus`` (the one
+reader of real text), ``_util``; ``spark_cluster`` starts a local Spark standalone cluster
+for the cluster tests and benchmark. Every command has ``--help``.
 """

@@ -1,6 +1,6 @@
 """Real text found on a Debian machine: the one corpus reader of the tools.
 
-``load`` gives the evaluation corpus of ``tools/eval_quality.py``;
+``load`` gives the evaluation corpus of ``python -m tools.quality``;
 ``english_documents`` cuts the fixed-size documents of the benchmarks
 (``python -m tools.bench fingerprint``) from the ``licenses`` and ``copyright`` sources.
 

@@ -20,9 +20,9 @@ def pyarrow() -> Any:
     """The pyarrow module, or MissingDependencyError saying how to install it.
 
     Imported here first, pyarrow takes jemalloc as its memory pool on Linux (where its
-    wheels include it) unless ARROW_DEFAULT_MEMORY_POOL names one: dedup-corpus of a
-    1.37 GB Parquet file peaked at 281 MB RSS so, 319 MB with the default mimalloc,
-    which keeps more of what it frees (docs/benchmarks.md). The variable is read when
+    wheels include it) unless ARROW_DEFAULT_MEMORY_POOL names one: the default mimalloc
+    keeps more of what it frees, so dedup-corpus of Parquet peaks higher with it
+    (docs/bench/journal.md, "Corpus"). The variable is read when
     the pool is first used, and only then: set for the import alone, then restored.
     """
     choose = ("pyarrow" not in sys.modules and sys.platform.startswith("linux")

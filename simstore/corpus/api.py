@@ -60,9 +60,9 @@ __all__ = [
 KEEP_POLICIES = ("first", "longest")
 # Default documents per chunk of dedup_corpus's streaming pass into its private scratch
 # store (keep="first", no ``store``): those commits need not be durable, and small chunks
-# hold fewer texts, dirty pages and copy-on-write pages: peak RSS 282 MB instead of 322 MB
-# at the same speed on the 1.1 GB corpus of docs/benchmarks.md "Corpus". Persistent stores
-# keep CHUNK_DOCS (each chunk's commit is durable: an fsync).
+# hold fewer texts, dirty pages and copy-on-write pages: less memory at the same speed
+# (docs/bench/journal.md, "Corpus"). Persistent stores keep CHUNK_DOCS (each chunk's
+# commit is durable: an fsync).
 SCRATCH_CHUNK_DOCS = 250
 
 
@@ -209,7 +209,7 @@ def dedup_corpus(
     for the chunk in flight) and the same call again finishes the job (see the
     module docstring). keep="first" decides each chunk with one ``add_if_new_many`` call;
     without ``store`` it commits chunks of ``chunk_docs`` = 250 unless given
-    (SCRATCH_CHUNK_DOCS: less memory, see docs/benchmarks.md "Corpus").
+    (SCRATCH_CHUNK_DOCS: less memory, see docs/bench/journal.md "Corpus").
     exact: decide by exact Jaccard of the shingle sets. Without ``store`` both
     keep policies read the input twice (see :mod:`simstore.corpus.exact`); with
     one (keep="first" only), the store must keep shingle sets (a new path is

@@ -17,8 +17,8 @@ import zlib
 from types import ModuleType
 from typing import IO, Any
 
-try:  # ISA-L (a dependency): at level 1 it deflates 4x as fast as zlib to the same
-    from isal import isal_zlib as DEFLATE  # size, inflates 1.5x as fast (docs/benchmarks.md)
+try:  # ISA-L (a dependency): at level 1 several times as fast as zlib at the same size
+    from isal import isal_zlib as DEFLATE  # (docs/bench/journal.md, "Corpus")
 except ImportError:  # pragma: no cover - a platform without an ISA-L build
     DEFLATE = zlib  # type: ignore[misc]  # the same module interface
 

@@ -119,9 +119,8 @@ def parquet_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Ch
 
 
 # The default cap of an output row group's Arrow data: a group is built in memory before
-# it is written. 1 GB of Parquet (10,000-row groups) in and out peaked at 244 MB RSS with
-# 32 MiB, 203 MB with 4 MiB; the same rows as JSON lines at 132 MB
-# (tools/bench/corpus_memory.py, docs/bench/corpus-memory-1000mb.json).
+# it is written, so the cap bounds a Parquet run's peak memory against a JSON-lines run's
+# (``python -m tools.bench corpus-memory``, docs/bench/corpus-memory-1000mb.json).
 ROW_GROUP_BYTES = 4 << 20
 # Rows encoded between two checks of the page size: a page closes at the first check past
 # 1 MiB, so pages stay near 1 MiB (Arrow's default 1,024 makes 6 MB pages of 6 KB

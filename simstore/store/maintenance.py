@@ -25,8 +25,8 @@ from .runs import RunTables
 from .schema import Handles, write_meta
 
 # stats() advises a rebuild once the cost model puts a query on the store's layout at this
-# many times a query on the layout planned for its size (a store created for the default
-# 1M and grown to 10M: 6.7x at k = 8, measured 10x; docs/benchmarks.md)
+# many times a query on the layout planned for its size (docs/bench/journal.md, "A store
+# outgrows its plan")
 REPLAN_AT = 2.0
 REPLAN_FROM = 100_000  # documents; smaller stores answer fast on any layout
 

@@ -1,7 +1,7 @@
 """Pure-Python reference of the fingerprint scheme: the spec the C path must equal.
 
 Slow by design (mmh3 per shingle, a Python loop per bit); used by the tests
-as an oracle and by ``tools/bench.py`` as the pure-Python baseline.
+as an oracle and by ``python -m tools.bench fingerprint`` as the pure-Python baseline.
 """
 
 from __future__ import annotations

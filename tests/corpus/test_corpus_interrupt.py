@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from simstore import SimStore, corpus
-from tools._corpus_kills import write_corpus
+from tools.stress.corpus_kills import write_corpus
 
 CHUNK = 50
 DOCS = 12_000

@@ -1,4 +1,4 @@
-"""The crawl tests' one helper: a ``scrapy runspider`` process of tools/crawlspider.py."""
+"""The crawl tests' one helper: a ``scrapy runspider`` process of tools/crawl/spider.py."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import os
 import subprocess
 from pathlib import Path
 
-from tools import crawlspider
+from tools.crawl import spider
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 120
 
 
 class Crawler:
-    """One ``scrapy runspider`` process of tools/crawlspider.py, known to the site by its agent."""
+    """One ``scrapy runspider`` process of tools/crawl/spider.py, known to the site by its agent."""
 
     def __init__(self, tmp: Path, agent: str, starts: list[str], store: Path | None,
                  **settings: object) -> None:
@@ -23,10 +23,10 @@ class Crawler:
         self.stats_file = tmp / f"{agent}.stats.json"
         opts: dict[str, object] = {"USER_AGENT": agent, **settings}
         if store is not None:
-            opts |= {"SIMSTORE_PATH": store, "DOWNLOADER_MIDDLEWARES": crawlspider.MIDDLEWARE}
+            opts |= {"SIMSTORE_PATH": store, "DOWNLOADER_MIDDLEWARES": spider.MIDDLEWARE}
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-        cmd = crawlspider.command(starts, str(self.record), str(self.stats_file), opts)
+        cmd = spider.command(starts, str(self.record), str(self.stats_file), opts)
         self.log = open(tmp / f"{agent}.log", "wb")  # noqa: SIM115 - closed in wait()
         self.proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=self.log,
                                      stderr=subprocess.STDOUT)

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("scrapy")
 
 import simstore  # noqa: E402
-from tools.crawlsite import SKIPPED, Site, serve  # noqa: E402
+from tools.crawl.site import SKIPPED, Site, serve  # noqa: E402
 
 from .crawlers import TIMEOUT, Crawler  # noqa: E402
 

@@ -23,7 +23,7 @@ from simstore.scrapy import (  # noqa: E402
     page_text,
 )
 from simstore.scrapy._crawler import Refused  # noqa: E402
-from tools.crawlsite import Site  # noqa: E402
+from tools.crawl.site import Site  # noqa: E402
 
 from ..oracles import shares_band, sketch_estimate  # noqa: E402
 

@@ -13,7 +13,7 @@ import pytest
 
 import simstore
 from simstore.store import Match, SimStore
-from tools import stress
+from tools.stress.ops import run_ops
 
 METHODS = ["fork", "spawn"]
 
@@ -164,15 +164,15 @@ def test_pickled_store_works_in_pool_workers(tmp_path, method) -> None:
 
 @pytest.mark.parametrize("method", METHODS)
 def test_random_operations_in_several_processes(tmp_path, method) -> None:
-    """tools/stress.py ops, small: 3 processes of random ops, then verify() and every model."""
-    assert stress.run_ops(str(tmp_path / "s"), 3, 150, seed=3, method=method) == []
+    """python -m tools.stress ops, small: 3 processes of random ops, then verify() and every model."""
+    assert run_ops(str(tmp_path / "s"), 3, 150, seed=3, method=method) == []
 
 
 @pytest.mark.stress
 @pytest.mark.parametrize("method", METHODS)
 def test_random_operations_long(tmp_path, method) -> None:
     """The heavy variant: 6 processes x 3000 random operations."""
-    assert stress.run_ops(str(tmp_path / "s"), 6, 3000, seed=11, method=method) == []
+    assert run_ops(str(tmp_path / "s"), 6, 3000, seed=11, method=method) == []
 
 
 def test_fork_inside_batch_is_refused_in_the_child(tmp_path) -> None:

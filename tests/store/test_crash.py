@@ -22,7 +22,9 @@ from simstore.exceptions import StoreError, VerifyTimeoutError
 from simstore.store import SimStore, verify as _verify
 from simstore.store.check.lmdbfile import read_metas
 from simstore.store.check.pages import FileCheck, check_open, meta_problems
-from tools import stress
+from tools.stress import damage as fuzzer
+from tools.stress.__main__ import main as stress_main
+from tools.stress.kills import crash_round, reader_pids
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout (tests/store/..)
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -58,14 +60,14 @@ KILL_ROUNDS = {"add": 7, "add_many": 7, "remove": 6, "rebuild": 5, "compact": 5,
 def test_sigkill_of_a_writer_loses_no_acknowledged_call(tmp_path, op) -> None:
     """SIGKILL during op: reopen verifies, acknowledged calls are there, the last is all-or-nothing."""
     for i in range(KILL_ROUNDS[op]):
-        problems = stress.crash_round(str(tmp_path), op, seed=1000 * i + len(op), max_delay=0.4)
+        problems = crash_round(str(tmp_path), op, seed=1000 * i + len(op), max_delay=0.4)
         assert problems == [], f"round {i}: {problems}"
 
 
 @pytest.mark.stress
 def test_sigkill_long_run(tmp_path) -> None:
-    """The long kill run: 300 rounds over every op (tools/stress.py kills --kills 1000 is longer)."""
-    assert stress.main(["kills", "--kills", "300", "--dir", str(tmp_path)]) == 0
+    """The long kill run: 300 rounds over every op (python -m tools.stress kills --kills 1000 is longer)."""
+    assert stress_main(["kills", "--kills", "300", "--dir", str(tmp_path)]) == 0
 
 
 def test_stale_reader_slot_of_a_killed_process_is_cleared_on_open(tmp_path) -> None:
@@ -87,10 +89,10 @@ def test_stale_reader_slot_of_a_killed_process_is_cleared_on_open(tmp_path) -> N
         assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
         child.send_signal(signal.SIGKILL)
         child.wait()
-        assert child.pid in stress._reader_pids(s)  # LMDB itself keeps the stale slot
+        assert child.pid in reader_pids(s)  # LMDB itself keeps the stale slot
         r = run_py(f"from simstore.store import SimStore; SimStore({str(path)!r}).close()")
         assert r.returncode == 0, r.stderr
-        assert child.pid not in stress._reader_pids(s)
+        assert child.pid not in reader_pids(s)
         assert s.query(1, 0)[0].doc_id == "a"
 
 
@@ -154,7 +156,7 @@ def test_damaged_data_file_is_refused_in_a_subprocess(tmp_path, case, readonly) 
 def test_a_file_cut_inside_the_newest_meta_page_is_refused(tmp_path, cut) -> None:
     """The file's end cuts meta page 1, the newest, past its meta: LMDB reads that meta
     (the map shows zeros past the end) and went on to pages past the end (SIGBUS, found
-    by `stress.py damage`); opening refuses the file, naming its size."""
+    by `python -m tools.stress damage`); opening refuses the file, naming its size."""
     path = tmp_path / "s"
     with SimStore(path, k=3) as s:
         s.add_many(range(1000), list(range(0, 1000 * 7919, 7919)))
@@ -329,12 +331,12 @@ DAMAGE_CLASSES = {
 
 
 def test_damage_fuzzer_sample_never_kills_or_hangs_open_or_verify(tmp_path) -> None:
-    """24 seeded damage cases (stress.py damage runs 500): open and verify never die or hang.
+    """24 seeded damage cases (`python -m tools.stress damage` runs 500): open and verify never die or hang.
 
     Every case is classified, and each undetected one hit free pages, gaps
     or padding only (content and query answers equal the sound store's).
     """
-    cases = stress._damage.run(24, seed=11, root=str(tmp_path), docs=500)
+    cases = fuzzer.run(24, seed=11, root=str(tmp_path), docs=500)
     assert len(cases) == 24
     for c in cases:
         assert c.cls in DAMAGE_CLASSES, c

@@ -14,7 +14,7 @@ from simstore import SimStore
 from simstore.cli import main
 from simstore.store.runs import merges, tables as runs
 from simstore.store.runs.removed import read_job
-from tools import stress
+from tools.stress.constants import CHURN_RUNS
 
 from ..oracles import brute_matches
 from ..testlib import meta_db, reading
@@ -54,7 +54,7 @@ def test_a_merge_under_way_is_finished_then_every_level_merged(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Merges spread thin (the stress churn's constants): a merge of the newest levels is
     under way when merge_levels() is called; it is finished, then every level merged."""
-    for module, values in stress.CHURN_RUNS.items():
+    for module, values in CHURN_RUNS.items():
         for name, value in values.items():
             monkeypatch.setattr({"runs.tables": runs, "runs.merges": merges}[module], name, value)
     rng = np.random.default_rng(22)

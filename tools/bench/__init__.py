@@ -15,9 +15,11 @@ blocks of the same queries, each pair of blocks compared like with like;
 each one's probe on one store's run sets in one process, in alternating blocks.
 
 Modules: ``_harness`` (statistics, timers, RSS, Report, machine, JSON),
-``_peers`` (optional peer libraries), ``_data`` (seeded inputs), one module per
-benchmark (``fingerprint``, ``query``, ``load``, ``find_all``, ``all``, ``ab``, ``abq``,
-``probe_ab``), ``_render`` (Markdown tables and plot of ``all``), ``__main__`` (the CLI).
+``_peers`` (optional peer libraries), ``_data`` (seeded inputs), ``_cli`` (the option
+parsers the commands share), ``_render`` (Markdown tables and plot of ``all``), one module
+per benchmark, and ``__main__`` (the CLI). A benchmark module has a docstring, whose first
+paragraph is its help line, ``add_arguments(parser)`` and ``run(args) -> dict``; one line
+of ``COMMANDS`` in ``__main__`` registers it.
 
 Peers (the ``[bench]`` extra; never runtime dependencies of simstore):
 

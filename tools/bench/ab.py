@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ._cli import positive, sizes
 from ._harness import REPO, git, load_average
 
 AB_DIR = REPO / ".bench" / "ab"
@@ -111,7 +112,7 @@ def _pick(result: dict[str, Any], path: tuple[str, ...]) -> float:
     return float(v)
 
 
-def cmd_ab(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Query p50/p90/p99 (--ks, default 3 and 5), bulk load and find_all of two revisions,
     head / base."""
     load_start = load_average()
@@ -190,3 +191,22 @@ def cmd_ab(args: argparse.Namespace) -> dict[str, Any]:
         "runs": runs,
         "notes": notes,
     }
+
+
+def add_arguments(ab: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench ab``."""
+    ab.add_argument("--base", required=True, help="base revision (any git commit-ish)")
+    ab.add_argument("--head", default=None,
+                    help="head revision (default: this checkout's working tree, as it is)")
+    ab.add_argument("--ks", type=sizes, default=[3, 5],
+                    help="k values, one store each (default 3,5)")
+    ab.add_argument("--n", type=positive, default=200_000,
+                    help="random fingerprints per store and for find_all (default %(default)s)")
+    ab.add_argument("--queries", type=positive, default=1000,
+                    help="timed queries per store, each with a planted neighbour "
+                         "(default %(default)s)")
+    ab.add_argument("--repeat", type=positive, default=5,
+                    help="rounds, each one process per side, order alternating "
+                         "(default %(default)s)")
+    ab.add_argument("--seed", type=int, default=20240601, help="RNG seed (default %(default)s)")
+    ab.add_argument("--out", type=Path, default=None, help="write the JSON result here")

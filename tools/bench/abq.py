@@ -28,6 +28,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from ._cli import positive, sizes
 from ._harness import REPO, git, load_average
 from .ab import AB_DIR, PROBE, _run, add_worktree, build, clean_up, resolve
 
@@ -113,7 +114,7 @@ def store_dir(args: argparse.Namespace, sha: str | None, run_dir: Path, side: st
     return KEPT / f"{sha[:12]}-n{args.n}-q{args.queries}-k{ks}-s{args.seed}{grown}"
 
 
-def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Interleaved, paired query latency of base and head at each k."""
     if args.cold and not os.access(DROP_CACHES, os.W_OK):
         raise SystemExit(f"--cold drops the page cache: it needs {DROP_CACHES} writable (root)")
@@ -231,10 +232,8 @@ def cmd_abq(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def add_parser(sub: Any, positive: Any, sizes: Any) -> None:
-    """The ``abq`` sub-command."""
-    p = sub.add_parser("abq", help="two revisions' query latency, interleaved blocks, paired",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench abq``."""
     p.add_argument("--base", required=True, help="base revision (any git commit-ish)")
     p.add_argument("--head", default=None,
                    help="head revision (default: this checkout's working tree, as it is)")
@@ -272,4 +271,3 @@ def add_parser(sub: Any, positive: Any, sizes: Any) -> None:
                         "writes stores the same way) instead of building its own; with "
                         "--keep-stores")
     p.add_argument("--out", type=Path, default=None, help="write the JSON result here")
-    p.set_defaults(func=cmd_abq)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
+from ._cli import common
 from ._harness import peak_rss, reset_peak_rss, write_json
-from ._render import DOCS_BENCH, SECTIONS, write_markdown, write_plot
+from ._render import DOCS_BENCH, DOCS_MD, SECTIONS, write_markdown, write_plot
 
 
-def cmd_all(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every benchmark at default sizes; then the JSON, the Markdown tables and the plot."""
     parser: argparse.ArgumentParser = args.parser
     sections: dict[str, Any] = {}
@@ -36,3 +38,17 @@ def cmd_all(args: argparse.Namespace) -> dict[str, Any]:
         plot = write_plot(payload, DOCS_BENCH / "scaling.png")
         write_markdown(payload, args.markdown, plot)
     return payload
+
+
+def add_arguments(al: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench all``."""
+    common(al)
+    al.add_argument("--large", action="store_true", help="add the 10M sizes everywhere")
+    al.add_argument("--markdown", type=Path, default=DOCS_MD,
+                    help="page whose generated block is rewritten (default %(default)s)")
+    al.add_argument("--extra", type=Path, nargs="*", default=[],
+                    help="result files of separate single sub-command runs (e.g. with --large) "
+                         "to render after the tables of this run")
+    al.add_argument("--no-docs", action="store_true",
+                    help="write only the JSON, not the Markdown tables and the plot")
+    al.set_defaults(out=None)

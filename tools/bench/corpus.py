@@ -297,7 +297,7 @@ def _row(rep: Report, impl: str, label: str, info: dict[str, Any], res: dict[str
             false_removals=q["false"], load_after=load_average()[0])
 
 
-def cmd_corpus(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """dedup-corpus on a >= 1 GB JSONL of real text with planted near-duplicates."""
     rep = Report("corpus", {"mb": args.mb, "seed": args.seed, "scripts": args.scripts,
                             "near": args.near,
@@ -451,7 +451,7 @@ def _peers(args: argparse.Namespace, rep: Report, part: Path, info: dict[str, An
             shutil.rmtree(work, ignore_errors=True)
 
 
-def add_corpus_options(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``python -m tools.bench corpus``."""
     p.add_argument("--mb", type=int, default=1100,
                    help="corpus size in MB of JSONL (default %(default)s)")

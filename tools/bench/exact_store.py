@@ -45,10 +45,8 @@ from .similarity import CFG, db_bytes, load_note, near_copy, sign
 THRESHOLD = 0.9
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("exact-store", help="an exact store's disk bytes per doc and similar() "
-                       "latency beside a sketch-only store", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench exact-store``."""
     p.add_argument("--docs", type=int, default=3000, help="real English documents (part 1)")
     p.add_argument("--doc-bytes", type=int, default=5000, help="their size cap in UTF-8 bytes")
     p.add_argument("--text-queries", type=int, default=500, help="similar(text) calls, part 1")
@@ -61,10 +59,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=20261125)
     p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     p.add_argument("--out", type=Path, help="write the JSON result here")
-    p.set_defaults(func=cmd_exact_store)
 
 
-def cmd_exact_store(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Both parts (see the module docstring); the JSON report."""
     keys = ("docs", "doc_bytes", "text_queries", "n", "chunk", "queries", "query_jaccard",
             "reps", "seed")

@@ -29,10 +29,8 @@ from ._harness import DEFAULT_WORKDIR, Report, Stats, load_average, scratch_dir
 DAY = 86400.0
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("expire", help="expiry of the old part of a store while others query "
-                       "and add: each commit timed", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench expire``."""
     p.add_argument("--n", type=int, default=10_000_000, help="documents in the store")
     p.add_argument("--old", type=int, default=1_000_000, help="of them, stored 40 days ago")
     p.add_argument("--batch", type=int, default=1000, help="documents per removal commit")
@@ -41,7 +39,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=20261128)
     p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     p.add_argument("--out", type=Path, help="write the JSON result here")
-    p.set_defaults(func=cmd_expire)
 
 
 def _reader(path: str, fps: np.ndarray, k: int, stop: Any, out: Any, phase: Any) -> None:
@@ -72,7 +69,7 @@ def _writer(path: str, stop: Any, out: Any, phase: Any) -> None:
     out.put(lat)
 
 
-def cmd_expire(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     rep = Report("expire", {k: getattr(args, k) for k in ("n", "old", "batch", "readers", "k",
                                                          "seed")})
     rng = np.random.default_rng(args.seed)

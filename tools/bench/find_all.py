@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .._util import popcount
+from ._cli import common, positive, sized
 from ._data import U64, clustered_fps, flip_bits, random_fps
 from ._harness import Report, Stats, timed_reps
-from ._peers import load_simhash_pybind
+from ._peers import DEFAULT_PYBIND_DIR, load_simhash_pybind
 
 
 def block_bounds(k: int) -> list[tuple[int, int]]:
@@ -83,7 +85,7 @@ def brute_find_all(fps: np.ndarray, k: int, chunk: int = 256) -> int:
     return found
 
 
-def cmd_find_all(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """simstore.batch.find_all vs simhash-pybind, a numpy block-permutation and brute force."""
     from simstore.search.hamming import find_all
 
@@ -159,3 +161,25 @@ def cmd_find_all(args: argparse.Namespace) -> dict[str, Any]:
         if len(set(counts.values())) > 1:
             rep.note(f"pair counts DISAGREE on {case}: {counts}")
     return rep.to_dict()
+
+
+def add_arguments(fa: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench find-all``."""
+    common(fa)
+    sized(fa, [100_000, 1_000_000], "random-fp sizes N")
+    fa.add_argument("--k", type=positive, default=3, help="distance (default %(default)s)")
+    fa.add_argument("--planted", type=int, default=1000,
+                    help="near copies planted in each random case (default %(default)s)")
+    fa.add_argument("--clustered", type=int, default=40_000,
+                    help="size of the clustered case, 0 = none (default %(default)s)")
+    fa.add_argument("--shared-bits", type=positive, default=40,
+                    help="top bits all clustered fps share (default %(default)s)")
+    fa.add_argument("--pybind-dir", type=Path, default=DEFAULT_PYBIND_DIR,
+                    help="where simhash-pybind is installed aside (default %(default)s)")
+    fa.add_argument("--pybind-blocks", type=positive, default=6,
+                    help="simhash-pybind number_of_blocks, > k (default %(default)s)")
+    fa.add_argument("--numpy-max-candidates", type=positive, default=200_000_000,
+                    help="skip the numpy block-permutation above this many candidate pairs "
+                         "(default %(default)s)")
+    fa.add_argument("--brute-max", type=positive, default=50_000,
+                    help="largest n for numpy brute force (default %(default)s)")

@@ -14,11 +14,12 @@ import numpy as np
 import simstore
 
 from .. import _corpus
+from ._cli import common, positive
 from ._harness import MB, Report, Stats, per_call_ns, timed_reps
 from ._peers import load_datasketch, load_simhash
 
 
-def cmd_fingerprint(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """simstore.fingerprints on 5 KB English docs, MB/s on one thread, vs peers."""
     rep = Report(
         "fingerprint",
@@ -139,3 +140,16 @@ def cmd_fingerprint(args: argparse.Namespace) -> dict[str, Any]:
                        "single_call_mb_s": single,
                        "speedup_vs": ratios}
     return out
+
+
+def add_arguments(f: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench fingerprint``."""
+    common(f)
+    f.add_argument("--docs", type=positive, default=3000,
+                   help="5 KB documents for simstore (default %(default)s)")
+    f.add_argument("--doc-bytes", type=positive, default=5000,
+                   help="document size cap in UTF-8 bytes (default %(default)s)")
+    f.add_argument("--peer-docs", type=positive, default=200,
+                   help="documents given to the PyPI simhash peer (default %(default)s)")
+    f.add_argument("--reference-docs", type=positive, default=40,
+                   help="documents given to the pure-Python reference (default %(default)s)")

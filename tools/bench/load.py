@@ -8,11 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from ._cli import common, positive, sized
 from ._data import build_store, open_store, random_fps
 from ._harness import Report, Stats, current_rss, peak_rss, reset_peak_rss, scratch_dir
 
 
-def cmd_load(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Bulk load (add_many into an empty store) and durable batched adds into a full store."""
     sizes = args.sizes + ([10_000_000] if args.large else [])
     rep = Report("load", {"sizes": sizes, "k": args.k, "add_store_size": args.add_store_size,
@@ -91,3 +92,16 @@ def add_rate(rep: Report, args: argparse.Namespace) -> None:
         rep.target(f"durable adds into a {n:,} store (k={args.k})", rate, 20_000, ">=", "adds/s")
     else:
         rep.target("durable adds into a 1M store", None, 20_000, ">=", "adds/s")
+
+
+def add_arguments(ld: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench load``."""
+    common(ld)
+    sized(ld, [1_000_000], "bulk load sizes N")
+    ld.add_argument("--k", type=positive, default=3, help="store k (default %(default)s)")
+    ld.add_argument("--add-store-size", type=positive, default=1_000_000,
+                    help="fps in the store the adds go into (default %(default)s)")
+    ld.add_argument("--add-batch", type=positive, default=1000,
+                    help="adds per commit (default %(default)s)")
+    ld.add_argument("--add-batches", type=positive, default=10,
+                    help="commits per repetition (default %(default)s)")

@@ -106,7 +106,7 @@ def _run(tree: Path, store: Path, qfile: Path, k: int, limit: int, readahead: st
     return res
 
 
-def cmd_memlimit(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Exact answers under a memory limit below the store's size, cold and warm."""
     from .readers import _fps, _queries, sides
 
@@ -155,10 +155,8 @@ def cmd_memlimit(args: argparse.Namespace) -> dict[str, Any]:
             "command": " ".join(["python -m tools.bench", *args.argv])}
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("memlimit", help="exact queries on a store larger than the process's "
-                       "memory limit (cgroup; root)", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench memlimit``."""
     p.add_argument("--n", type=int, default=10_000_000)
     p.add_argument("--k", type=int, default=3)
     p.add_argument("--limit-mb", type=int, default=256, help="the cgroup's memory limit")
@@ -174,4 +172,3 @@ def add_parser(sub: Any) -> None:
                    help="whole: read every run whole as py-lmdb returns it, never placed "
                         "from its leaf node (an experiment; revisions from 5e7b3b8)")
     p.add_argument("--out", type=Path, help="write the JSON result here")
-    p.set_defaults(func=cmd_memlimit)

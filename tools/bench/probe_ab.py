@@ -20,13 +20,13 @@ import importlib
 import importlib.util
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ._cli import positive
 from ._harness import REPO, git, load_average
 
 WORK = REPO / ".bench" / "probe-ab"
@@ -73,14 +73,17 @@ def build_variant(rev: str, sha: str, name: str) -> Any:
     ffi.set_source(name, '#include "simstore.h"', sources=[str(src / s) for s in sources],
                    include_dirs=[str(src)], libraries=["m"],
                    extra_compile_args=["-O3", "-std=c99", "-fno-strict-aliasing"])
-    out = WORK / "modules"
     print(f"building {rev} ({sha[:12]}) as {name}", flush=True)
-    ffi.compile(tmpdir=str(out))
-    sys.path.insert(0, str(out))
-    return importlib.import_module(name)
+    built = ffi.compile(tmpdir=str(WORK / "modules"))
+    # imported from its file, in this process: the variants must probe the same mapped pages
+    spec = importlib.util.spec_from_file_location(name, built)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def cmd_probe_ab(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Alternating blocks of ss_probe calls of each variant on one store."""
     from simstore import SimStore
     from simstore.native.core import ffi as my_ffi, lib as my_lib
@@ -175,11 +178,8 @@ def cmd_probe_ab(args: argparse.Namespace) -> dict[str, Any]:
             "summary": summary, "blocks": blocks}
 
 
-def add_parser(sub: Any, positive: Any) -> None:
-    """The ``probe-ab`` sub-command."""
-    p = sub.add_parser("probe-ab", help="other revisions' C probe against this checkout's, "
-                       "one store, one process", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench probe-ab``."""
     p.add_argument("--store", type=Path, required=True, help="an existing store to query")
     p.add_argument("--rev", action="append", default=[],
                    help="a revision whose csrc/ to compare (repeat for more)")
@@ -195,4 +195,3 @@ def add_parser(sub: Any, positive: Any) -> None:
                         "timed), as a process's other work between its queries would")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=None, help="write the JSON result here")
-    p.set_defaults(func=cmd_probe_ab)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .._util import popcount
+from ._cli import common, positive, sized, sizes
 from ._data import U64, build_store, flip_bits, random_fps
 from ._harness import Report, Stats, du_bytes, per_call_ns, scratch_dir
 from ._peers import load_datasketch, load_faiss, load_simhash
@@ -56,7 +57,7 @@ def latency_row(rep: Report, impl: str, case: str, fn: Callable[[Any], Any],
     return stats
 
 
-def cmd_query(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Query latency of a store of N random fps plus planted neighbours, vs peers and scans."""
     sizes = args.sizes + ([10_000_000] if args.large else [])
     rep = Report("query", {"sizes": sizes, "ks": args.ks, "queries": args.queries,
@@ -222,3 +223,21 @@ def minhash_lsh_row(rep: Report, rng: np.random.Generator, n: int,
     found = sum(n + i in lsh.query(o) for i, o in enumerate(objs))
     latency_row(rep, "datasketch.MinHashLSH.query (in memory)", f"N={n:,}", lsh.query, objs,
                 args.reps, recall=f"{found}/{len(objs)}", build_s=round(build_s, 2))
+
+
+def add_arguments(q: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench query``."""
+    common(q)
+    sized(q, [100_000, 1_000_000], "store sizes N")
+    q.add_argument("--ks", type=sizes, default=[3, 5, 6, 8],
+                   help="k values, one store planned per k (default 3,5,6,8; 5: store default)")
+    q.add_argument("--lsh-max", type=int, default=100_000,
+                   help="largest N given to datasketch MinHashLSH (default %(default)s)")
+    q.add_argument("--queries", type=positive, default=2000,
+                   help="queries per repetition (default %(default)s)")
+    q.add_argument("--scan-queries", type=positive, default=100,
+                   help="queries per repetition for the brute-force scans, and checked "
+                        "against them for faiss (default %(default)s)")
+    q.add_argument("--simhash-index-max", type=int, default=1_000_000,
+                   help="cap on the random fps put in simhash.SimhashIndex, 0 = skip it "
+                        "(default %(default)s)")

@@ -272,7 +272,7 @@ def drop_page_cache() -> None:
         raise SystemExit(f"--cold needs root to drop the page cache: {exc}") from None
 
 
-def cmd_readers(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """1, 4 and 16 reader processes (and a durable writer) on one store, head and base."""
     workdir = Path(args.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -327,10 +327,8 @@ def cmd_readers(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("readers", help="many reader processes + a writer on one store: "
-                       "first answer, private memory, queries/s", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench readers``."""
     p.add_argument("--n", type=int, default=1_000_000, help="fingerprints in the store")
     p.add_argument("--k", type=int, default=3)
     p.add_argument("--counts", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16],
@@ -350,4 +348,3 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--workdir", default=str(REPO / ".bench" / "readers"))
     p.add_argument("--seed", type=int, default=20261124)
     p.add_argument("--out", type=Path, help="write the JSON result here")
-    p.set_defaults(func=cmd_readers)

@@ -35,7 +35,9 @@ import simstore
 from simstore.native import core as _core
 
 from .. import _corpus
+from ._cli import common, pair, positive
 from ._harness import (
+    DEFAULT_WORKDIR,
     MB,
     Report,
     Stats,
@@ -58,7 +60,7 @@ CHUNK = 20_000  # synthetic docs generated and signed at a time (even: pairs sta
 MINHASH_BLOCK = 200  # docs per bulk datasketch MinHash computation
 
 
-def cmd_similarity(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Signatures MB/s, a similarity store of N docs and find_similar, vs datasketch."""
     keys = ("docs", "doc_bytes", "peer_docs", "n", "queries", "adds", "planted", "features",
             "query_jaccard", "lsh_max", "reps", "seed")
@@ -478,3 +480,34 @@ def find_similar_section(rep: Report, args: argparse.Namespace, syn: Synthetic,
             planted_found_by_true_jaccard=by_jaccard(syn.pair_jaccard, hit))
     rep.target("find_similar at 1M", stats.median if n == 1_000_000 else None, 10, "<=", "s")
     head.update(find_similar_s=stats.median, find_similar_pairs=len(found.i))
+
+
+def add_arguments(si: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench similarity``."""
+    common(si)
+    si.add_argument("--docs", type=positive, default=3000,
+                    help="~5 KB English documents for the signature MB/s (default %(default)s)")
+    si.add_argument("--doc-bytes", type=positive, default=5000,
+                    help="document size cap in UTF-8 bytes (default %(default)s)")
+    si.add_argument("--peer-docs", type=positive, default=500,
+                    help="documents given to datasketch MinHash (default %(default)s)")
+    si.add_argument("--n", type=positive, default=1_000_000,
+                    help="synthetic documents in the store and find_similar (default %(default)s)")
+    si.add_argument("--features", type=pair(int), default=(300, 1000),
+                    help="LO,HI distinct feature hashes per synthetic document "
+                         "(default 300,1000)")
+    si.add_argument("--planted", type=int, default=10_000,
+                    help="near-copy pairs among the N docs, true Jaccard 0.80..0.98, at most "
+                         "N/4 (default %(default)s)")
+    si.add_argument("--queries", type=positive, default=2000,
+                    help="similar() queries, each a near copy of a stored doc "
+                         "(default %(default)s)")
+    si.add_argument("--query-jaccard", type=pair(float), default=(0.93, 0.98),
+                    help="LO,HI true Jaccard of a query and its stored doc (default 0.93,0.98)")
+    si.add_argument("--adds", type=positive, default=2000,
+                    help="timed add_if_new calls of new documents (default %(default)s)")
+    si.add_argument("--lsh-max", type=int, default=100_000,
+                    help="documents given to datasketch MinHashLSH, 0 = skip it; slow and "
+                         "memory hungry (default %(default)s)")
+    si.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
+                    help="where the scratch store goes (default %(default)s)")

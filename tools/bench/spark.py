@@ -35,8 +35,9 @@ import numpy as np
 import simstore
 
 from .. import _corpus
+from ._cli import common, positive, sizes
 from ._data import flip_bits, random_fps
-from ._harness import Report, Stats, scratch_dir, timed_reps
+from ._harness import DEFAULT_WORKDIR, Report, Stats, scratch_dir, timed_reps
 
 
 class TreeRss:
@@ -146,7 +147,7 @@ def session(args: argparse.Namespace) -> Any:
     return s
 
 
-def cmd_spark(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """simstore.spark find_all and similarity dedup on a local session."""
     rep = Report("spark", {"sizes": args.sizes, "k": args.k, "planted": args.planted,
                            "master": args.master, "docs": args.docs,
@@ -355,12 +356,8 @@ def _peer_pipeline() -> Any:
     ])
 
 
-def add_parser(sub: Any, common: Any, positive: Any, sizes: Any, default_workdir: Path) -> None:
-    """Register the ``spark`` sub-command."""
-    sp = sub.add_parser("spark", help="simstore.spark find_all and similarity dedup on a local "
-                                      "session vs in-memory simstore and Spark ML MinHashLSH",
-                        description=__doc__,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(sp: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench spark``."""
     common(sp)
     sp.add_argument("--sizes", type=sizes, default=[1_000_000],
                     help="fingerprint counts N for find_all, comma-separated; empty to skip "
@@ -383,6 +380,5 @@ def add_parser(sub: Any, common: Any, positive: Any, sizes: Any, default_workdir
     sp.add_argument("--driver-memory", default="4g",
                     help="spark.driver.memory (local mode: the executor too; default "
                          "%(default)s)")
-    sp.add_argument("--workdir", type=Path, default=default_workdir,
+    sp.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
                     help="Parquet files and Spark's local dir (default %(default)s)")
-    sp.set_defaults(func=cmd_spark)

@@ -51,7 +51,8 @@ import numpy as np
 import simstore
 
 from .. import _corpus
-from ._harness import Report, Stats, load_average, write_json
+from ._cli import common, pair, positive, sizes
+from ._harness import DEFAULT_WORKDIR, Report, Stats, load_average, write_json
 from .spark import Rest
 
 LOCK = Path("/tmp/simstore-bench.lock")
@@ -298,7 +299,7 @@ def cluster_conf(args: argparse.Namespace, cluster: Any) -> dict[str, str]:
     return conf
 
 
-def cmd_spark_cluster(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """simstore.spark vs Spark ML MinHashLSH on a standalone cluster, per size."""
     from simstore import spark as ss
     from tools.spark_cluster import Cluster
@@ -390,9 +391,8 @@ def one_size(rep: Report, args: argparse.Namespace, spark: Any, rest: Rest, n: i
         shutil.rmtree(src, ignore_errors=True)
 
 
-def add_parser(sub: Any, common: Any, positive: Any, sizes: Any, pair: Any,
-               default_workdir: Path) -> None:
-    """Register the ``spark-cluster`` sub-command (the value parsers are tools.bench's)."""
+def add_arguments(sp: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench spark-cluster``."""
     def share(text: str) -> float:
         v = float(text)
         if not 0 < v <= 1:
@@ -405,10 +405,6 @@ def add_parser(sub: Any, common: Any, positive: Any, sizes: Any, pair: Any,
             raise argparse.ArgumentTypeError(f"{text} is not a valid time, must be > 0")
         return v
 
-    sp = sub.add_parser("spark-cluster", help="text near-duplicates on a Spark standalone "
-                                              "cluster: simstore.spark vs Spark ML MinHashLSH",
-                        description=__doc__,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
     common(sp)
     sp.add_argument("--sizes", type=sizes, default=[100_000, 300_000, 1_000_000],
                     help="corpus sizes N, comma-separated (default 100000,300000,1000000)")
@@ -450,7 +446,6 @@ def add_parser(sub: Any, common: Any, positive: Any, sizes: Any, pair: Any,
                     help="add this run's rows to those already in --out")
     sp.add_argument("--keep-corpus", action="store_true",
                     help="keep each size's Parquet corpus (reused by the next run)")
-    sp.add_argument("--workdir", type=Path, default=default_workdir / "spark-cluster",
+    sp.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR / "spark-cluster",
                     help="corpora, pairs, Spark's local dir and the cluster's logs "
                          "(default %(default)s)")
-    sp.set_defaults(func=cmd_spark_cluster)

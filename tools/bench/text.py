@@ -14,6 +14,7 @@ import numpy as np
 import simstore
 
 from .. import _corpus
+from ._cli import common, positive
 from ._harness import MB, Report, Stats, timed_reps
 from ._peers import load_datasketch, load_rensa
 
@@ -41,7 +42,7 @@ def shingles(text: str) -> list[str]:
     return [" ".join(toks[i : i + 3]) for i in range(max(1, len(toks) - 2))]
 
 
-def cmd_text(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """simstore.fingerprints / signatures on mixed-script real text (gettext catalogs + English)."""
     rep = Report("text", {k: getattr(args, k) for k in ("docs", "translated", "peer_docs",
                                                         "reps", "seed")})
@@ -138,3 +139,15 @@ def cmd_text(args: argparse.Namespace) -> dict[str, Any]:
     out = rep.to_dict()
     out["headline"] = {k: round(v, 1) for k, v in rates.items()}
     return out
+
+
+def add_arguments(tx: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench text``."""
+    common(tx)
+    tx.add_argument("--docs", type=positive, default=3000,
+                    help="documents of 2-20 KB (default %(default)s)")
+    tx.add_argument("--translated", type=float, default=0.67,
+                    help="share of documents cut from gettext translations, the rest English "
+                         "(default %(default)s)")
+    tx.add_argument("--peer-docs", type=positive, default=300,
+                    help="documents per script given to the peers (default %(default)s)")

@@ -252,7 +252,7 @@ def _sets(items: list[str]) -> dict[str, int]:
     return out
 
 
-def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Sustained durable writes on an N store, head and base alternating."""
     sets = _sets(args.set)  # refused before any store is built
     if args.trace < 0 or args.queries < 0:
@@ -305,10 +305,8 @@ def cmd_writes(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("writes", help="a durable writer's sustained adds (and removes) on a "
-                       "large store: adds/s, worst commit, disk per fingerprint",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tools.bench writes``."""
     p.add_argument("--n", type=int, default=1_000_000, help="fingerprints in the store")
     p.add_argument("--k", type=int, default=3)
     p.add_argument("--adds", type=int, default=300_000, help="documents added, 1,000 a commit")
@@ -340,4 +338,3 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--workdir", default=str(REPO / ".bench" / "readers"))
     p.add_argument("--seed", type=int, default=20261124)
     p.add_argument("--out", type=Path, help="write the JSON result here")
-    p.set_defaults(func=cmd_writes)

@@ -1,24 +1,18 @@
-"""Whether LMDB should let the OS read ahead: not for a store larger than its memory.
+"""How a store's pages come into memory: readahead for a store that fits, huge pages.
 
-A query reads a few scattered pages of each run it probes. With readahead the OS reads
-128 KB around each page faulted in; on a store that fits the page cache that only warms
-it sooner, but on one larger than the memory the process may use it evicts what later
-queries need (a 100M store, 6.6 GiB, queried in a 2 GiB cgroup: cold p50 67 ms with
-readahead, 12 ms without; docs/benchmarks.md). Without readahead a fetched run is also
-placed from its leaf node rather than read whole (:mod:`simstore.store.runs.cache`); with
-it, a run is read whole as py-lmdb returns it, which maps all its pages at once for the
-probes that follow.
+:func:`wants_readahead`: LMDB lets the OS read ahead only for a store of at most half the
+memory the process may use (:func:`memory_limit`: its cgroup's limit or the machine's).
+A query reads a few scattered pages of each run it probes; on a larger store, readahead
+would evict what later queries need. Without readahead a fetched run is placed from its
+leaf node rather than read whole (:mod:`simstore.store.runs.cache`).
 
-With readahead the map is also advised into huge pages (:func:`advise_huge_pages`): the
-pages a process reads in from the file then come in 2 MiB folios that the kernel maps
-whole, and a probe costs no 4 KB page walk (on this VM 10M k = 8 queries took 0.84x
-the time of the same store read in 4 KB pages; docs/benchmarks.md). Pages already in
-the page cache keep the size they have, and a writer's pages come in the size of its
-writes (LMDB writes at most 64 pages at once): a store grown by commits was mapped in 4 KB
-pages however its readers advised. So a writer, inside its transaction,
-first extends the file past the pages in use and reads that part in through a mapping
-of its own advised the same way (:class:`HugeGrowth`): the page cache then holds
-it in 2 MiB folios of zeros, LMDB's writes land in them, and readers map them whole.
+With readahead the map is also advised into huge pages (:func:`advise_huge_pages`), so
+pages read in from the file come in 2 MiB folios the kernel maps whole and a probe costs
+no 4 KB page walk. Pages in the page cache keep the size they were written in, so a
+writer, inside its transaction, first extends the file past the pages in use and reads
+that part in through a mapping of its own advised the same way (:class:`HugeGrowth`):
+LMDB's writes then land in 2 MiB folios that readers map whole. Measured:
+docs/bench/journal.md, "Tables read in place" and "Huge pages".
 """
 
 from __future__ import annotations

@@ -27,9 +27,8 @@ from .rows import band_keys
 
 # A level holding at most 1 / SMALL_LEVEL of its table's keys spans its probes as if it
 # held SMALL_LEVEL_KEYS times as many (its ranges then hold a few keys, not native.probe's
-# SPAN_KEYS): fewer probes of its mostly empty header values. Grown stores, 3-4 levels a
-# table: k = 8 0.93x (1M) and 0.96x (10M), k = 3 and 5 1.00-1.02x; spanning every level
-# for its own size to SPAN_KEYS made k = 3 and 5 1.19-1.26x slower (docs/benchmarks.md).
+# SPAN_KEYS): fewer probes of its mostly empty header values, which helps grown stores at
+# k = 8 and costs nothing at k = 3 and 5 (docs/bench/journal.md, "Small levels probe wider").
 SMALL_LEVEL = 8
 SMALL_LEVEL_KEYS = 4
 WHOLE_AT = 8  # a process that has fetched 1 / WHOLE_AT of a level's runs fetches the rest

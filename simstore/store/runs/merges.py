@@ -36,26 +36,25 @@ from .levelruns import LevelRuns, key_after, slice_level
 from .removed import GoneSet, drop_gone, drop_tombstones, put_job, read_job, tombstones
 
 LEVEL_RATIO = 4  # a level absorbs the newer ones once they hold 1 / LEVEL_RATIO of its docs
-MERGE_STEP = 1 << 14  # entries per run database a write merges, at least (a merge under way)
-# (fewer pages freed per commit wait to be reused: LMDB reuses a page two commits after the
-# one that freed it. 1M churn of 1,000 adds and removes a commit: int ids' file
-# +13.5 % at 1 << 14, +19.3 % at 1 << 15, +26.0 % at 1 << 16; URL ids +10.7 / +13.4 %.
-# It must hold a bulk level's whole run and an eighth: Merger._slice)
+# Entries per run database a write merges at least while a merge is under way. Small steps
+# free few pages a commit, and LMDB reuses a page only two commits after the one that freed
+# it, so the file stays small under churn; a step must still hold a bulk level's whole run
+# and an eighth (Merger._slice). Tuned: docs/bench/journal.md, "Disk under churn".
+MERGE_STEP = 1 << 14
 MERGE_PER_DOC = 16  # ... or this many per doc the write added, if more
 # ... or 1 / MERGE_SHARE of the merge's own entries, up to MERGE_STEP_MAX: no other merge
-# begins while one is under way, so the levels flushed meanwhile pile up, and a merge of
-# 10M entries at 32,768 a write left ~70 of them (10M k = 3 p50 13 -> 96 us)
+# begins while one is under way, so a large merge must end before the levels flushed
+# meanwhile pile up and slow queries (docs/bench/journal.md, "Writes and merges").
 MERGE_SHARE = 128
 MERGE_STEP_MAX = 1 << 17
-STALE_SHARE = 24  # merge every level when stale entries exceed live / STALE_SHARE
-# (the stale entries are disk a churned store holds: 1M int ids, 1M adds and removes
-# oldest first, file +11.0-11.7 % at 16, +9.0-9.5 % at 24, +8.7-9.8 % at 32 over five
-# writer seeds; a 10M store's full merges come more often: 63.5k / 53.0k / 48.4k adds/s)
-# Entries per run database one commit merges at most. A bulk write's share past it is
-# owed and paid by commits of their own right after (Merger.repay): LMDB reuses no
-# page the committed store held until two commits after the one that freed it, so one
-# commit that merged a 10M store's two 5M levels held both and their merge (10M built
-# in 5M batches: 108 B a fingerprint on disk, a third of it free pages).
+# Merge every level when stale entries exceed live / STALE_SHARE: stale entries are disk a
+# churned store holds, full merges cost writes (docs/bench/journal.md, "Disk under churn").
+STALE_SHARE = 24
+# Entries per run database one commit merges at most; a bulk write's share past it is owed
+# and paid by commits of their own right after (Merger.repay). LMDB reuses no page the
+# committed store held until two commits after the one that freed it, so a commit that
+# merged two large levels at once would hold both and their merge, and leave that much
+# free space in the file (docs/bench/journal.md, "Tables read in place").
 MERGE_COMMIT_MAX = 1 << 19
 _MASK = (1 << 64) - 1
 _NO_RUNS = np.empty(0, dtype=np.uint64)

@@ -24,10 +24,10 @@ def dir_bits(n: int, values: int | None = None) -> int:
 
     A full bulk run (9,555 keys) of a table holding ~2 keys a header value or more (10M
     keys, 21-22-bit headers) spans fewer header values than its 4,096 buckets, so a probe
-    starts at its bucket with no search: 10M k = 8 ~15 % faster than with 4-8 keys a
-    bucket (docs/benchmarks.md). Where the header is sparse (100M, 32 bits) the finer
-    directory would search as much and only cost pages (100M cold queries 1.19x in a
-    2 GiB cgroup), and the short runs of the small levels that churn are sparse there too.
+    starts at its bucket with no search. Where the header is sparse (100M, 32 bits) the
+    finer directory would search as much and only cost pages, and the short runs of the
+    small levels that churn are sparse there too (docs/bench/journal.md, "Finer
+    directories where buckets can be header values").
     """
     fine = n.bit_length() - 2
     bits = fine if n >= FINE_DIR_MIN and (values is None or values <= 1 << fine) \

@@ -71,25 +71,25 @@ from .size import run_capacity
 __all__ = ["RunTables", "State"]
 
 # A run's record fills at most RUN_PAGES overflow pages (LMDB heads the first with 16
-# bytes). Every record of more than a page needs that many free pages in a row; runs of
-# one size, written whole (a merge writes full runs only: Merger._slice), fit
-# the ranges other runs freed, where runs of 32,768 keys (105 pages) seldom found a
-# range that single-page B-tree writes had not broken, and the file grew under churn.
+# bytes). A record of more than a page needs that many free pages in a row; runs of one
+# size, written whole (a merge writes full runs only: Merger._slice), fit the ranges other
+# runs freed, so the file stays small under churn (docs/bench/journal.md, "Disk under
+# churn"; longer and shorter runs under "Tried and not kept").
 RUN_PAGES = 8
 RUN_ENTRIES = run_capacity(RUN_PAGES * PAGE - 16)  # 2,557 keys: a run is 32 KB
 # ... except in a level of BULK_DOCS docs or more (the bulk of a store: written whole
 # or by a merge of every level, seldom rewritten): there runs of BULK_RUN_PAGES pages
-# cut the run directories a wide query touches (1M k = 8 p50 43 -> 34 us in one
-# process), while the small levels that churn keep the short runs that fit freed ranges.
+# cut the run directories a wide query touches, while the small levels that churn keep
+# the short runs that fit freed ranges (docs/bench/journal.md, "Runs sized per level").
 BULK_RUN_PAGES = 32
 BULK_RUN_ENTRIES = run_capacity(BULK_RUN_PAGES * PAGE - 16)  # 9,555 keys: 128 KB
 BULK_DOCS = 1 << 19
 RECENT_MAX = 4096  # recent docs scanned by popcount before they become a level
-FOLD_FLUSHES = 4  # while a merge is under way, flushes refill the newest level up to
-# FOLD_FLUSHES * RECENT_MAX ids (RunTables._flush); each fold frees the level it rewrites
-# two commits before its pages can be reused: at 8 the 1M int churn's file grew 10.8 %
-# (8.6 % at 4) for a 10M merge's queries at 21 us p50 at worst (26 at 4, 47 without folds;
-# docs/bench/writes-*-churn-int-fold*.json)
+# While a merge is under way, flushes refill the newest level up to FOLD_FLUSHES *
+# RECENT_MAX ids (RunTables._flush) instead of adding a level every query probes; each
+# fold frees the level it rewrites, which costs file under churn, so folds stay few
+# (docs/bench/journal.md, "Writes and merges").
+FOLD_FLUSHES = 4
 
 
 def run_entries(docs: int) -> int:

@@ -27,12 +27,11 @@ page declaring UTF-8 in cp1252 bytes (pages with text: ``odd-…`` ids), and res
 with none to check (``SKIPPED``: a binary body sent as HTML, a 10 MB page, an empty
 body and a PNG; only the 10 MB page has an id, ``bad-big``).
 
-``python -m tools.crawlsite --port 8080`` serves it by hand.
+``python -m tools.crawl site`` serves it by hand.
 """
 
 from __future__ import annotations
 
-import argparse
 import calendar
 import functools
 import hashlib
@@ -437,25 +436,3 @@ def serve(site: Site, delay: float = 0.0, together: int = 1,
         srv.shutdown()
         srv.server_close()
         t.join()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Serve the site until interrupted."""
-    p = argparse.ArgumentParser(prog="python -m tools.crawlsite", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--articles", type=int, default=36, help="articles (default %(default)s)")
-    p.add_argument("--seed", type=int, default=7, help="RNG seed (default %(default)s)")
-    p.add_argument("--no-trap", action="store_true", help="calendar of one year only")
-    args = p.parse_args(argv)
-    with serve(Site(args.articles, args.seed, trap=not args.no_trap)) as (url, _):
-        print(f"serving {url}/ (Ctrl-C stops)", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

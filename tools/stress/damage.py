@@ -1,9 +1,9 @@
-"""The damage fuzzer behind ``stress.py damage``: seeded damage to a sound store's data.mdb.
+"""``damage``: a seeded fuzzer of damage to copies of a sound store's data.mdb.
 
 Two sound stores are built once per run (a Hamming store with long ids,
 shared fingerprints and removed docs; a similarity store). Each case copies
 one, damages its data.mdb in one of :data:`KINDS`, and runs a fresh process
-(this file as a script, ``probe``) that opens the store, calls ``verify()``,
+(``python -m tools.stress.damage probe``) that opens the store, calls ``verify()``,
 then runs queries, printing a marker line after each phase, so a process
 killed by a signal or stopped at the timeout is charged to the phase it was
 in. A case is classified as
@@ -44,6 +44,8 @@ from simstore.store import SimStore
 from simstore.store.check import lmdbfile as L
 from simstore.store.check.lmdbfile import read_metas
 from simstore.store.check.pages import FileCheck
+
+from .._util import checkout_env
 
 # name -> (weight, what it does)
 KINDS: dict[str, tuple[int, str]] = {
@@ -430,8 +432,9 @@ def run_case(i: int, seed: int, stores: list[Pristine], root: str, keep: bool) -
     case = Case(i, p.name, kind, offset, length, live)
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "probe", path, p.expect],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, "-m", "tools.stress.damage", "probe", path, p.expect],
+        env=checkout_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         out, err = proc.communicate(timeout=CHILD_TIMEOUT)
@@ -504,5 +507,6 @@ def report(cases: list[Case], path: str | None, command: str) -> dict[str, Any]:
 
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] != "probe":
-        raise SystemExit("usage: _damage.py probe STORE EXPECT_JSON (started by stress.py damage)")
+        raise SystemExit("usage: python -m tools.stress.damage probe STORE EXPECT_JSON "
+                         "(started by python -m tools.stress damage)")
     probe(sys.argv[2], sys.argv[3])

@@ -1,4 +1,4 @@
-"""Ground truth and the similarity-mode evaluation of tools/eval_quality.py.
+"""Ground truth, scores, and the similarity-mode evaluation of ``python -m tools.quality``.
 
 Truth: the exact Jaccard similarity of word-3-shingle sets (``simstore.features``
 with ngram=3, distinct) for all pairs. Scored here, under hash seeds 0..N-1:
@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from _util import popcount
 
 import simstore
 from simstore import FingerprintConfig
+
+from .._util import popcount
 
 THRESHOLDS = (0.95, 0.9, 0.8)
 KS = tuple(range(13))

@@ -7,7 +7,7 @@ Per hash seed s (default config shape: 640 sketch bits, 16 bands x 8 rows, seed 
   pass over the text), then ``find_similar(sigs, t, texts=sets)`` (candidates widened near t,
   exact Jaccard decides); ``signatures`` + ``shingle_sets`` (two passes) also timed;
 - datasketch MinHashLSH (128 perms, its own b x r for t) + ``MinHash.jaccard >= t``, from
-  ``tools/_quality.score_minhash`` in the same run (MinHash.bulk from the distinct utf-8
+  ``similarity.score_minhash`` in the same run (MinHash.bulk from the distinct utf-8
   shingles: tokenizing not counted, which favours it).
 
 Precision is 1 by construction (checked); recall equals the candidates' recall. Every exact
@@ -22,7 +22,12 @@ import time
 from typing import Any
 
 import numpy as np
-from _quality import (
+
+import simstore
+from simstore import FingerprintConfig
+from simstore.search import exact
+
+from .similarity import (
     THRESHOLDS,
     TRUTH_NGRAM,
     Truth,
@@ -34,10 +39,6 @@ from _quality import (
     score_minhash,
     summarize,
 )
-
-import simstore
-from simstore import FingerprintConfig
-from simstore.search import exact
 
 SKETCH_BITS, BANDS, ROWS = 640, 16, 8
 

@@ -1,11 +1,12 @@
 """The spider of crawl tests and benchmarks: follows every link, notes every page it gets.
 
-Run by ``scrapy runspider tools/crawlspider.py -a start=URL[,URL] -a record=FILE
--a stats=FILE``. Each response that reaches the spider appends one JSON line
-(url, page id) to ``record`` at once (so a killed crawl leaves what it saw), and
-the crawl's stats are written to ``stats`` when it closes. Settings keep it
-local and quiet: no cookies (Scrapy's cookie middleware could fetch the public
-suffix list), no telnet console, no robots.txt.
+Run by ``scrapy runspider tools/crawl/spider.py -a start=URL[,URL] -a record=FILE
+-a stats=FILE`` (:func:`command` builds it; by hand: ``python -m tools.crawl spider``).
+Each response that reaches the spider appends one JSON line (url, page id) to
+``record`` at once (so a killed crawl leaves what it saw), and the crawl's stats are
+written to ``stats`` when it closes. Settings keep it local and quiet: no cookies
+(Scrapy's cookie middleware could fetch the public suffix list), no telnet console,
+no robots.txt.
 """
 
 from __future__ import annotations

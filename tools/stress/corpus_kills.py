@@ -13,7 +13,7 @@ times), and finally lets it finish. Then:
 - ``index --threshold``: the store holds exactly the reference store's ids.
 - ``verify()`` passes on the store.
 
-Used by ``tools/stress.py corpus-kills``.
+Run by ``python -m tools.stress corpus-kills``.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ import time
 
 from simstore.store import SimStore
 
+from .._util import checkout_env
+
 KINDS = ("first", "longest", "index")
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def write_corpus(path: str, docs: int, seed: int) -> None:
@@ -60,8 +61,8 @@ def _command(kind: str, src: str, store: str, out: str, rm: str) -> list[str]:
 def _run(cmd: list[str], kill_after: float | None) -> int | None:
     """Run cmd; SIGKILL it after kill_after seconds (None: let it finish); its exit code,
     or None when it was killed."""
-    env = {**os.environ, "PYTHONPATH": _ROOT}
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=checkout_env())
     try:
         proc.wait(timeout=kill_after if kill_after is not None else 600)
         return proc.returncode

@@ -1,57 +1,21 @@
-"""simstore stress runs: kill -9 crash rounds and multi-process random operations.
+"""``kills``: a writer process SIGKILLed at a random instant, then its store checked.
 
-Run ``python tools/stress.py --help``; every sub-command has its own ``--help``.
-Everything is seeded: the same ``--seed`` replays the same operations (the
-kill instants depend on the machine's speed, not only on the seed).
-
-* ``kills``: start a writer process doing one kind of operation (single adds,
-  ``add_many``, removes, ``rebuild``, ``compact``, or ``churn``: add_many and
-  remove_many in turn with the run tables' constants shrunk, so that kills land
-  inside new levels and merges spread over writes; ``sigchurn``: the same on a
-  similarity store, whose band levels merge and fold too) in a loop, SIGKILL it at a random
-  instant, reopen the store and check that ``verify()`` passes, every call
-  acknowledged before the kill is there, the call in flight happened
-  completely or not at all, and no reader slot of the dead process is left.
-* ``ops``: several processes run seeded random operations (add, add_many,
-  remove, remove_many, add_if_new, query, batch) on one store, each on its own
-  id namespace plus a shared one; afterwards each namespace must equal the
-  process's own model and ``verify()`` must pass, with warnings as errors.
-* ``damage``: a seeded fuzzer of damaged files: copies of a sound Hamming
-  store and a sound similarity store get random pages, partial pages, single
-  bytes, meta pages overwritten or the file truncated; a fresh process per
-  case opens the copy, runs ``verify()``, then queries. The figure: no case
-  where open() or verify() killed the process, hung or let a non-simstore
-  exception out (queries crashing on damage are counted apart). See
-  ``tools/_damage.py`` and docs/errors.md.
-* ``corpus-kills``: ``dedup-corpus --store`` (keep first, longest) and ``index
-  --threshold`` killed with SIGKILL at random instants, run again until one run
-  finishes: its kept output must equal an uninterrupted run's, line for line
-  (the store's ids for ``index``). See ``tools/_corpus_kills.py``.
-
-The suite (tests/store/test_crash.py) runs a short, bounded version of ``kills``
-through :func:`crash_round`; ``--kills 1000`` is the long run.
-
-The writer child (``worker``, not for direct use) logs to an ack file: a line
-``B <n> ...`` (flushed) before call n, and ``A <n>`` (flushed and fsynced)
-after it returned.
+The writer child (``python -m tools.stress worker``, not for direct use) does one kind of
+operation in a loop and logs to an ack file: a line ``B <n> ...`` (flushed) before call n,
+and ``A <n>`` (flushed and fsynced) after it returned. After the kill, :func:`check_store`
+reopens the store: ``verify()`` passes, every acknowledged call is there, the call in flight
+happened completely or not at all, and no reader slot of the dead process is left.
+tests/store/test_crash.py runs short rounds through :func:`crash_round`.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import multiprocessing
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -60,9 +24,8 @@ from simstore.store import SimStore
 from simstore.store.check.lmdbfile import read_metas
 from simstore.store.check.pages import FileCheck
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _corpus_kills  # noqa: E402  (sibling helpers, found through the path set above)
-import _damage  # noqa: E402
+from .._util import checkout_env
+from .constants import CHURN_RUNS, EVERY_WORKER, set_constants
 
 OPS = ("add", "add_many", "remove", "rebuild", "compact", "churn", "sigchurn", "merge",
        "expire")
@@ -79,13 +42,6 @@ REBUILD_KS = (2, 3, 4)
 # every few calls, merges spread over several writes, levels of many runs (longer ones in
 # a level of 1,024 docs or more), and every add_many's merging paid partly in commits of
 # their own (MERGE_COMMIT_MAX: a kill lands between them too).
-CHURN_RUNS = {"runs.tables": {"RECENT_MAX": 64, "RUN_ENTRIES": 128, "BULK_DOCS": 1024,
-                              "BULK_RUN_ENTRIES": 512},
-              "runs.merges": {"MERGE_STEP": 128, "MERGE_PER_DOC": 2, "MERGE_COMMIT_MAX": 256}}
-# Every worker (and ops process) prepares its next pages in huge pages however small its
-# store (the file extended and read in inside each write transaction: a kill lands there
-# too, and other processes' transactions run beside it).
-EVERY_WORKER = {"env.readahead": {"HUGE_GROWTH_FROM": 0}}
 CHURN_ADD_MAX = 300  # new docs per add_many call
 CHURN_REMOVE_MAX = 200  # acknowledged docs per remove_many call
 
@@ -142,19 +98,12 @@ class _Ack:
         os.fsync(self.fh.fileno())
 
 
-def _set_constants(table: dict[str, dict[str, int]]) -> None:
-    """Set constants of simstore.store's modules in this (worker) process."""
-    for module, values in table.items():
-        for name, value in values.items():
-            setattr(importlib.import_module(f"simstore.store.{module}"), name, value)
-
-
 def run_worker(store: str, op: str, ack_path: str, seed: int) -> None:
     """Do `op` in a loop until killed, logging every call to ack_path."""
     rng = random.Random(seed)
     ack = _Ack(ack_path)
     # churn's small run-table constants: a merge worker's store has levels to merge
-    _set_constants({**EVERY_WORKER, **(CHURN_RUNS if op in (*CHURNS, "merge") else {})})
+    set_constants({**EVERY_WORKER, **(CHURN_RUNS if op in (*CHURNS, "merge") else {})})
     s = SimStore(store)
     print("ready", flush=True)
     order = list(range(PRELOAD))
@@ -288,7 +237,7 @@ def read_ack(path: str) -> tuple[dict[int, str], set[int]]:
     return intents, done
 
 
-def _reader_pids(store: SimStore) -> set[int]:
+def reader_pids(store: SimStore) -> set[int]:
     """Pids holding reader slots, from LMDB's reader table."""
     pids = set()
     for line in store._env.readers().splitlines()[1:]:
@@ -307,7 +256,7 @@ def check_store(path: str, op: str, ack_path: str, seed: int, dead_pid: int) -> 
         problems.append(f"more than one call in flight: {pending}")
     with SimStore(path) as s:
         problems += [f"verify: {p}" for p in s.verify()]
-        if dead_pid in _reader_pids(s):
+        if dead_pid in reader_pids(s):
             problems.append(f"reader slot of killed pid {dead_pid} still held")
         if op in ADDS:
             problems += _check_adds(s, intents, done, seed)
@@ -484,7 +433,7 @@ def _structure(path: str) -> list[str]:
 
 
 def _worker_cmd(store: str, op: str, ack: str, seed: int) -> list[str]:
-    return [sys.executable, os.path.abspath(__file__), "worker", store, op, ack, str(seed)]
+    return [sys.executable, "-m", "tools.stress", "worker", store, op, ack, str(seed)]
 
 
 def crash_round(root: str, op: str, seed: int, max_delay: float = 0.5) -> list[str]:
@@ -497,7 +446,8 @@ def crash_round(root: str, op: str, seed: int, max_delay: float = 0.5) -> list[s
     if op not in ADDS:
         preload(store, seed, op == "sigchurn")
     proc = subprocess.Popen(
-        _worker_cmd(store, op, ack, seed), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        _worker_cmd(store, op, ack, seed), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=checkout_env(),
     )
     try:
         assert proc.stdout is not None
@@ -516,246 +466,3 @@ def crash_round(root: str, op: str, seed: int, max_delay: float = 0.5) -> list[s
     if early is not None:
         return [f"worker exited by itself ({early}): {err.decode()[-500:]}"]
     return check_store(store, op, ack, seed, proc.pid)
-
-
-# --------------------------------------------------------------------------- random ops
-
-
-@dataclass
-class _Model:
-    """A process's own view of its namespace: id -> fp."""
-
-    docs: dict[str, int] = field(default_factory=dict)
-
-
-def _near(rng: random.Random, fp: int, d: int) -> int:
-    for b in rng.sample(range(64), d):
-        fp ^= 1 << b
-    return fp
-
-
-def random_ops(path: str, proc_no: int, n_ops: int, seed: int) -> dict[str, int]:
-    """Seeded random operations on ids 'p<proc_no>.*' (plus shared add_if_new ids).
-
-    Returns this process's model of its own namespace; raises AssertionError on
-    a wrong answer about it (only this process writes there).
-    """
-    rng = random.Random(seed * 1000 + proc_no)
-    model = _Model()
-    _set_constants(EVERY_WORKER)
-    with SimStore(path) as s:
-        for _ in range(n_ops):
-            r = rng.random()
-            ns = f"p{proc_no}."
-            if r < 0.3:
-                i, fp = f"{ns}{rng.randrange(200)}", rng.getrandbits(64)
-                s.add(i, fp)
-                model.docs[i] = fp
-            elif r < 0.4:
-                ids = [f"{ns}{rng.randrange(200)}" for _ in range(rng.randint(1, 50))]
-                fps = [rng.getrandbits(64) for _ in ids]
-                s.add_many(ids, fps)
-                model.docs.update(zip(ids, fps, strict=False))
-            elif r < 0.55:
-                i = f"{ns}{rng.randrange(200)}"
-                assert s.remove(i) == (i in model.docs), f"remove({i!r}) disagrees"
-                model.docs.pop(i, None)
-            elif r < 0.6:
-                ids = [f"{ns}{rng.randrange(200)}" for _ in range(rng.randint(1, 20))]
-                s.remove_many(ids)
-                for i in ids:
-                    model.docs.pop(i, None)
-            elif r < 0.7:
-                # shared: several processes race to store near-duplicates of one base
-                base = random.Random(rng.randrange(20)).getrandbits(64)
-                s.add_if_new(f"shared.{proc_no}.{rng.randrange(10**6)}", _near(rng, base, 1))
-            elif r < 0.9 and model.docs:
-                i = rng.choice(sorted(model.docs))
-                got = {m.doc_id for m in s.query(model.docs[i], 0)}
-                assert i in got, f"query misses {i!r}"
-                assert s.get(i) == model.docs[i], f"get({i!r}) disagrees"
-            else:
-                with s.batch():
-                    for _ in range(rng.randint(1, 10)):
-                        i, fp = f"{ns}{rng.randrange(200)}", rng.getrandbits(64)
-                        s.add(i, fp)
-                        model.docs[i] = fp
-    return model.docs
-
-
-def _ops_child(args: tuple[str, int, int, int]) -> dict[str, int]:
-    return random_ops(*args)
-
-
-def run_ops(path: str, procs: int, n_ops: int, seed: int, method: str = "spawn") -> list[str]:
-    """`procs` processes of random_ops on one store; then every namespace and verify()."""
-    SimStore(path, k=3, expected_size=10_000).close()
-    ctx = multiprocessing.get_context(method)
-    with ctx.Pool(procs) as pool:
-        models = pool.map(_ops_child, [(path, p, n_ops, seed) for p in range(procs)])
-    problems: list[str] = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with SimStore(path) as s:
-            problems += s.verify()
-            for p, model in enumerate(models):
-                stored = {d: fp for d, fp in s.items() if str(d).startswith(f"p{p}.")}
-                if stored != model:
-                    problems.append(f"process {p}: store and model disagree on its ids")
-            shared = [fp for d, fp in s.items() if str(d).startswith("shared.")]
-            for i, a in enumerate(shared):
-                if any((a ^ b).bit_count() <= s.k for b in shared[:i]):
-                    problems.append(f"add_if_new stored two near-duplicates (fp {a:#x})")
-    return problems
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="stress.py", description=__doc__.splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = sub.add_parser("kills", help="SIGKILL writers at random instants; check every reopen")
-    p.add_argument("--kills", type=int, default=100, help="number of kill rounds (default 100)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--ops", default=",".join(OPS), help=f"comma-separated subset of {OPS}")
-    p.add_argument("--max-delay", type=float, default=0.8,
-                   help="kill within this many seconds of the worker starting (default 0.8)")
-    p.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
-    p.add_argument("--keep", action="store_true", help="keep the stores of failed rounds")
-    p = sub.add_parser("ops", help="random operations in several processes, then verify()")
-    p.add_argument("--procs", type=int, default=4)
-    p.add_argument("--ops-per-proc", type=int, default=2000)
-    p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--start-method", choices=("spawn", "fork", "forkserver"), default="spawn")
-    p.add_argument("--dir", default=None)
-    p = sub.add_parser("damage", help="damage copies of sound stores; open, verify, query each")
-    p.add_argument("--cases", type=int, default=500, help="number of damage cases (default 500)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--docs", type=int, default=3000,
-                   help="docs of the Hamming store (the similarity store gets half)")
-    p.add_argument("--jobs", type=int, default=1, help="cases run at once (default 1)")
-    p.add_argument("--json", default=None, help="write the figures and every case here")
-    p.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
-    p.add_argument("--keep", action="store_true",
-                   help="keep the damaged copies of failed and silently changed cases")
-    p = sub.add_parser("corpus-kills",
-                       help="kill dedup-corpus --store / index runs; the rerun must finish")
-    p.add_argument("--rounds", type=int, default=30, help="rounds (default 30)")
-    p.add_argument("--kinds", default=",".join(_corpus_kills.KINDS),
-                   help=f"comma-separated subset of {_corpus_kills.KINDS}")
-    p.add_argument("--docs", type=int, default=6000, help="documents per corpus (default 6000)")
-    p.add_argument("--max-kills", type=int, default=3, help="kills per round, 1 to this")
-    p.add_argument("--max-delay", type=float, default=1.5,
-                   help="kill within this many seconds of a run starting (default 1.5)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
-    p = sub.add_parser("worker", help="internal: the writer child that kills starts")
-    p.add_argument("store")
-    p.add_argument("op", choices=OPS)
-    p.add_argument("ack")
-    p.add_argument("seed", type=int)
-    return parser
-
-
-def _cmd_kills(args: argparse.Namespace) -> int:
-    ops = args.ops.split(",")
-    bad_ops = set(ops) - set(OPS)
-    if bad_ops:
-        print(f"stress.py kills: unknown op(s) {sorted(bad_ops)}; choose from {OPS}",
-              file=sys.stderr)
-        return 2
-    root = args.dir or tempfile.mkdtemp(prefix="simstore-kills-")
-    failures = 0
-    t0 = time.monotonic()
-    for i in range(args.kills):
-        op = ops[i % len(ops)]
-        seed = args.seed * 1_000_003 + i
-        problems = crash_round(root, op, seed, args.max_delay)
-        base = os.path.join(root, f"r{seed}-{op}")
-        if problems:
-            failures += 1
-            print(f"round {i} ({op}, seed {seed}): FAILED", *problems, sep="\n  ", flush=True)
-        if not problems or not args.keep:
-            shutil.rmtree(base, ignore_errors=True)
-            for name in os.listdir(root):
-                if name.startswith(f"r{seed}-"):
-                    shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-        if (i + 1) % 50 == 0:
-            print(f"{i + 1} kills, {failures} failed, {time.monotonic() - t0:.0f} s", flush=True)
-    print(f"{args.kills} kills, {failures} failed rounds")
-    if not args.dir:
-        shutil.rmtree(root, ignore_errors=True)
-    return 1 if failures else 0
-
-
-def _cmd_ops(args: argparse.Namespace) -> int:
-    root = args.dir or tempfile.mkdtemp(prefix="simstore-ops-")
-    failures = 0
-    for r in range(args.rounds):
-        path = os.path.join(root, f"ops{r}")
-        problems = run_ops(path, args.procs, args.ops_per_proc, args.seed + r, args.start_method)
-        print(f"round {r}: {'ok' if not problems else 'FAILED'}", *problems[:20], sep="\n  ")
-        failures += bool(problems)
-        shutil.rmtree(path, ignore_errors=True)
-    if not args.dir:
-        shutil.rmtree(root, ignore_errors=True)
-    return 1 if failures else 0
-
-
-def _cmd_damage(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
-    root = args.dir or tempfile.mkdtemp(prefix="simstore-damage-")
-    os.makedirs(root, exist_ok=True)
-    t0 = time.monotonic()
-    cases = _damage.run(args.cases, args.seed, root, docs=args.docs, jobs=args.jobs,
-                        keep=args.keep, progress=True)
-    words = sys.argv[1:] if argv is None else list(argv)
-    command = " ".join(["python tools/stress.py", *words])
-    figures = _damage.report(cases, args.json, command)
-    print(f"{len(cases)} cases in {time.monotonic() - t0:.0f} s, "
-          f"{figures['failures']} failures (open or verify died, hung or raised a "
-          f"non-simstore error); queries: {figures['queries']}")
-    if not args.dir:
-        shutil.rmtree(root, ignore_errors=True)
-    return 1 if figures["failures"] else 0
-
-
-def _cmd_corpus_kills(args: argparse.Namespace) -> int:
-    kinds = tuple(args.kinds.split(","))
-    if set(kinds) - set(_corpus_kills.KINDS):
-        print(f"stress.py corpus-kills: choose kinds from {_corpus_kills.KINDS}",
-              file=sys.stderr)
-        return 2
-    root = args.dir or tempfile.mkdtemp(prefix="simstore-corpus-kills-")
-    os.makedirs(root, exist_ok=True)
-    t0 = time.monotonic()
-    failed, kills = _corpus_kills.run(args.rounds, args.seed, root, args.docs, args.max_kills,
-                                      args.max_delay, kinds)
-    print(f"{args.rounds} rounds, {kills} kills mid-run, {failed} failed rounds, "
-          f"{time.monotonic() - t0:.0f} s")
-    if not args.dir:
-        shutil.rmtree(root, ignore_errors=True)
-    return 1 if failed else 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the stress tool; returns the exit code (0: every check passed)."""
-    args = build_parser().parse_args(argv)
-    if args.command == "worker":
-        run_worker(args.store, args.op, args.ack, args.seed)
-        return 0
-    if args.command == "kills":
-        return _cmd_kills(args)
-    if args.command == "damage":
-        return _cmd_damage(args, argv)
-    if args.command == "corpus-kills":
-        return _cmd_corpus_kills(args)
-    return _cmd_ops(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

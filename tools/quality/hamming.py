@@ -1,51 +1,16 @@
-"""How well does "Hamming <= k" find "Jaccard >= t"? Exact all-pairs evaluation of simstore.
+"""The Hamming <= k evaluation: simstore's fingerprint pipelines (and peers) against the truth.
 
-Corpus: real text found on this Debian machine, written by nobody on the team
-(see tools/_corpus.py): /usr/share/doc/*/copyright, /usr/share/common-licenses/*,
-LICENSE/COPYING/NOTICE files in the *.dist-info of the site-packages under
-/root/.pyenv and /usr/lib/python3*, and a seeded subsample of
-/usr/share/man/man1/*.gz (roff stripped crudely) filling up to --max-docs.
-Documents with fewer than --min-tokens tokens and exact duplicates (identical
-token sequences) are dropped. Missing sources are reported and skipped.
-
-Truth: Jaccard similarity of word-3-shingle sets (tokens of simstore.tokens),
-computed for ALL pairs as a sparse product X @ X.T of the doc x shingle matrix.
-
-Predictor: Hamming distance <= k (k = 0..12) of 64-bit fingerprints from each
-pipeline: simstore ngram 1..5 x weighting uniform/tf/logtf, the PyPI `simhash`
-package over word 3-shingles (skipped with a warning if it does not import),
-and simstore with an IDF table learnt on a held-out half of the corpus (scored
-on the other half only, beside the same pipeline without IDF on that half).
-Also: each simstore pipeline under several murmur3 seeds (to show the noise),
-and the expected score of an ideal 64-bit simhash of the 3-shingle sets
-(Hamming ~ Binomial(64, theta/pi)), the ceiling of the estimator.
-
-Similarity mode (--part similarity, also in the default --part all; see
-tools/_quality.py): simstore.find_similar at Jaccard thresholds 0.95, 0.9, 0.8
-per sketch size (256..640 bits, 16 bands x 8 rows), with the rule "estimate >= t"
-and "estimate >= t + 0.005", against datasketch MinHashLSH (128 perms, its own
-candidates, MinHash.jaccard >= t) and the default simhash pipeline's best k,
-over hash seeds 0..N-1; precision, recall, F1, stage-1 recall, candidates per
-document, bytes per document, MB/s; and the sketch size the numbers support.
-
-Exact rule (--part exact, its own run; see tools/_exact_quality.py): find_similar with
-the texts (candidates widened near t, exact Jaccard decides) against the sketch rule and
-datasketch MinHashLSH in the same run: precision, recall, candidate recall, seconds.
-
-Run:  .venv/bin/python tools/eval_quality.py --json /tmp/quality.json
-(needs scipy, from the [bench] extra, and datasketch for the peer; results in
-docs/quality.md)
+Every simstore pipeline (ngram 1..5 x weighting uniform/tf/logtf) scored at k = 0..12,
+beside the PyPI ``simhash`` package and the ideal 64-bit simhash of the 3-shingle sets;
+each pipeline again under several murmur3 seeds to show the noise; and a held-out IDF
+experiment. The tables printed and the JSON written by ``python -m tools.quality``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import platform
 import statistics
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -53,28 +18,23 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import simstore
+from simstore import FingerprintConfig, IdfTable
 
-import _corpus  # noqa: E402  (sibling helper, found through the path set above)
-from _exact_quality import evaluate_exact  # noqa: E402  (sibling helper, as above)
-from _quality import (  # noqa: E402  (sibling helper, as above)
+from .. import _corpus
+from .._util import popcount
+from .similarity import (
     KS,
     THRESHOLDS,
     TRUTH_NGRAM,
     Truth,
     clean,
-    evaluate_similarity,
     ideal_score,
     num,
     pair_jaccard,
     score,
     shingle_matrix,
-    similar_pairs,
 )
-from _util import popcount  # noqa: E402  (sibling helper, as above)
-
-import simstore  # noqa: E402
-from simstore import FingerprintConfig, IdfTable  # noqa: E402
 
 NGRAMS = (1, 2, 3, 4, 5)
 WEIGHTINGS = ("uniform", "tf", "logtf")
@@ -256,179 +216,6 @@ def _rank(res: dict[str, Any]) -> float:
     return statistics.fmean(res["score"]["by_threshold"][t]["best"]["f1"] or 0.0 for t in ts)
 
 
-# ---------------------------------------------------------------- main
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """Flags; see --help."""
-    parts = (__doc__ or "").split("\n\n")
-    ap = argparse.ArgumentParser(
-        prog="eval_quality.py",
-        description="\n\n".join(parts[:6]),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument(
-        "--max-docs",
-        type=int,
-        default=6000,
-        help="documents kept at most; man pages fill up to it (default 6000)",
-    )
-    ap.add_argument(
-        "--sources",
-        default=",".join(_corpus.SOURCES),
-        help=f"comma-separated subset of {','.join(_corpus.SOURCES)} (default: all)",
-    )
-    ap.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the man-page subsample and of the IDF train/test split "
-        "(default 0); not a hash seed",
-    )
-    ap.add_argument(
-        "--min-tokens", type=int, default=20, help="drop documents with fewer tokens (default 20)"
-    )
-    ap.add_argument(
-        "--hash-seeds",
-        type=int,
-        default=5,
-        help="score every simstore pipeline (and the similarity mode, and datasketch's "
-        "MinHash) under hash seeds 0..N-1 to show how much of a difference is luck "
-        "(default 5; 1 = off); seeds are measured, never chosen",
-    )
-    ap.add_argument(
-        "--repeat",
-        type=int,
-        default=3,
-        help="timed fingerprinting runs per simstore pipeline after one warm-up; "
-        "the median is reported (default 3)",
-    )
-    ap.add_argument(
-        "--keep-exact-duplicates",
-        action="store_true",
-        help="keep documents whose token sequence repeats an earlier one (dropped by default: "
-        "they sit at Hamming 0 and inflate every score); for comparison with evaluations "
-        "that keep them",
-    )
-    ap.add_argument(
-        "--part",
-        choices=("all", "simhash", "similarity", "exact"),
-        default="all",
-        help="simhash: the Hamming <= k evaluation only; similarity: simstore.find_similar "
-        "against datasketch MinHashLSH and the default simhash pipeline only; exact: "
-        "find_similar with texts (exact Jaccard) against the sketch rule and datasketch, "
-        "with seconds (not part of all) (default all)",
-    )
-    ap.add_argument(
-        "--no-baseline",
-        action="store_true",
-        help="skip the peers (the PyPI simhash baseline, datasketch MinHashLSH)",
-    )
-    ap.add_argument("--no-idf", action="store_true", help="skip the held-out IDF experiment")
-    ap.add_argument("--json", metavar="PATH", help="write every number to PATH")
-    args = ap.parse_args(argv)
-    args.sources = [s.strip() for s in args.sources.split(",") if s.strip()]
-    unknown = set(args.sources) - set(_corpus.SOURCES)
-    if unknown:
-        ap.error(f"unknown source(s) {sorted(unknown)}; choose from {', '.join(_corpus.SOURCES)}")
-    if args.max_docs < 2 or args.hash_seeds < 1 or args.repeat < 1:
-        ap.error("--max-docs must be >= 2, --hash-seeds and --repeat >= 1")
-    return args
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the evaluation; print tables; optionally write JSON."""
-    args = parse_args(argv)
-    t_start = time.perf_counter()
-    load_start, date = os.getloadavg(), time.strftime("%Y-%m-%d %H:%M:%S %z")
-
-    def log(msg: str) -> None:
-        print(f"[{time.perf_counter() - t_start:6.1f}s] {msg}", file=sys.stderr, flush=True)
-
-    corpus = _corpus.load(
-        args.sources, args.max_docs, args.seed, args.min_tokens, args.keep_exact_duplicates
-    )
-    n = len(corpus.texts)
-    nbytes = sum(len(t.encode("utf-8")) for t in corpus.texts)
-    print_corpus(corpus, nbytes)
-    if n < 2:
-        print("error: fewer than 2 documents found; nothing to evaluate", file=sys.stderr)
-        return 1
-
-    x, shingle_names = shingle_matrix(corpus.tokens)
-    truth, angles = similar_pairs(x, min(THRESHOLDS))
-    positives = {str(t): int((truth.jac >= t).sum()) for t in THRESHOLDS}
-    print(
-        f"truth: {n * (n - 1) // 2} pairs, {x.shape[1]} distinct 3-shingles; pairs with "
-        + ", ".join(f"J>={t}: {c}" for t, c in positives.items())
-    )
-    log("ground truth done")
-
-    report: dict[str, Any] = {
-        "command": " ".join(
-            ["python", "tools/eval_quality.py"] + (argv if argv is not None else sys.argv[1:])
-        ),
-        "date": date,
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "numpy": np.__version__,
-        },
-        "corpus": {
-            "documents": n,
-            "bytes": nbytes,
-            "tokens": sum(len(t) for t in corpus.tokens),
-            "distinct_3_shingles": int(x.shape[1]),
-            "sources": corpus.stats,
-            "notes": corpus.notes,
-            "max_docs": args.max_docs,
-            "seed": args.seed,
-            "min_tokens": args.min_tokens,
-        },
-        "thresholds": list(THRESHOLDS),
-        "positives": positives,
-    }
-    if args.part == "exact":
-        report["exact"] = evaluate_exact(corpus.texts, truth, (x, shingle_names), nbytes,
-                                         args.hash_seeds, not args.no_baseline, log)
-    else:
-        report.update(run_simhash(corpus, truth, angles, (x, shingle_names), nbytes, args, log))
-    if args.part in ("all", "similarity"):
-        default = {"name": CURRENT_DEFAULT, **report["pipelines"][CURRENT_DEFAULT]}
-        report["similarity"] = evaluate_similarity(
-            corpus.texts,
-            truth,
-            (x, shingle_names),
-            default,
-            nbytes,
-            args.hash_seeds,
-            not args.no_baseline,
-            log,
-        )
-    report["seconds_total"] = round(time.perf_counter() - t_start, 1)
-    report["load_average_1_5_15"] = {"start": load_start, "end": os.getloadavg()}
-    log("finished")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
-            f.write("\n")
-    return 0
-
-
-def print_corpus(corpus: _corpus.Corpus, nbytes: int) -> None:
-    """Notes, size and per-source counts of the corpus."""
-    for note in corpus.notes:
-        print(f"warning: {note}", file=sys.stderr)
-    print(
-        f"corpus: {len(corpus.texts)} documents, {nbytes / 1e6:.1f} MB, "
-        f"{sum(len(t) for t in corpus.tokens)} tokens"
-    )
-    for src, st in corpus.stats.items():
-        print(
-            f"  {src:<10} found {st['found']:>6}  read {st['read']:>5}  short {st['short']:>4}"
-            f"  exact-dup {st['duplicate']:>4}  unreadable {st['unreadable']:>3}"
-            f"  kept {st['kept']:>5}"
-        )
-
 
 def run_simhash(
     corpus: _corpus.Corpus,
@@ -571,7 +358,3 @@ def run_idf(
                 )
             out[label] = res
     return out
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
