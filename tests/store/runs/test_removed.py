@@ -29,6 +29,7 @@ from ...testlib import (
     meta_db,
     reading,
     small,
+    sound,
     state_of,
     tables,
     tombstoned,
@@ -151,7 +152,7 @@ def test_a_merge_keeps_its_removed_docs_in_chunks(monkeypatch: pytest.MonkeyPatc
     that fit a leaf page (the ``merge`` record holds only their count): removes of
     neighbouring ids, as here, as chunks of at most 26 tombstone blocks, fewer bytes than
     their ids. It leaves out exactly their entries and deletes the chunks when done;
-    verify passes throughout."""
+    the store stays sound throughout and verify passes at the end."""
     small(monkeypatch, MERGE_STEP=256, STALE_SHARE=4)
     rng = random.Random(4)
     model = {i: rng.getrandbits(64) for i in range(3000)}
@@ -174,7 +175,7 @@ def test_a_merge_keeps_its_removed_docs_in_chunks(monkeypatch: pytest.MonkeyPatc
                     raw = bytes(txn.get(b"merge", db=meta_db(s)))
                 assert len(raw) == len(Job(job.target, job.gen, job.sources,
                                            np.empty(0, np.uint64)).pack())
-            assert s.verify() == []
+            assert sound(s) == []  # verify's checks, in this process (cheaper each round)
         assert seen is not None
         while merging(s) is not None:
             s.add(f"more{len(model)}", 5)
