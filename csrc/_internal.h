@@ -9,8 +9,11 @@
 
 #include "simstore.h"
 
-/* Use the POPCNT instruction where the CPU has it, chosen at load time. */
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+/* Use the POPCNT instruction where the CPU has it, chosen at load time. The
+ * choice is an ifunc, which glibc's loader resolves and musl's refuses
+ * ("unsupported relocation type 37"): glibc only (its stdint.h, included by
+ * simstore.h, defines __GLIBC__). */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__GLIBC__)
 #define SS__CLONES __attribute__((target_clones("popcnt", "default")))
 #else
 #define SS__CLONES

@@ -429,6 +429,37 @@ int ss_map_base(const uint8_t *key, size_t klen, const uint8_t *value, size_t vl
  * OS refuses or has no such advice, -2 bad arguments. */
 int ss_map_advise_huge(uintptr_t start, uint64_t size);
 
+/* --- one document at a time (csrc/single.c) --------------------------- */
+/* SINGLE-BEGIN */
+/* ss_fingerprint_texts (unicode 0) or ss_fingerprint_utf8 (unicode nonzero)
+ * of the one document text[0..len): out[0] its fingerprint, out[1] its
+ * distinct feature count. Same returns. */
+int ss_fingerprint_one(const uint8_t *text, size_t len, int ngram,
+                       uint32_t seed, int weighting, int unicode,
+                       uint64_t *out);
+/* ss_signature_texts / ss_signature_utf8 of the one document text[0..len),
+ * packed into out (2 + sketch_bits / 64 + bands words): the fingerprint, the
+ * sketch words, the band keys, then the distinct feature count. Same
+ * returns. */
+int ss_signature_one(const uint8_t *text, size_t len, int ngram, uint32_t seed,
+                     int weighting, int unicode, int sketch_bits, int bands,
+                     int rows, const uint32_t *sketch_table,
+                     const uint32_t *band_table, uint64_t *out);
+/* ss_shingle_sets of the one document text[0..len): its set, ascending, in
+ * out_hashes when it fits in cap. Same returns. */
+int64_t ss_shingle_set_one(const uint8_t *text, size_t len, int ngram,
+                           uint32_t seed, int unicode, uint64_t *out_hashes,
+                           size_t cap);
+/* The sketch check of a similarity lookup: n records laid end to end in recs
+ * (record i ends at ends[i], from 0 for the first), each holding a sketch of
+ * words (1..64) little-endian uint64 words at byte start. Indices i whose
+ * sketch is within maxd bits of q into out_idx, the distances into out_dist
+ * (both hold n entries); returns how many, -2 bad arguments, or -3 - i when
+ * record i is too short to hold a sketch. */
+int64_t ss_sketch_hits(const uint64_t *q, int words, const uint8_t *recs,
+                       const int64_t *ends, size_t n, size_t start,
+                       int maxd, int64_t *out_idx, int32_t *out_dist);
+/* SINGLE-END */
 /* CDEF-END */
 
 #endif /* SIMSTORE_H */

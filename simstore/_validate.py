@@ -18,6 +18,7 @@ from .exceptions import (
     InvalidDistanceError,
     InvalidFingerprintError,
     SimstoreTypeError,
+    SimstoreValueError,
 )
 
 MAX_FP = (1 << 64) - 1
@@ -28,13 +29,54 @@ def _type_name(value: Any) -> str:
 
 
 def check_path(value: Any, name: str) -> str:
-    """A file-system path as str: a str, bytes (decoded as the OS does) or os.PathLike."""
+    """A file-system path as str: a str, bytes (decoded as the OS does) or os.PathLike,
+    without NUL (no system call takes one)."""
     try:
-        return os.fsdecode(value)
+        path = os.fsdecode(value)
     except TypeError:
         raise SimstoreTypeError(
             f"{name!r} must be a str, bytes or os.PathLike (got {_type_name(value)})"
         ) from None
+    if "\0" in path:
+        raise SimstoreValueError(
+            f"{name!r} must be a path without NUL characters (got {path!r:.80})"
+        )
+    return path
+
+
+def as_float(value: Any) -> float:
+    """float(value), NaN for a number too large for a float (the range checks refuse it)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return float("nan")
+
+
+def check_threshold(threshold: Any, name: str = "threshold") -> float:
+    """A Jaccard threshold: a real number in (0, 1]."""
+    if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, numbers.Real):
+        raise SimstoreTypeError(
+            f"{name!r} must be a number in (0, 1] (got {_type_name(threshold)})"
+        )
+    t = as_float(threshold)
+    if not 0.0 < t <= 1.0:
+        shown = t if t == t else f"{threshold!r:.40}"  # a NaN from an overflow: the value
+        raise InvalidConfigError(f"{name!r} must be in (0, 1] (got {shown})")
+    return t
+
+
+def check_seconds(value: Any, name: str) -> float:
+    """A time limit: a finite number of seconds > 0."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise SimstoreTypeError(
+            f"{name!r} must be a number of seconds > 0 (got {_type_name(value)})"
+        )
+    secs = as_float(value)
+    if not (np.isfinite(secs) and secs > 0):
+        raise InvalidConfigError(
+            f"{name!r} must be a finite number of seconds > 0 (got {value!r:.40})"
+        )
+    return secs
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -52,7 +94,7 @@ def parse_duration(value: Any, name: str) -> float:
         except ValueError:
             secs = float("nan")
     elif isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
-        secs = float(value)
+        secs = as_float(value)
     else:
         raise SimstoreTypeError(
             f"{name!r} must be a duration: seconds, or a str such as '30d' "
@@ -60,15 +102,18 @@ def parse_duration(value: Any, name: str) -> float:
     if not np.isfinite(secs) or secs <= 0:
         raise InvalidConfigError(
             f"{name!r} must be a duration > 0: seconds, or a number with a unit s, m, h, d "
-            f"or w such as '30d' (got {value!r})")
+            f"or w such as '30d' (got {value!r:.40})")
     return secs
 
 
 def check_fingerprint(value: Any, name: str = "fp") -> int:
     """An integer in 0 .. 2**64-1 (Python or numpy int; bool is refused)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        hint = "; for a text, give its fingerprint: store.fingerprint(text)" \
+            if isinstance(value, str) else ""
         raise InvalidFingerprintError(
             f"{name!r} must be an int in 0..2**64-1 (got {_type_name(value)}: {value!r:.60})"
+            + hint
         )
     v = int(value)
     if v < 0 or v > MAX_FP:
@@ -126,20 +171,29 @@ def check_k(k: Any, name: str = "k", maximum: int = 64) -> int:
     return v
 
 
+def _bound(n: int) -> str:
+    """A limit as a reader takes it in: 2**48 rather than 281474976710656."""
+    return f"2**{n.bit_length() - 1}" if n >= 1 << 20 and n & (n - 1) == 0 else str(n)
+
+
 def check_int(value: Any, name: str, minimum: int = 0, maximum: int | None = None) -> int:
     """An int (Python or numpy; bool refused) in minimum .. maximum: THE integer check."""
-    allowed = f"an int >= {minimum}" if maximum is None else f"an int in {minimum}..{maximum}"
+    allowed = f"an int >= {minimum}" if maximum is None else \
+        f"an int in {minimum}..{_bound(maximum)}"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise SimstoreTypeError(f"{name!r} must be {allowed} (got {_type_name(value)})")
     v = int(value)
     if v < minimum or (maximum is not None and v > maximum):
-        raise InvalidConfigError(f"{name!r} must be {allowed} (got {v})")
+        raise InvalidConfigError(f"{name!r} must be {allowed} (got {v!r:.40})")
     return v
 
 
+MAX_EXPECTED_SIZE = 1 << 62
+
+
 def check_expected_size(value: Any) -> int:
-    """The number of documents a layout is planned for: THE rule (an int >= 0)."""
-    return check_int(value, "expected_size", 0)
+    """The number of documents a layout is planned for: THE rule (an int in 0..2**62)."""
+    return check_int(value, "expected_size", 0, MAX_EXPECTED_SIZE)
 
 
 def check_str(value: Any, name: str) -> str:

@@ -73,7 +73,9 @@ class StoreClosedError(StoreError):
 
 
 class StoreInUseError(StoreError):
-    """The store is already open in this process (LMDB allows one handle per process)."""
+    """The store is in use in a way that forbids what was asked: an operation that needs it
+    alone (rebuild, upgrade) while another handle has it open, a writable open while this
+    process has it open read-only, or a handle that came through fork() mid-call."""
 
 
 class StoreAccessError(StoreError):

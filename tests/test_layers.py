@@ -2,7 +2,8 @@
 
 Layers, lowest first: the base (``exceptions``, ``_validate``, ``_files``, ``_distinct``), ``native``,
 ``text``, ``search``, ``store``, then ``corpus``, ``spark`` and ``scrapy`` (beside each
-other), then ``cli``. Nothing imports ``scrapy`` (a crawler loads it by name).
+other), then ``hf`` and ``datatrove`` (on ``corpus``), then ``cli``. Nothing imports
+``scrapy`` (a crawler loads it by name).
 Imports at any depth count, function-level ones included.
 """
 
@@ -27,6 +28,9 @@ ALLOWED = {
     "corpus": {"base", "native", "text", "search", "store"},
     "spark": {"base", "native", "text", "search", "store"},
     "scrapy": {"base", "native", "text", "search", "store"},
+    # The Hugging Face and datatrove integrations run the corpus workflow's engines.
+    "hf": {"base", "native", "text", "search", "store", "corpus"},
+    "datatrove": {"base", "native", "text", "search", "store", "corpus"},
     "cli": {"base", "native", "text", "search", "store", "corpus", "spark", "face"},
     # The package face and the simstore.batch alias re-export the lower layers.
     "face": {"base", "text", "search", "store"},

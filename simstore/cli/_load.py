@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +29,7 @@ from ._common import (
     PROG,
     CliError,
     Out,
+    UsageError,
     need_similarity,
     open_store,
     progress_of,
@@ -160,6 +162,7 @@ def cmd_add(args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_index(args: argparse.Namespace, out: Out) -> int:
+    _refuse_swapped(args.path, args.inputs)
     new_store = not os.path.exists(args.path)
     try:
         return _index(args, out, new_store)
@@ -167,6 +170,20 @@ def cmd_index(args: argparse.Namespace, out: Out) -> int:
         if new_store:  # a failed index leaves no empty store behind
             drop_if_new_and_empty(args.path)
         raise
+
+
+def _refuse_swapped(store: str, inputs: list[str]) -> None:
+    """UsageError when the store argument is an input file and the last input looks like
+    the store (a store's directory, or a path that does not exist yet): swapped."""
+    if not os.path.isfile(store):
+        return
+    last = inputs[-1]
+    if os.path.isfile(os.path.join(last, "data.mdb")) or not os.path.exists(last):
+        raise UsageError(
+            f"{store!r} is a file and {last!r} looks like the store: the arguments look "
+            "swapped; the store comes first: "
+            + shlex.join([PROG, "index", last, store, *inputs[:-1]])
+        )
 
 
 def _index(args: argparse.Namespace, out: Out, new_store: bool) -> int:

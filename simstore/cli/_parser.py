@@ -39,6 +39,43 @@ from ._search import cmd_dedup, cmd_export, cmd_fingerprint, cmd_query
 
 DESCRIPTION = "Build, query, deduplicate, check and rebuild simstore stores from the shell."
 
+def _fill(text: str) -> str:
+    """Help prose wrapped at 79 columns: paragraphs apart at blank lines, and in a
+    paragraph of "- " items each item on lines of its own."""
+    out = []
+    for par in text.split("\n\n"):
+        if par.startswith("- "):
+            items = ("- " + item for item in par[2:].split("\n- "))
+            out.append("\n".join(textwrap.fill(i, 79, subsequent_indent="  ") for i in items))
+        else:
+            out.append(textwrap.fill(par, 79))
+    return "\n\n".join(out)
+
+
+STATS_FIELDS = """\
+Fields (stats --json has the same keys):
+
+- count: documents stored. k: the largest Hamming distance the tables answer by index
+lookups. tables, blocks, header_bits: the table layout (docs/architecture.md): the 64
+bits are cut into blocks, each table sorts the fingerprints by a permutation whose
+first header_bits[t] bits (some blocks) form its header.
+- radius: how many bits of its header a query at the store's k may flip in each table:
+every header within that Hamming distance of the query's is probed (a query with a
+smaller k probes fewer).
+- levels: the documents each sorted level of the tables spans, oldest first (by internal
+id, removed ones included); a query probes every level, then scans the recent documents
+past the last one. Writes add levels and merge them in tiers; merge-levels makes one.
+- query_cost_us: the planner's model of one query at the store's k on this layout, for
+count documents, in microseconds (a model to compare layouts, not a measurement).
+- replanned_cost_us: the same model on the layout a rebuild would plan for count
+documents; rebuild_advised is true when query_cost_us is at least twice that in a store
+of 100,000 documents or more (it has outgrown the expected_size it was planned for:
+'rebuild' re-plans it).
+- map_size, used_bytes, bytes_per_doc: LMDB's map (it grows on demand) and the bytes of
+pages in use. format_version, table_engine: the on-disk format (docs/format.md).
+fingerprint: the recorded scheme; similarity, sketch_bytes, band_key_bytes: a similarity
+store's signature sizes; exact: whether the store keeps shingle sets."""
+
 K_PARAGRAPH = """\
 store k and query k: a store's k (init --k, default 5; rebuild --k to change it)
 is the largest Hamming distance its tables answer by index lookups; it fixes the
@@ -194,7 +231,7 @@ def build_parser() -> CliParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, func: Any, help_: str, epilog: str, more: str = "") -> Any:
-        text = help_ + ("\n\n" + textwrap.fill(more, 79) if more else "")
+        text = help_ + ("\n\n" + _fill(more) if more else "")
         p = sub.add_parser(name, help=help_, description=text,
                            epilog=epilog, formatter_class=Formatter)
         parser.commands[name] = p
@@ -260,7 +297,9 @@ def build_parser() -> CliParser:
             _examples("query pages.simstore 0xd93d35968e1855ee --k 3",
                       "query pages.simstore --text page.txt",
                       "query sims.simstore --text page.txt --threshold 0.9"),
-            K_PARAGRAPH)
+            K_PARAGRAPH + " A --text with no near-duplicate prints nothing on stdout and a "
+            "note on stderr (not with --quiet); the exit code is 0 either way: a query that "
+            "found nothing did not fail.")
     p.add_argument("path")
     p.add_argument("fps", nargs="*", help="fingerprints (decimal or 0x-hex), or - for stdin")
     p.add_argument("--text", metavar="FILE", help="fingerprint this file's text (- = stdin)")
@@ -392,7 +431,8 @@ def build_parser() -> CliParser:
                    help="stop the check after this much CPU time (default: 120 s + 1 s per "
                    "4 MB of the store's file)")
 
-    p = add("stats", cmd_stats, "counts, layout and sizes", _examples("stats pages.simstore"))
+    p = add("stats", cmd_stats, "counts, layout and sizes", _examples("stats pages.simstore"),
+            STATS_FIELDS)
     p.add_argument("path")
 
     p = add("export", cmd_export, "write every (id, fingerprint) as TSV, JSONL or Parquet",

@@ -64,12 +64,16 @@ def cmd_query(args: argparse.Namespace, out: Out) -> int:
             raise UsageError("--threshold looks up a text: give --text FILE (and no fingerprints)")
         with open_store(args, readonly=True) as store:
             need_similarity(store)
-            for s in store.similar(text, args.threshold):
+            found = store.similar(text, args.threshold)
+            for s in found:
                 out.record(
                     {"query": args.text, "id": s.doc_id, "fp": out.fp(s.fingerprint),
                      "distance": s.distance, "jaccard": round(s.jaccard, 4)},
                     f"{tsv_id(s.doc_id)}\t{s.jaccard:.3f}\t{s.distance}\t{fp_hex(s.fingerprint)}",
                 )
+        if not found:
+            say(args, f"no near-duplicate of --text {args.text!r} (estimated Jaccard >= "
+                      f"{args.threshold:g})")
         return 0
     with open_store(args, readonly=True) as store:
         if text is not None:  # fingerprinted with the store's own recorded config
@@ -77,13 +81,17 @@ def cmd_query(args: argparse.Namespace, out: Out) -> int:
         if args.k is not None and args.k > store.k:
             say(args, f"k={args.k} is above the store's k={store.k}: answered exactly by a "
                       "scan of every stored fingerprint")
-        for label, fp in queries:
-            for m in store.query(fp, args.k):
+        for i, (label, fp) in enumerate(queries):
+            matches = store.query(fp, args.k)
+            for m in matches:
                 out.record(
                     {"query": label, "id": m.doc_id, "fp": out.fp(m.fingerprint),
                      "distance": m.distance},
                     f"{tsv_id(m.doc_id)}\t{m.distance}\t{fp_hex(m.fingerprint)}",
                 )
+            if not matches and i == 0 and text is not None:
+                say(args, f"no near-duplicate of --text {args.text!r} (Hamming distance <= "
+                          f"{store.k if args.k is None else args.k})")
     return 0
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import warnings
 from typing import Any
 
 from ..exceptions import SimstoreError
@@ -233,9 +232,9 @@ def _one_line(exc: BaseException) -> str:
 
 def cmd_spark_dedup(args: argparse.Namespace, out: Out) -> int:
     """Run spark-dedup; every failure is one line (a CliError)."""
-    # pyspark warns of pandas >= 3 on every run, though spark-dedup uses no pandas API
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas",
-                            category=FutureWarning)
+    from ..spark.environment import quiet_pandas3_warning
+
+    quiet_pandas3_warning()  # before the session: spark.common's import may warn already
     spark = None
     created = False
     try:

@@ -13,9 +13,12 @@ by default, 250 for :func:`dedup_corpus`'s private store; at most ~16 MB of text
   a report of the removed ones, each naming its kept representative and how
   near it is. Through a persistent ``store`` it is incremental: documents
   whose id the store held before the run are kept (written out again, not
-  decided again), new near-duplicates of stored ones go. So the same call
-  run again after an interruption (Ctrl-C, kill -9) writes the whole kept
-  corpus: none is lost, none written twice.
+  decided again), new near-duplicates of stored ones go, and the store
+  remembers each removed id with its report record (:mod:`simstore.store.decisions`):
+  a rerun writes that record again without deciding the document. So the same
+  call run again after an interruption (Ctrl-C, kill -9), or over a grown
+  input, writes the kept corpus and the report of one uninterrupted run: none
+  is lost, none written twice.
 - :func:`representative_clusters`: clusters that do not chain (pure, arrays).
 - :func:`to_arrow`: a store's (id, fp) as a pyarrow Table.
 
@@ -40,9 +43,10 @@ from ..exceptions import NotExactStoreError, OutputPathError, SimstoreError, Sim
 from ..search.greedy import Representatives, representative_clusters
 from ..search.similar import check_threshold
 from ..store import DEFAULT_K, SimStore
+from ..store.decisions import Decisions
 from ..text.fingerprinting import SIGNATURE_CONFIG
 from .exact import exact_dedup
-from .ingest import CorpusRun, Decided, Mode, Stream, committing, tally
+from .ingest import CorpusRun, Decided, Mode, Stream, committing, nearness, tally
 from .parquet import ROW_GROUP_BYTES, MissingDependencyError, store_table
 from .progress import SILENT, Progress
 from .readers import Chunk, bad_handler, check_all, iter_chunks
@@ -114,12 +118,6 @@ def index_corpus(
             raise Interrupted(summary) from None
     summary.seconds = time.monotonic() - start
     return summary
-
-
-def _nearness(match: Any) -> dict[str, Any]:
-    if hasattr(match, "jaccard"):
-        return {"jaccard": round(float(match.jaccard), 4)}
-    return {"distance": int(match.distance)}
 
 
 def drop_if_new_and_empty(path: str) -> None:
@@ -320,7 +318,10 @@ def _first(run: CorpusRun) -> None:
     if persistent and not run.skip_bad:
         check_all(run.inp, run.opts, run.progress)
     keys = _ScratchKeys()
-    stream = Stream(run.store, run.mode, None if persistent else keys, track=True)
+    # a persistent store remembers what each run decided, so a rerun decides nothing twice
+    memory = Decisions(run.store) if persistent and run.mode.dedup else None
+    stream = Stream(run.store, run.mode, None if persistent else keys, track=True,
+                    memory=memory)
 
     def write(dec: Decided) -> None:
         c = dec.chunk
@@ -374,13 +375,20 @@ def _removed_record(c: Chunk, i: int, dec: Decided,
     if dec.status[i] == REPEATED:
         rec.update(reason="repeated id", kept=c.ids[i])
         return rec
-    m = dec.near[i]
     rec["reason"] = "near-duplicate"
+    known = dec.records.get(i)
+    if known is not None:  # as the store remembers it (this run's decision or an earlier's)
+        rec["kept"] = known["kept"]
+        if "kept_source" in known:
+            rec["kept_source"] = known["kept_source"]
+        rec.update((key, known[key]) for key in ("jaccard", "distance") if key in known)
+        return rec
+    m = dec.near[i]
     if scratch is None:
         rec["kept"] = m.doc_id
     else:
         rec["kept"], rec["kept_source"] = scratch.decode(m.doc_id)
-    rec.update(_nearness(m))
+    rec.update(nearness(m))
     return rec
 
 

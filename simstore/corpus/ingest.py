@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..store import SimStore
+from ..store.decisions import Decisions
 from ..text.fingerprinting import fingerprints
 from ..text.jaccard import signatures_and_sets
 from ..text.minhash import signatures
@@ -49,6 +50,9 @@ class Decided:
     keys: list[Any]
     status: list[int]
     near: dict[int, Any] = field(default_factory=dict)
+    # a NEAR document's removed-report fields beyond its id and place, as the store
+    # remembers them (a run with ``memory``): decided now, or by an earlier run
+    records: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -103,18 +107,23 @@ class Stream:
 
     def __init__(self, store: SimStore, mode: Mode,
                  key_of: Callable[[Chunk], list[Any]] | None = None,
-                 track: bool = False) -> None:
+                 track: bool = False, memory: Decisions | None = None) -> None:
         """track: an id's first occurrence in the run is decided (STORED if the store holds
         it), later ones are REPEATED, whatever the chunks (:class:`SeenIds`); else ids
-        repeated within a chunk or the one before are REPEATED, stored ones STORED."""
+        repeated within a chunk or the one before are REPEATED, stored ones STORED.
+        memory: the store's record of earlier decisions (:mod:`simstore.store.decisions`):
+        an id an earlier run removed is NEAR again without being decided, with the record
+        it was given then; each chunk's decisions are added to it in the chunk's commit."""
         self.store = store
         self.mode = mode
         self.key_of = key_of or (lambda c: list(c.ids))
         self.seen = SeenIds() if mode.check_stored and track else None
+        self.memory = memory
 
     def _split(self, chunk: Chunk, keys: list[Any],
-               pending: set[Any]) -> tuple[list[int], set, list[int]]:
-        """(positions to fingerprint, their keys, every document's status: NEW for those)."""
+               pending: set[Any]) -> tuple[list[int], set, list[int], dict[int, Any]]:
+        """(positions to fingerprint, their keys, every document's status: NEW for those,
+        the remembered records of documents an earlier run removed)."""
         fresh, seen = [], set()
         status = [NEW] * len(keys)
         run_seen, check, store = self.seen, self.mode.check_stored, self.store
@@ -128,48 +137,68 @@ class Stream:
                 continue
             seen.add(key)
             fresh.append(i)
-        return fresh, seen, status
+        records: dict[int, Any] = {}
+        if self.memory is not None and fresh:
+            known = self.memory.removed([keys[i] for i in fresh])
+            for i in fresh:
+                if keys[i] in known:
+                    status[i] = NEAR
+                    records[i] = known[keys[i]]
+                    seen.discard(keys[i])
+            fresh = [i for i in fresh if i not in records]
+        return fresh, seen, status, records
 
     def run(self, chunks: Iterable[Chunk],
             write: Callable[[Decided], None] | None = None) -> Iterator[Decided]:
         """Each chunk's decisions, yielded after its commit (``write`` runs just before it)."""
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simstore-fingerprint")
-        pending: tuple[Chunk, list[Any], list[int], list[int], Future[Any]] | None = None
+        pending: _Pending | None = None
         pending_keys: set[Any] = set()
         try:
             for chunk in chunks:
                 keys = self.key_of(chunk)
-                fresh, fresh_keys, status = self._split(chunk, keys, pending_keys)
+                fresh, fresh_keys, status, records = self._split(chunk, keys, pending_keys)
                 texts = [chunk.texts[i] for i in fresh]
                 fut = pool.submit(_items, self.store, texts)
                 if pending is not None:
                     yield from self._committed(pending, write)
-                pending, pending_keys = (chunk, keys, fresh, status, fut), fresh_keys
+                pending = _Pending(Decided(chunk, keys, status, records=records), fresh, fut)
+                pending_keys = fresh_keys
             if pending is not None:
                 yield from self._committed(pending, write)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _committed(self, pending: tuple[Chunk, list[Any], list[int], list[int], Future[Any]],
+    def _committed(self, pending: _Pending,
                    write: Callable[[Decided], None] | None) -> Iterator[Decided]:
         """Commit a chunk and yield its decisions; a Ctrl-C meanwhile is raised after the
         caller has counted them, so the outputs, the store and the count agree."""
-        chunk, keys, fresh, status, fut = pending
-        items = fut.result()  # waiting for the signatures: Ctrl-C acts at once
+        items = pending.items.result()  # waiting for the signatures: Ctrl-C acts at once
         with _SigintHold() as hold:
-            dec = self._commit(chunk, keys, fresh, status, items, write)
-        yield dec
+            self._commit(pending.dec, pending.fresh, items, write)
+        yield pending.dec
         hold.deliver()
 
-    def _commit(self, chunk: Chunk, keys: list[Any], fresh: list[int], status: list[int],
-                items: Any, write: Callable[[Decided], None] | None) -> Decided:
-        """Decide, write out and commit one chunk in one write transaction."""
-        dec = Decided(chunk, keys, status)
+    def _commit(self, dec: Decided, fresh: list[int], items: Any,
+                write: Callable[[Decided], None] | None) -> None:
+        """Decide, remember, write out and commit one chunk in one write transaction."""
         with self.store.batch():
             self._decide(dec, fresh, items)
+            if self.memory is not None:
+                self._remember(dec, fresh)
             if write is not None:
                 write(dec)
-        return dec
+
+    def _remember(self, dec: Decided, fresh: list[int]) -> None:
+        """Add the chunk's new decisions to the store's memory (in its transaction): where
+        each kept document was read, and each removed one's report record."""
+        assert self.memory is not None
+        c, keys = dec.chunk, dec.keys
+        kept = [(keys[i], c.location(i)) for i in fresh if dec.status[i] == NEW]
+        near = [i for i in fresh if dec.status[i] == NEAR]
+        recs = self.memory.record(
+            kept, [(keys[i], dec.near[i].doc_id, nearness(dec.near[i])) for i in near])
+        dec.records.update(zip(near, recs, strict=True))
 
     def _decide(self, dec: Decided, fresh: list[int], items: Any) -> None:
         """Add the chunk's documents at positions ``fresh`` (items: theirs), or offer them
@@ -189,6 +218,22 @@ class Stream:
             if near:
                 dec.status[i] = NEAR
                 dec.near[i] = near[0]
+
+
+@dataclass
+class _Pending:
+    """A chunk read and split, its signatures being made: committed next."""
+
+    dec: Decided
+    fresh: list[int]
+    items: Future[Any]
+
+
+def nearness(match: Any) -> dict[str, Any]:
+    """How near a removed document is to its kept one, as the removed report says it."""
+    if hasattr(match, "jaccard"):
+        return {"jaccard": round(float(match.jaccard), 4)}
+    return {"distance": int(match.distance)}
 
 
 class _SigintHold:

@@ -3,6 +3,7 @@
 ``core`` is the numpy-facing binding of the hot loops (simhash, signatures, batch
 search, popcount verification), ``probe`` that of the probe engine of the run tables
 (``runsets`` the run sets it reads),
-``jaccard`` that of shingle-hash sets (exact Jaccard, set codes).
+``jaccard`` that of shingle-hash sets (exact Jaccard, set codes), ``buildinfo`` what the
+installed core was built for (version, Python, Unicode tables; see docs/install.md).
 Internal: the public API is in :mod:`simstore`.
 """

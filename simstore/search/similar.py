@@ -9,12 +9,12 @@ exact rule instead (:mod:`simstore.search.exact`): exact Jaccard >= threshold.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..exceptions import InvalidConfigError, SimstoreTypeError
+from .._validate import check_threshold
+from ..exceptions import SimstoreTypeError
 from ..native import core as _core
 from ..text.minhash import Signatures, band_keys32, jaccard_from_distance
 from .bandpairs import band_candidates, expand_groups
@@ -30,18 +30,6 @@ class SimilarPairs(NamedTuple):
     i: np.ndarray
     j: np.ndarray
     jaccard: np.ndarray
-
-
-def check_threshold(threshold: Any) -> float:
-    """A Jaccard threshold: a real number in (0, 1]."""
-    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
-        raise SimstoreTypeError(
-            f"'threshold' must be a number in (0, 1] (got {type(threshold).__name__})"
-        )
-    t = float(threshold)
-    if not 0.0 < t <= 1.0:
-        raise InvalidConfigError(f"'threshold' must be in (0, 1] (got {t})")
-    return t
 
 
 def _verify(

@@ -30,6 +30,7 @@ from .environment import (
     RECIPE,
     ExecutorEnvironmentError,
     check_executors,
+    quiet_pandas3_warning,
 )
 
 try:
@@ -61,6 +62,7 @@ def local_session(
     Without ``spark.pyspark.python`` the workers would start the system ``python3``,
     which lacks simstore, pyarrow and pandas.
     """
+    quiet_pandas3_warning()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     b = (

@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -44,6 +45,18 @@ _checked: set[str] = set()  # application ids whose executors passed
 class ExecutorEnvironmentError(NativeModuleError):
     """Spark's executors do not import the driver's simstore (missing, another version or
     another native build), or their Python workers do not start."""
+
+
+# pyspark (4.x) warns on each pandas check, so on every run, when pandas >= 3 is installed
+PANDAS3_WARNING = "PySpark does not yet fully support pandas >= 3"
+
+
+def quiet_pandas3_warning() -> None:
+    """Ignore pyspark's FutureWarning about pandas >= 3, that one only (by category and
+    the start of its message): simstore's jobs use Arrow batches and numpy, none of the
+    pandas features it warns of. Installed where simstore starts a Spark session."""
+    warnings.filterwarnings("ignore", message=re.escape(PANDAS3_WARNING),
+                            category=FutureWarning)
 
 
 # --------------------------------------------------------------------------- check

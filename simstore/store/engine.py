@@ -29,9 +29,10 @@ class TableEngine(Protocol):
     def next_iid(self, txn: Any) -> int:
         """The next internal id to hand out (never a removed doc's)."""
 
-    def index(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
+    def index(self, txn: Any, iid: bytes, fp: int, keys: list[bytes], idh: int = 0) -> None:
         """Take a doc just written to the docs table (keys: its 4-byte band keys, band by
-        band, in a similarity store; the run tables read them from the docs record)."""
+        band, in a similarity store; the run tables read them from the docs record; idh:
+        the hash of its id, :func:`~simstore.store.format.id_hash`)."""
 
     def unindex(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
         """Let go of a doc about to leave the docs table (keys as for index)."""

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Union
 import mmh3
 import numpy as np
 
+from .._validate import as_float
 from ..exceptions import (
     CorruptStoreError,
     InvalidDocIdError,
@@ -242,7 +243,7 @@ def at_ms(at: Any, name: str = "at") -> int:
         raise SimstoreTypeError(
             f"{name!r} must be seconds since the Unix epoch, an int or a float "
             f"(got {type(at).__name__})")
-    value = float(at)
+    value = as_float(at)
     if not math.isfinite(value) or value < 0 or value * 1000 > MAX_AT_MS:
         raise SimstoreValueError(
             f"{name!r} must be a finite time in seconds since the Unix epoch, >= 0 "

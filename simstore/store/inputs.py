@@ -31,7 +31,7 @@ from .writes import Extra, extra_of
 def check_signature_config(h: Handles, config: FingerprintConfig) -> None:
     """InvalidSignatureError unless signatures of config fit the store."""
     mine = h.config
-    same = config == mine or (
+    same = config is mine or config == mine or (
         not mine.has_signature
         and (config.ngram, config.weighting, config.seed) == (mine.ngram, mine.weighting, mine.seed)
     )
@@ -124,9 +124,10 @@ def item(h: Handles, value: Any, name: str = "fp", *, query: bool = False
         check_signature_config(h, value.config)
         return value.fingerprint, extra_of(value.sketch, value.bands)
     if h.bands is not None:
+        what = "the text itself" if isinstance(value, str) else "a bare fingerprint"
         raise SimstoreTypeError(
             f"store {h.path!r} keeps similarity signatures: give a Signature "
-            f"(store.signature(text)), not a bare fingerprint, as {name!r}"
+            f"(store.signature(text)), not {what}, as {name!r}"
         )
     return check_fingerprint(value, name), None
 

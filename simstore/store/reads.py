@@ -7,6 +7,7 @@ transaction; the results are the public :class:`Match` and :class:`SimilarMatch`
 from __future__ import annotations
 
 import functools
+from itertools import accumulate
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -45,7 +46,7 @@ def recent(h: Handles, txn: Any, rows: list[Any], since: int) -> list[Any]:
     """Those (distance, internal id[, docs record]) rows whose doc was stored since
     ``since`` (ms), each with its record."""
     get, docs, stamp = txn.get, h.docs, h.codec.stored_at
-    recs = [row[2] if len(row) > 2 else get(row[1], db=docs) for row in rows]
+    recs = [row[2] if len(row) > 2 else get(row[1], None, docs) for row in rows]
     if any(rec is None for rec in recs):
         raise CorruptStoreError(f"store {h.path!r}: a table names a doc the docs database lacks")
     return [(row[0], row[1], rec) for row, rec in zip(rows, recs, strict=True)
@@ -70,7 +71,7 @@ def matches(h: Handles, txn: Any, rows: list[Any]) -> list[Match]:
     make = tuple.__new__
     out = []
     for row in rows:
-        rec = row[2] if len(row) > 2 else get(row[1], db=docs)
+        rec = row[2] if len(row) > 2 else get(row[1], None, docs)
         if rec is None:
             raise CorruptStoreError(
                 f"store {h.path!r}: a table names a doc the docs database lacks"
@@ -98,28 +99,43 @@ def similar(
     """Stored docs sharing a band key with the query whose estimated Jaccard >= threshold
     (stored since ``since``, ms, when given).
 
-    Best first (Jaccard descending, then insertion order).
+    Best first (Jaccard descending, then insertion order). The candidates' sketches are
+    checked against the threshold in one C call over their records; only the hits are
+    decoded.
     """
     recs, live = candidate_records(h, txn, keys, since)
     if not recs:
         return []
     codec = h.codec
-    words = codec.sketch_words
-    raw = b"".join([rec[codec.sketch_start : codec.sketch_end] for rec in recs])
-    if len(raw) != 8 * words * len(recs):
-        for rec in recs:
-            codec.match(rec)  # the short record raises, saying why
-    stored = np.frombuffer(raw, dtype="<u8").reshape(len(recs), words)
-    dists = _core.sketch_distance_one(sketch, stored).tolist()
-    table = jaccard_list(64 * words)
-    out = []
-    for i, d in enumerate(dists):
-        est = table[d]
-        if est >= threshold:
-            doc_id, got = codec.match(recs[i])
-            out.append((-est, live[i], SimilarMatch(doc_id, got, (got ^ fp).bit_count(), est)))
-    out.sort(key=lambda row: (row[0], row[1]))
-    return [row[2] for row in out]
+    bits = 64 * codec.sketch_words
+    found = _core.sketch_hits(
+        sketch, b"".join(recs), list(accumulate(map(len, recs))), codec.sketch_start,
+        max_distance(bits, threshold),
+    )
+    if isinstance(found, int):
+        codec.match(recs[found])  # the short record raises, saying why
+        raise CorruptStoreError(f"store {h.path!r}: a docs record is too short")
+    table = jaccard_list(bits)
+    match = codec.match
+    rows = []
+    for i, d in zip(*found, strict=True):
+        doc_id, got = match(recs[i])
+        rows.append((-table[d], live[i], doc_id, got))  # (the internal ids differ)
+    rows.sort()
+    make = tuple.__new__  # (a plain tuple's constructor: once per hit)
+    return [make(SimilarMatch, (doc_id, got, (got ^ fp).bit_count(), -neg))
+            for neg, _, doc_id, got in rows]
+
+
+@functools.lru_cache(maxsize=64)
+def max_distance(bits: int, threshold: float) -> int:
+    """The largest sketch distance whose Jaccard estimate is >= threshold (the estimate
+    falls as the distance grows): the threshold as the C check takes it."""
+    table = jaccard_list(bits)
+    d = 0
+    while d + 1 < len(table) and table[d + 1] >= threshold:
+        d += 1
+    return d
 
 
 def candidate_records(h: Handles, txn: Any, keys: list[bytes], since: int | None = None
@@ -132,7 +148,7 @@ def candidate_records(h: Handles, txn: Any, keys: list[bytes], since: int | None
     recs: list[Any] = []
     live: list[bytes] = []
     for iid in cands:
-        rec = get(iid, db=docs)
+        rec = get(iid, None, docs)  # (db given by place: py-lmdb parses keywords slowly)
         if rec is None:
             continue  # a removed doc's stale entry
         if since is not None and h.codec.stored_at(rec) < since:

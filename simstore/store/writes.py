@@ -25,8 +25,11 @@ Extra = tuple[bytes, list[bytes]] | tuple[bytes, list[bytes], bytes] | None
 
 
 def extra_of(sketch: np.ndarray, bands: np.ndarray) -> tuple[bytes, list[bytes]]:
-    """The stored similarity part of one signature (sketch words, 64-bit band keys)."""
-    return sketch.astype("<u8").tobytes(), F.band_key_bytes(band_keys32(bands))
+    """The stored similarity part of one signature (sketch words, 64-bit band keys): the
+    band keys as :func:`~simstore.store.format.band_key_bytes` of their
+    :func:`~simstore.text.minhash.band_keys32` (a cast keeps their low halves)."""
+    k = np.asarray(bands, dtype=np.uint64).astype(">u4").tobytes()
+    return sketch.astype("<u8").tobytes(), [k[i : i + 4] for i in range(0, len(k), 4)]
 
 
 def next_iid(txn: Any, h: Handles) -> int:
@@ -89,7 +92,7 @@ def add(txn: Any, h: Handles, enc: bytes, fp: int, extra: Extra, at: int | None 
     txn.put(iid, new, db=h.docs)
     if code is not None:
         _shingles.put(txn, h, iid, code)
-    h.tables.index(txn, iid, fp, keys)
+    h.tables.index(txn, iid, fp, keys, F.id_hash(enc))
 
 
 def touch(txn: Any, h: Handles, enc: bytes, at: int) -> bool:

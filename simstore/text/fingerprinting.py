@@ -269,6 +269,9 @@ EMPTY_FINGERPRINT = _core.murmur3_x64_128(_NO_FEATURE_PREFIX, 0)[0]
 """The fingerprint of every empty or whitespace-only text (default seed)."""
 
 
+_ENCODE = encoder(UNICODE_IN_C)  # how one text goes to the C core
+
+
 def _checked_texts(texts: Iterable[str]) -> list[str]:
     if isinstance(texts, (str, bytes, bytearray)):
         raise SimstoreTypeError(
@@ -353,9 +356,16 @@ def fingerprint(
     idf: IdfTable | None = None,
     **options: Any,
 ) -> int:
-    """The 64-bit simhash fingerprint of one text."""
+    """The 64-bit simhash fingerprint of one text: one C call, no batch (with an IdfTable,
+    the batch path). The same value as ``fingerprints([text], ...)[0]``."""
     check_str(text, "text")
-    return int(fingerprints([text], config, idf=idf, threads=1, **options)[0])
+    if idf is not None:
+        return int(fingerprints([text], config, idf=idf, threads=1, **options)[0])
+    cfg = _config(config, options)
+    fp, nfeat = _core.fingerprint_one(
+        _ENCODE(text), cfg.ngram, cfg.seed, _WEIGHTING_CODE[cfg.weighting], UNICODE_IN_C
+    )
+    return int(fp) if nfeat else _no_feature_fingerprint(text, cfg.seed)
 
 
 def simhash(feature_hashes: Any, weights: Any = None) -> int:

@@ -26,6 +26,7 @@ from ..exceptions import InvalidConfigError, SimstoreTypeError, SimstoreValueErr
 from ..native import core as _core, jaccard as _sets
 from . import parallel
 from .fingerprinting import (
+    _ENCODE,
     UNICODE_IN_C,
     FingerprintConfig,
     _checked_texts,
@@ -108,6 +109,8 @@ def shingle_sets(
     """
     cfg = _config(config, {})
     items = _checked_texts(texts)
+    if len(items) == 1:
+        return _one_set(items[0], cfg)
     parts: dict[int, ShingleSets] = {}
 
     def work(start: int, blob: bytes, offsets: np.ndarray) -> None:
@@ -125,6 +128,14 @@ def shingle_sets(
 
     parallel.run(items, encoder(UNICODE_IN_C), work, parallel.thread_count(threads))
     return ShingleSets.concat(parts[k] for k in sorted(parts))
+
+
+def _one_set(text: str, cfg: FingerprintConfig) -> ShingleSets:
+    """shingle_sets of one text: one C call, no batch."""
+    hashes = _core.shingle_set_one(_ENCODE(text), cfg.ngram, cfg.seed, UNICODE_IN_C)
+    if not len(hashes):  # no token: as in shingle_sets
+        hashes = np.array([_no_feature_fingerprint(text, cfg.seed)], dtype=np.uint64)
+    return ShingleSets(hashes, np.array([0, len(hashes)], dtype=np.int64))
 
 
 def _index_array(x: Any, name: str, n: int) -> np.ndarray:

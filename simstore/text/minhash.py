@@ -38,6 +38,7 @@ from ..exceptions import InvalidConfigError, InvalidSignatureError, SimstoreType
 from ..native import core as _core
 from . import parallel
 from .fingerprinting import (
+    _ENCODE,
     _WEIGHTING_CODE,
     SIGNATURE_CONFIG,
     UNICODE_IN_C,
@@ -112,6 +113,20 @@ class Signature:
         object.__setattr__(self, "fingerprint", check_fingerprint(self.fingerprint, "fingerprint"))
         object.__setattr__(self, "sketch", _read_only(sketch))
         object.__setattr__(self, "bands", _read_only(bands))
+
+    @classmethod
+    def _of(
+        cls, config: FingerprintConfig, fingerprint: int, sketch: np.ndarray, bands: np.ndarray
+    ) -> Signature:
+        """A Signature of parts the C core just made (read-only, of config's shape): the
+        one-text path, which skips the checks and copies of outside input."""
+        sig = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(sig, "config", config)
+        setattr_(sig, "fingerprint", fingerprint)
+        setattr_(sig, "sketch", sketch)
+        setattr_(sig, "bands", bands)
+        return sig
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Signature):
@@ -260,10 +275,22 @@ def signatures(
 
 
 def signature(text: str, config: FingerprintConfig | None = None) -> Signature:
-    """The signature of one text (SIGNATURE_CONFIG by default)."""
+    """The signature of one text (SIGNATURE_CONFIG by default): one C call, no batch.
+
+    The same Signature as ``signatures([text], config)[0]``.
+    """
     check_str(text, "text")
-    result: Signature = signatures([text], config, threads=1)[0]
-    return result
+    cfg = _signature_config(config)
+    words = cfg.sketch_bits // _WORD_BITS
+    out = _core.signature_one(
+        _ENCODE(text), cfg.ngram, cfg.seed, _WEIGHTING_CODE[cfg.weighting], UNICODE_IN_C,
+        cfg.sketch_bits, cfg.bands, cfg.rows,
+    )
+    if not out[-1]:  # no token: the batch path fills in the no-feature hash
+        result: Signature = signatures([text], cfg, threads=1)[0]
+        return result
+    out.flags.writeable = False
+    return Signature._of(cfg, int(out[0]), out[1 : 1 + words], out[1 + words : -1])
 
 
 def jaccard_from_distance(d: Any, sketch_bits: int) -> Any:

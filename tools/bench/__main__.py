@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "exact-store": "exact_store",
     "expire": "expire",
     "doclen": "doclen",
+    "datatrove": "datatrove",
     "single": "single",
 }
 

@@ -1,14 +1,18 @@
 """A store's LMDB environment: paths, locks, fork and pickle, transactions, growth, errors.
 
-Knows nothing of what the databases hold: the store binds its handles in an
-``on_open(env, creating)`` callback, called after every (re)open, so a child
-process after ``fork()`` or a rebuild gets fresh handles the same way.
+Knows nothing of what the databases hold: each handle's store binds its database handles
+in an ``on_open(env, creating)`` callback, called after every (re)open, so a child process
+after ``fork()`` or a rebuild gets fresh handles the same way.
+
+**One environment per store per process, shared** (:mod:`.shared`): every :class:`Env`
+(one per ``SimStore``) on the same store files in this process joins one
+:class:`~.shared.Shared`; a second ``SimStore(path)`` joins the open one, and the
+environment closes with its last handle, closed or collected.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,33 +21,50 @@ from typing import Any, TypeVar
 import lmdb
 
 from ...exceptions import (
-    CorruptStoreError,
-    NotAStoreError,
     ReadOnlyError,
-    StoreAccessError,
     StoreClosedError,
     StoreError,
     StoreInUseError,
 )
-from ..check.pages import check_open, meta_problems
 from ..format import PAGE
-from .create import MAX_DBS, create_aside
 from .errors import translate
-from .forks import FORK_WAIT, abandon, close_inherited, let_go, register
-from .lockfile import StoreLock
-from .readahead import HugeGrowth, advise_huge_pages, wants_readahead
+from .shared import MAX_GROWTHS, OPEN, OPEN_LOCK, Shared, abort_quietly, file_id
 
 T = TypeVar("T")
 
-_MAX_GROWTHS = 40
-class Env:
-    """One open LMDB environment and the handle state around it.
 
-    ``lock`` serializes calls on the handle; ``wtxn`` is the write transaction
-    of an open :meth:`batch` (None otherwise); ``epoch`` changes whenever the
-    map is grown, the environment reopened or a write transaction aborted (caches keyed
-    on it go stale).
+def _shared(name: str) -> property:
+    """An attribute of the handle that lives in its :class:`Shared`."""
+
+    def get(self: Env) -> Any:
+        return getattr(self.shared, name)
+
+    def put(self: Env, value: Any) -> None:
+        setattr(self.shared, name, value)
+
+    return property(get, put, doc=f"The shared environment's ``{name}``.")
+
+
+class Env:
+    """One handle (one ``SimStore``) on a store's environment, shared in this process.
+
+    Its own: whether it is closed, whether it may write and whether its commits must be
+    durable; the rest (``env``, ``lock``, ``wtxn``, ``epoch``, ...) is the
+    :class:`Shared` environment's. Inside one handle's :meth:`batch`, every handle on the
+    store in this thread writes into that batch and reads what it wrote (other threads
+    wait for its end, as they do for one handle).
     """
+
+    env = _shared("env")
+    lock = _shared("lock")
+    wtxn = _shared("wtxn")
+    committed = _shared("committed")
+    epoch = _shared("epoch")
+    pid = _shared("pid")
+    quiet_at_fork = _shared("quiet_at_fork")
+    store_lock = _shared("store_lock")
+    _log = _shared("log")
+    _growth = _shared("growth")
 
     def __init__(
         self,
@@ -57,7 +78,7 @@ class Env:
         readahead: bool | None = None,
     ) -> None:
         self.path = path
-        self.readahead = readahead  # None: as wants_readahead says at each open
+        self.readahead = readahead
         self.readonly = readonly
         self.durable = durable
         self.max_readers = max_readers
@@ -65,213 +86,100 @@ class Env:
         # A weak reference: the store owns its Env, and a cycle back to the store
         # would keep a dropped handle (and its files) open until the next gc run.
         self._on_open = weakref.WeakMethod(on_open)  # type: ignore[arg-type]
-        self.lock = threading.RLock()
-        self.env: Any = None
-        self._growth: HugeGrowth | None = None
-        self.wtxn: Any = None
-        self.committed: Any = None  # the last write transaction this handle committed
-        self._log: list[tuple[Callable[..., Any], tuple[Any, ...]]] | None = None
+        self.shared: Shared  # set by open()
         self.closed = False
-        self.quiet_at_fork = True  # set by the fork hook: no call in flight at the fork
-        self.pid = 0
-        self.epoch = 0
-        self.store_lock = StoreLock(path, readonly)
-        register(self)
 
     # --- opening and closing ---------------------------------------------------
 
-    def open(self) -> None:
-        """Open (or create) the environment and let the store bind its handles."""
-        creating = self._check_path()
-        if creating and self.readonly:
-            raise NotAStoreError(
-                f"no simstore store at {self.path!r}; a readonly open never creates one"
-            )
-        if creating:
-            self._create_aside()
-            creating = False
-        try:
-            env = self._lmdb_open(creating)
-        except lmdb.Error as exc:
-            damage = meta_problems(self.path)
-            if damage:
-                raise CorruptStoreError(
-                    f"store {self.path!r} looks damaged: {damage[0]}; restore data.mdb from a copy"
-                ) from exc
-            raise translate(exc, self.path) from exc
-        except OSError as exc:
-            raise StoreAccessError(
-                f"cannot {'create' if creating else 'open'} store {self.path!r}: "
-                f"{exc.strerror or exc}; give a path this process may write, or open an "
-                "existing store with readonly=True"
-            ) from exc
-        self.env = env
-        self.pid = os.getpid()
-        self.epoch += 1
-        # a writer whose readers map in huge pages prepares its new pages for them
-        self._growth = None if self.readonly or not env.flags()["readahead"] else \
-            HugeGrowth(os.path.join(self.path, "data.mdb"))
-        try:
-            self._advise_map()
-            self._check_file(env)
-            if not self.store_lock.held:
-                self.store_lock.take_shared(self)
-            on_open = self._on_open()
-            if on_open is None:
-                raise StoreClosedError(f"store {self.path!r}: its SimStore is gone")
-            on_open(env, creating)
-        except BaseException:
-            self.env = None
-            self.store_lock.release()
-            env.close()
-            raise
-
-    def _create_aside(self) -> None:
+    def on_open(self) -> Callable[[Any, bool], None]:
+        """The store's callback binding its database handles."""
         on_open = self._on_open()
         if on_open is None:
             raise StoreClosedError(f"store {self.path!r}: its SimStore is gone")
-        create_aside(self.path, self.map_size, self.max_readers, on_open)
+        return on_open  # type: ignore[no-any-return]
 
-    def _check_path(self) -> bool:
-        """Whether the store must be created; NotAStoreError for foreign paths."""
-        p = self.path
-        if not os.path.exists(p):
+    def bind(self, env: Any) -> None:
+        """Let the store bind its handles to the (re)opened environment; a handle whose
+        store is gone is skipped."""
+        on_open = self._on_open()
+        if on_open is not None:
+            on_open(env, False)
+
+    def open(self) -> None:
+        """Open the store: join this process's open environment on the same files, or
+        open (creating the store if need be) one of its own."""
+        while True:
+            with OPEN_LOCK:
+                key = file_id(self.path)
+                other = None if key is None else OPEN.get(key)
+                if other is None or other.env is None or other.closed or other.pid != os.getpid():
+                    shared = self.shared = Shared(self)
+                    shared.handles.add(self)
+                    shared.open(self)
+                    if shared.key is not None:
+                        OPEN[shared.key] = shared
+                    return
+            # joined outside OPEN_LOCK: the other's lock may be held long (a batch)
+            if self._join(other):
+                return
+
+    def _join(self, shared: Shared) -> bool:
+        """Share an environment this process has open; False if it closed meanwhile."""
+        if shared.readonly and not self.readonly:
+            raise StoreInUseError(
+                f"store {self.path!r} is open with readonly=True in this process; close "
+                "that SimStore first, or open this one with readonly=True too"
+            )
+        with shared.lock:
+            if shared.env is None or shared.closed or shared.pid != os.getpid():
+                return False
+            self.shared = shared
+            self.on_open()(shared.env, False)
+            shared.handles.add(self)
             return True
-        if not os.path.isdir(p):
-            raise NotAStoreError(
-                f"{p!r} is a file; a simstore store is a directory (give a new or empty one)"
-            )
-        entries = os.listdir(p)
-        if "data.mdb" in entries:
-            return False
-        if entries:
-            raise NotAStoreError(
-                f"{p!r} is a non-empty directory holding no simstore store (no data.mdb); "
-                "give a new or empty directory"
-            )
-        return True
-
-    def _lmdb_open(self, creating: bool) -> Any:
-        """lmdb.open, closing a stale handle inherited through fork if one holds the files."""
-        for attempt in range(2):
-            try:
-                return lmdb.open(
-                    self.path,
-                    map_size=self.map_size,
-                    subdir=True,
-                    readonly=self.readonly,
-                    sync=self.durable,
-                    metasync=self.durable,
-                    max_dbs=MAX_DBS,
-                    max_readers=self.max_readers,
-                    lock=True,
-                    create=creating,
-                    readahead=self.readahead if self.readahead is not None
-                    else wants_readahead(os.path.join(self.path, "data.mdb")),
-                )
-            except lmdb.Error as exc:
-                # py-lmdb refuses a second open of one environment in a process with a
-                # plain lmdb.Error (no class of its own): its text is all there is.
-                if attempt or "already open in this process" not in str(exc):
-                    raise
-                if not close_inherited(self.path):
-                    raise
-        raise AssertionError("unreachable")
-
-    def _check_file(self, env: Any) -> None:
-        """Free reader slots of dead processes; refuse a file whose structure is damaged.
-
-        LMDB maps data.mdb and trusts it: a truncated file would kill the
-        process with SIGBUS, a damaged root or free-list page with an
-        assertion. :func:`simstore.store.check.pages.check_open` reads what opening
-        touches (meta pages, roots, the free list) as plain bytes first.
-        """
-        try:
-            env.reader_check()
-        except lmdb.Error as exc:
-            raise translate(exc, self.path) from exc
-        problems = check_open(env, self.path)
-        if problems:
-            raise CorruptStoreError(
-                f"store {self.path!r} looks damaged: {problems[0]}; restore data.mdb from a "
-                "copy (simstore-cli verify says more)"
-            )
-
-    def _drop(self, *, keep_lock: bool = False) -> None:
-        """Forget the environment and its transactions (the caller closes it)."""
-        self.wtxn = None
-        self._log = None
-        self.env = None
-        self.epoch += 1
-        if not keep_lock:
-            self.store_lock.release()
 
     def reload(self) -> None:
         """Close and reopen the environment, re-reading everything from disk.
 
         The store lock stays held (and exclusive, inside :meth:`exclusive`).
         """
-        env = self.env
-        self._drop(keep_lock=True)
-        if env is not None:
-            env.close()
-        self.open()
+        self.shared.reload()
 
     def close(self) -> None:
-        """Close (idempotent); an open batch is aborted."""
-        with self.lock:
+        """Close this handle (idempotent); the environment closes with its last handle
+        (an open batch is then aborted)."""
+        shared = self.shared
+        with shared.lock:
             if self.closed:
                 return
-            inherited = self.env is not None and self.pid != os.getpid()
-            if self.wtxn is not None and not inherited:
-                _abort(self.wtxn)
             self.closed = True
-            env, in_batch = self.env, self.wtxn is not None
-            self._drop()
-            if env is None:
-                return
-            if not inherited:
-                env.close()
-            elif in_batch:  # the parent's write transaction: never ended from here
-                abandon(env)
-            else:
-                let_go(self, env)
+            shared.handles.discard(self)
+            if not len(shared.handles):
+                shared.close()
 
     def live(self) -> Any:
         """The lmdb environment; reopened in a forked child, refused once closed."""
-        if self.closed:
+        shared = self.shared
+        if self.closed or shared.closed:
             raise StoreClosedError(f"store {self.path!r} is closed; open a new SimStore")
-        if os.getpid() != self.pid:
-            # An LMDB environment must not be used across fork: the child opens its own,
-            # after closing the inherited one if that is safe (see store/forks.py).
-            in_batch = self.wtxn is not None
-            old = self.env
-            self._drop()  # our copy of the lock only: the parent keeps its own
-            if in_batch:
-                # Closing would abort the parent's write transaction from here (and
-                # touch LMDB's write lock, which the parent holds): abandon it instead.
-                abandon(old)
-                self.closed = True
-                raise StoreInUseError(
-                    f"store {self.path!r}: this handle came through fork() while the parent "
-                    "was inside batch(), which holds the write lock; open a new SimStore in "
-                    "the child (or fork outside batch())"
-                )
-            let_go(self, old)
-            if not self.quiet_at_fork:
-                self.closed = True
-                raise StoreInUseError(
-                    f"store {self.path!r}: this handle came through fork() while another "
-                    f"thread was inside a store call that lasted over {FORK_WAIT:g} s; LMDB "
-                    "cannot reopen the store in this process: fork when no thread is inside "
-                    "a store call, or start workers with the 'spawn' method"
-                )
-            self.open()
-        return self.env
+        if os.getpid() != shared.pid:
+            shared.after_fork()
+        return shared.env
 
     def exclusive(self, what: str) -> Any:
         """A context: run a block only if no other handle (any process) has the store open."""
+        if len(self.shared.handles) > 1:
+            raise StoreInUseError(
+                f"store {self.path!r} is open in another SimStore of this process; {what} "
+                "needs it alone: close the other handles and try again"
+            )
         return self.store_lock.exclusive(what)
+
+    def _commit_durably(self) -> None:
+        """After a commit: flush it when this handle is durable and the shared
+        environment (opened by a handle with durable=False) is not."""
+        if self.durable and not self.shared.durable:
+            self.env.sync(True)
 
     # --- transactions ------------------------------------------------------------
 
@@ -287,14 +195,15 @@ class Env:
         """A new transaction, adopting a map another process grew; a write transaction's
         new pages (need bytes of them, or a few) prepared in huge pages first."""
         env = self.env
-        for _ in range(_MAX_GROWTHS):
+        for _ in range(MAX_GROWTHS):
             try:
                 txn = env.begin(write=write)
                 if write and self._growth is not None:
                     try:
                         info = env.info()
-                        self._growth.before_write((info["last_pgno"] + 1) * PAGE, need,
-                                                  info["map_size"])
+                        self._growth.before_write(
+                            (info["last_pgno"] + 1) * PAGE, need, info["map_size"]
+                        )
                     except BaseException:
                         txn.abort()
                         raise
@@ -302,7 +211,7 @@ class Env:
             except lmdb.MapResizedError:
                 self.epoch += 1  # the map moves: pointers into it (run tables) go stale
                 env.set_mapsize(0)
-                self._advise_map()
+                self.shared.advise_map()
             except lmdb.Error as exc:
                 raise translate(exc, self.path) from exc
         raise StoreError(f"store {self.path!r}: the map kept being resized; try again")
@@ -332,7 +241,7 @@ class Env:
 
     def retrying(self, attempt: Callable[[], T], on_full: Callable[[], None]) -> T:
         """THE grow-and-retry loop: run attempt(), calling on_full() after each MapFullError."""
-        for _ in range(_MAX_GROWTHS):
+        for _ in range(MAX_GROWTHS):
             try:
                 return attempt()
             except lmdb.MapFullError:
@@ -360,6 +269,7 @@ class Env:
                     result = op(txn, *args)
                     txn.commit()
                     self.committed = txn
+                    self._commit_durably()
                     return result
                 except BaseException:
                     self._abort_write(txn)
@@ -404,6 +314,7 @@ class Env:
                 self._log.append((_no_op, ()))
                 self.retrying(lambda: self.wtxn.commit(), self._replay)
                 self.committed = self.wtxn
+                self._commit_durably()
             except BaseException:
                 self._abort_write(self.wtxn)
                 raise
@@ -416,7 +327,7 @@ class Env:
         is gone with it, and a later commit can name the same generations with other
         contents (a merge slice's next_gen is a count), so nothing read may be kept."""
         self.epoch += 1
-        _abort(txn)
+        abort_quietly(txn)
 
     def maybe_grow(self, need: int = 0) -> None:
         """Double the map ahead of time when it is over half used (or lacks `need` bytes)."""
@@ -436,14 +347,7 @@ class Env:
             self.env.set_mapsize(new)
         except lmdb.Error as exc:
             raise translate(exc, self.path) from exc
-        self._advise_map()
-
-    def _advise_map(self) -> None:
-        """With readahead, ask for the map in huge pages (see :mod:`.readahead`); again
-        after each remap, which makes a new mapping."""
-        env = self.env
-        if env is not None and env.flags()["readahead"]:
-            advise_huge_pages(os.path.join(self.path, "data.mdb"), env.info()["map_size"])
+        self.shared.advise_map()
 
     def used_bytes(self) -> tuple[int, int]:
         """(map size, bytes of pages in use)."""
@@ -461,15 +365,3 @@ class Env:
 
 def _no_op(txn: Any) -> None:
     """Stands in the replay log for the commit that filled the map."""
-
-
-def _abort(txn: Any) -> None:
-    """Abort a transaction on the way out of an error or a close.
-
-    An abort can only fail when the environment is already gone; the caller is
-    raising (or closing) anyway, so that failure has nothing to add.
-    """
-    try:
-        txn.abort()
-    except lmdb.Error:
-        pass

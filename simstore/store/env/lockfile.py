@@ -8,15 +8,32 @@ dropped without ``close()`` still lets go of it.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ...exceptions import StoreError, StoreInUseError
+from ...exceptions import StoreAccessError, StoreError, StoreInUseError
 
 LOCK_FILE = "simstore.lock"
+# every file a store keeps in its directory: LMDB's two (it opens both with O_CREAT, and
+# cannot be told not to follow a link) and the lock file
+STORE_FILES = ("data.mdb", "lock.mdb", LOCK_FILE)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def refuse_links(path: str) -> None:
+    """StoreAccessError if a file of the store at path is a symbolic link: opening it
+    would write (or create) whatever file the link names."""
+    for name in STORE_FILES:
+        if os.path.islink(os.path.join(path, name)):
+            raise StoreAccessError(
+                f"store {path!r}: {name} is a symbolic link; simstore never follows a link "
+                "inside a store (it could create or overwrite the file it names): remove "
+                "the link, or give the directory where the store's files really are"
+            )
 
 
 class StoreLock:
@@ -38,18 +55,23 @@ class StoreLock:
         A read-only handle on a store whose lock file it cannot open goes without:
         it never needs :meth:`exclusive`.
         """
+        refuse_links(self.path)
         path = os.path.join(self.path, LOCK_FILE)
         try:
             if self.readonly:
-                fd = os.open(path, os.O_RDONLY)
+                fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
             else:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o666)
         except FileNotFoundError:
             return  # a read-only open of a store whose lock file is gone: nothing to share
         except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a link planted since refuse_links looked
+                refuse_links(self.path)
             if self.readonly:
                 return
-            raise StoreError(f"store {self.path!r}: cannot open its lock file: {exc}") from exc
+            raise StoreAccessError(
+                f"store {self.path!r}: cannot open its lock file: {exc.strerror or exc}"
+            ) from exc
         fcntl.flock(fd, fcntl.LOCK_SH)
         self._fd = fd
         self._finalizer = weakref.finalize(owner, os.close, fd)

@@ -14,14 +14,14 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import lmdb
 import numpy as np
 
 from ...exceptions import CorruptStoreError
 from ...native import lmdbmap as _lmdbmap, probe as _probe
-from .format import STATE_KEY, State, lineage, mix_xor, place_run
+from .format import STATE_KEY, State, lineage, mix, mix_xor, place_run
 from .index import read_index
 from .rows import band_keys
 
@@ -44,18 +44,65 @@ class OpenLevel:
     sets: list[_probe.RunSet]  # per run database: the prober's view of its runs
 
 
-@dataclass
 class RecentDocs:
-    """The recent docs (iid >= flushed, up to upto) as this process read them."""
+    """The recent docs (iid >= flushed, up to upto) as this process read them.
 
-    flushed: int
-    upto: int
-    xor: int
-    iids: np.ndarray
-    fps: np.ndarray
-    bands: dict[int, list[int]] = field(default_factory=dict)  # band key -> iids
-    ids: dict[int, list[int]] = field(default_factory=dict)  # id hash -> iids
-    has_ids: bool = False  # ids holds every recent doc's (read once a lookup by id wants it)
+    Their iids and fps grow in place, in arrays of spare capacity: a view handed out
+    (``iids``, ``fps``) covers only the docs it saw, and a doc is only ever appended
+    past every view (a record that must lose docs is replaced, never cut).
+    """
+
+    def __init__(self, flushed: int, upto: int, xor: int, iids: np.ndarray, fps: np.ndarray,
+                 has_ids: bool = False) -> None:
+        self.flushed, self.upto, self.xor = flushed, upto, xor
+        self._n = len(iids)
+        self._iids = np.ascontiguousarray(iids, dtype=np.uint64)
+        self._fps = np.ascontiguousarray(fps, dtype=np.uint64)
+        self.bands: dict[int, list[int]] = {}  # band key -> iids
+        self.ids: dict[int, list[int]] = {}  # id hash -> iids
+        self.has_ids = has_ids  # ids holds every recent doc's (read once a lookup wants it)
+
+    @property
+    def iids(self) -> np.ndarray:
+        return self._iids[: self._n]
+
+    @property
+    def fps(self) -> np.ndarray:
+        return self._fps[: self._n]
+
+    def _room(self, more: int) -> None:
+        """Capacity for more docs past the last (the arrays copied to twice the size)."""
+        need = self._n + more
+        if need <= len(self._iids):
+            return
+        cap = max(need, 2 * len(self._iids), 64)
+        for name in ("_iids", "_fps"):
+            grown = np.empty(cap, dtype=np.uint64)
+            grown[: self._n] = getattr(self, name)[: self._n]
+            setattr(self, name, grown)
+
+    def extend(self, w: Any, ids: bool) -> None:
+        """Append docs read by a walk or offered by a bulk write (iid order, past upto)."""
+        n = len(w.iids)
+        self._room(n)
+        self._iids[self._n : self._n + n] = w.iids
+        self._fps[self._n : self._n + n] = w.fps
+        self._n += n
+        self.add_bands(w.iids, w.bands)
+        if ids:
+            self.add_ids(w.iids, w.idh)
+
+    def append(self, one: OneDoc, ids: bool) -> None:
+        """Append one doc a single write offered."""
+        self._room(1)
+        self._iids[self._n] = one.iid
+        self._fps[self._n] = one.fp
+        self._n += 1
+        get = self.bands.setdefault
+        for key in one.bands:
+            get(key, []).append(one.iid)
+        if ids:
+            self.ids.setdefault(one.idh, []).append(one.iid)
 
     def add_bands(self, iids: np.ndarray, keys32: np.ndarray | None) -> None:
         """Index recent docs' band keys (band << 32 | key32) for exact lookups."""
@@ -74,6 +121,28 @@ class RecentDocs:
         for iid, key in zip(iids.tolist(), idh.tolist(), strict=True):
             get(key, []).append(iid)
 
+
+class OneDoc(NamedTuple):
+    """A doc a single write added: its iid, fp, band-entry keys (band << 32 | key32) and
+    id hash."""
+
+    iid: int
+    fp: int
+    bands: list[int]
+    idh: int
+
+
+@dataclass
+class Offer:
+    """Docs this process's writes added past the recent docs (iids start..stop, in map
+    epoch ``epoch``), in order: walks' worth of a bulk write, or single docs; xor: the
+    XOR of their mix."""
+
+    start: int
+    stop: int
+    epoch: int
+    xor: int
+    parts: list[Any] = field(default_factory=list)
 
 
 class Walk(Protocol):
@@ -109,12 +178,13 @@ class LevelCache:
         self._txn: Any = None  # the transaction of the query under way (for _fetch)
         self._levels: dict[int, OpenLevel] = {}
         self._recent: RecentDocs | None = None
-        self._wired: tuple[bytes, int] | None = None  # what the probers hold
-        self._wired_levels: tuple[Any, int] | None = None  # the levels the exact probers hold
+        # ((state's levels, map epoch), their OpenLevels, ids each spans): what the exact
+        # probers hold
+        self._wired_levels: tuple[tuple[Any, int], list[OpenLevel], list[int]] | None = None
         # what the tables' prober lacks: levels, recent docs, keys a table, ids each level spans
         self._unwired: tuple[list[OpenLevel], RecentDocs, int, list[int]] | None = None
-        # (start, stop, epoch, docs) a bulk write added past the recent docs
-        self._offer: tuple[int, int, int, Any] | None = None
+        # the docs this process's writes added past the recent docs, not yet taken in
+        self._offer: Offer | None = None
         self._want_ids = False  # this process looks ids up: its recent docs carry their id hashes
         self._wired_raw: bytes | None = None  # the state record it was wired for
         self._wired_epoch = -2  # and the map epoch
@@ -124,11 +194,28 @@ class LevelCache:
         """The map epoch levels are read in (-1: never in place)."""
         return -1 if self._map_epoch is None else self._map_epoch()
 
-    def offer(self, start: int, stop: int, docs: Any) -> None:
-        """Docs a bulk write just added (iids start..stop, a walk's worth): the recent docs'
-        next extension, taken only in this map epoch and only if they bring the recent
-        docs' XOR hash to the state's (never the docs of a write that did not commit)."""
-        self._offer = (start, stop, self.epoch(), docs)
+    def offer(self, start: int, stop: int, docs: Any, xor: int) -> None:
+        """Docs a bulk write just added (iids start..stop, a walk's worth; xor: their
+        mix_xor): the recent docs' next extension, taken only in this map epoch and only
+        if they bring the recent docs' XOR hash to the state's (never the docs of a write
+        that did not commit)."""
+        self._offered(start, stop, xor, docs)
+
+    def offer_one(self, one: OneDoc) -> None:
+        """A doc a single write just added (iid next): as :meth:`offer`, without the
+        walk that would read it back."""
+        self._offered(one.iid, one.iid + 1, mix(one.iid, one.fp), one)
+
+    def _offered(self, start: int, stop: int, xor: int, part: Any) -> None:
+        """Append to the offer under way when it ends where this starts (writes not
+        synced in between), else begin one."""
+        epoch = self.epoch()
+        got = self._offer
+        if got is not None and got.stop == start and got.epoch == epoch:
+            got.stop, got.xor = stop, got.xor ^ xor
+            got.parts.append(part)
+        else:
+            self._offer = Offer(start, stop, epoch, xor, [part])
 
     def _level(self, txn: Any, level: int, gen: int) -> OpenLevel:
         """A level's runs, from the cache when its generation and the map epoch match.
@@ -247,10 +334,11 @@ class LevelCache:
             self._map_at = (epoch, base)
         return val
 
-    def _recent_docs(self, txn: Any, st: State) -> RecentDocs:
-        """The recent docs (iid >= flushed), extended or re-read as the state says; with
-        their id hashes only once this process has looked an id up (a pure reader never
-        decodes and hashes the ids of the docs each commit adds)."""
+    def _recent_docs(self, txn: Any, st: State, epoch: int) -> RecentDocs:
+        """The recent docs (iid >= flushed), extended (by the docs offered in this map
+        epoch, or a walk) or re-read as the state says; with their id hashes only once
+        this process has looked an id up (a pure reader never decodes and hashes the ids
+        of the docs each commit adds)."""
         rec = self._recent
         ids = self._want_ids
         if rec is not None and rec.has_ids != ids:
@@ -262,17 +350,22 @@ class LevelCache:
         if rec is not None and rec.flushed == st.flushed and rec.upto < st.next:
             # the docs this process wrote past them, if it offered those, else a walk; both
             # must bring the XOR hash to the state's (else a whole walk below)
-            w = offer[3] if offer is not None and offer[:3] == (
-                rec.upto, st.next, self.epoch()) else self._walk(txn, rec.upto, ids)
-            xor = rec.xor ^ mix_xor(w.iids, w.fps)
-            if xor == st.recent_xor:
-                rec.add_bands(w.iids, w.bands)  # the old record is dropped just below
-                if ids:
-                    rec.add_ids(w.iids, w.idh)
-                rec = RecentDocs(st.flushed, st.next, xor, np.concatenate((rec.iids, w.iids)),
-                                 np.concatenate((rec.fps, w.fps)), rec.bands, rec.ids, ids)
-                self._recent = rec
-                return rec
+            if offer is not None and (offer.start, offer.stop, offer.epoch) == (
+                    rec.upto, st.next, epoch):
+                if rec.xor ^ offer.xor == st.recent_xor:
+                    for part in offer.parts:
+                        if isinstance(part, OneDoc):
+                            rec.append(part, ids)
+                        else:
+                            rec.extend(part, ids)
+                    rec.upto, rec.xor = st.next, st.recent_xor
+                    return rec
+            else:
+                w = self._walk(txn, rec.upto, ids)
+                if rec.xor ^ mix_xor(w.iids, w.fps) == st.recent_xor:
+                    rec.extend(w, ids)
+                    rec.upto, rec.xor = st.next, st.recent_xor
+                    return rec
         w = self._walk(txn, st.flushed, ids)
         rec = RecentDocs(st.flushed, st.next, st.recent_xor, w.iids, w.fps, has_ids=ids)
         rec.add_bands(w.iids, w.bands)
@@ -281,27 +374,28 @@ class LevelCache:
         self._recent = rec
         return rec
 
-    def _wire(self, txn: Any, st: State) -> None:
-        """Point the probers at the levels and recent docs this state names."""
-        tag = (st.pack(), self.epoch())
-        if self._wired == tag:
-            return
-        gens = st.gens()
-        for lid in [lid for lid in self._levels if lid not in gens]:
-            del self._levels[lid]  # a level merged away: forget its pointers
-        levels = [self._level(txn, lv.id, lv.gen) for lv in st.levels]
-        rec = self._recent_docs(txn, st)
-        at_levels = (st.levels, self.epoch())
-        if self._wired_levels != at_levels:  # (a write's state moves on; its levels seldom)
-            for prober, at in ((self._bprober, self.bands_at), (self._iprober, self.ids_at)):
-                if prober is not None and at is not None:
-                    prober.set_sets([lev.sets[at] for lev in levels if lev.sets[at].nruns])
-            self._wired_levels = at_levels
+    def _wire(self, txn: Any, st: State, epoch: int) -> None:
+        """Point the probers at the levels and recent docs this state names in this map
+        epoch (the levels looked at again only when they or the epoch changed: a single
+        write's state moves on, its levels seldom)."""
+        at = (st.levels, epoch)
+        if self._wired_levels is not None and self._wired_levels[0] == at:
+            levels, sizes = self._wired_levels[1:]
+        else:
+            gens = st.gens()
+            for lid in [lid for lid in self._levels if lid not in gens]:
+                del self._levels[lid]  # a level merged away: forget its pointers
+            levels = [self._level(txn, lv.id, lv.gen) for lv in st.levels]
+            for prober, db in ((self._bprober, self.bands_at), (self._iprober, self.ids_at)):
+                if prober is not None and db is not None:
+                    prober.set_sets([lev.sets[db] for lev in levels if lev.sets[db].nruns])
+            # about how many keys each level holds, which sets how far its probes span
+            sizes = [hi - lo for _, lo, hi in st.bounds()]
+            self._wired_levels = (at, levels, sizes)
+        rec = self._recent_docs(txn, st, epoch)
         # the tables' prober: wired by the next search (with about how many keys a table
-        # and each level hold, which sets how far their probes span)
-        sizes = [hi - lo for _, lo, hi in st.bounds()]
+        # holds)
         self._unwired = (levels, rec, st.next - st.stale, sizes)
-        self._wired = tag
 
     def wire_tables(self) -> None:
         """Point the tables' prober at the levels and recent docs _wire saw (a write that
@@ -329,11 +423,12 @@ class LevelCache:
         """Bring the cache and probers to the state this transaction sees (and the map);
         a run a probe then needs is fetched through this transaction's view."""
         self._txn = txn
-        raw = txn.get(STATE_KEY, db=self._meta)
-        if raw is None or raw != self._wired_raw or self._wired_epoch != self.epoch():
-            self._wire(txn, State.unpack(raw))
+        raw = txn.get(STATE_KEY, None, self._meta)
+        epoch = self.epoch()
+        if raw is None or raw != self._wired_raw or self._wired_epoch != epoch:
+            self._wire(txn, State.unpack(raw), epoch)
             self._wired_raw = bytes(raw)
-            self._wired_epoch = self.epoch()
+            self._wired_epoch = epoch
 
     # --- exact lookups (band keys, id hashes) ---------------------------------------
 
@@ -350,7 +445,7 @@ class LevelCache:
         (:class:`~simstore.store.runs.ids.RunIds` checks their docs records)."""
         if not self._want_ids:  # the first lookup by id: the recent docs' ids from now on
             self._want_ids = True
-            self._wired = self._wired_raw = None
+            self._wired_raw = None
         return self._exact(txn, self._iprober, hashes, "ids")
 
     def _exact(self, txn: Any, prober: _probe.Prober | None, keys: Any, recent: str

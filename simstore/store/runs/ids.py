@@ -36,7 +36,7 @@ class RunIds:
         """(internal id, docs record) of the live doc with this encoded id, or None."""
         for iid in self._tables.id_candidates(txn, [F.id_hash(enc)]):
             key = F.iid_bytes(iid)
-            rec = txn.get(key, db=self.docs)
+            rec = txn.get(key, None, self.docs)
             if rec is not None and self.codec.parse(rec)[1] == enc:
                 return key, rec
         return None
@@ -51,7 +51,7 @@ class RunIds:
         hs = np.unique(F.id_hashes(want))
         for iid in self._tables.id_candidates(txn, hs):
             key = F.iid_bytes(iid)
-            rec = get(key, db=docs)
+            rec = get(key, None, docs)
             if rec is not None:
                 enc = parse(rec)[1]
                 if enc in want:

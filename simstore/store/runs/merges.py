@@ -204,8 +204,8 @@ class Merger:
         """Begin the merge that is due, if any (or the one of levels first.. on): its
         record, and its target as an empty level (covering no ids yet) just before its
         sources in the state; the new state."""
-        if first is None:
-            live = int(txn.stat(self._docs)["entries"])
+        if first is None:  # (the live docs count only against stale entries)
+            live = int(txn.stat(self._docs)["entries"]) if st.stale else 0
             first = due([hi - lo for _, lo, hi in st.bounds()], st.stale, live)
         if first is None:
             return None, st

@@ -202,7 +202,7 @@ def _gone_chunks(txn: Any, db: Any, prefix: bytes = GONE_KEY) -> list[tuple[byte
 
 def read_job(txn: Any, db: Any) -> Job | None:
     """The merge under way (record ``merge`` and its gone chunks of either kind), if any."""
-    raw = txn.get(MERGE_KEY, db=db)
+    raw = txn.get(MERGE_KEY, None, db)  # (db by place: read by every write)
     if raw is None:
         return None
 

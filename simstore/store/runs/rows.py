@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -11,8 +12,15 @@ PUT_CHUNK = 1 << 19  # rows turned into bytes objects at a time (bounds memory)
 
 def band_keys(keys32: np.ndarray) -> np.ndarray:
     """Band-entry keys band << 32 | key32 (uint64) of 32-bit band keys (bands: last axis)."""
-    nb = keys32.shape[-1]
-    return (np.arange(nb, dtype=np.uint64) << np.uint64(32)) | keys32.astype(np.uint64)
+    return _band_hi(keys32.shape[-1]) | keys32.astype(np.uint64)
+
+
+@functools.lru_cache(maxsize=8)
+def _band_hi(nb: int) -> np.ndarray:
+    """band << 32 of bands 0..nb-1 (uint64, read-only: shared by every call)."""
+    hi = np.arange(nb, dtype=np.uint64) << np.uint64(32)
+    hi.flags.writeable = False
+    return hi
 
 
 SPREAD = 512  # rows put in bit-reversed order within each window of this many (see put_sorted)

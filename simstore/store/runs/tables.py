@@ -35,6 +35,8 @@ it as a private copy.
 from __future__ import annotations
 
 import functools
+import operator
+import struct
 import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -44,7 +46,7 @@ import numpy as np
 from ...native import core as _core, probe as _probe
 from ...search.layout import Layout
 from ..format import PAGE, id_hashes, iid_bytes
-from .cache import LevelCache
+from .cache import LevelCache, OneDoc
 from .check import check_bands, check_ids, check_tables
 from .format import (
     BANDS_DB,
@@ -143,6 +145,7 @@ class RunTables:
             env.open_db(IDS_DB, txn=txn, create=create)]
         self.bands_at = n if nbands else None
         self.ids_at = len(self.run_dbs) - 1
+        self._band_hi = [b << 32 for b in range(nbands)]  # band entries: band << 32 | key32
         self.per_doc = [1] * n + ([nbands] if nbands else []) + [1]
         self._meta = env.open_db(STATE_DB, txn=txn, create=create)
         self._docs = docs
@@ -168,7 +171,7 @@ class RunTables:
 
     def state(self, txn: Any) -> State:
         """The run tables' state as this transaction sees it."""
-        raw = txn.get(STATE_KEY, db=self._meta)
+        raw = txn.get(STATE_KEY, None, self._meta)
         memo = self._memo
         if memo is not None and raw is not None and raw == memo[0]:
             return memo[1]  # the record this process last wrote (a run of writes)
@@ -193,12 +196,17 @@ class RunTables:
 
     # --- single writes -----------------------------------------------------------------
 
-    def index(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
-        """Note a doc just written to the docs table at iid (>= next); merge if due.
-        (Its band keys are read from its docs record when its level is written.)"""
+    def index(self, txn: Any, iid: bytes, fp: int, keys: list[bytes], idh: int = 0) -> None:
+        """Note a doc just written to the docs table at iid (>= next; idh: its id's hash);
+        merge if due. (Its band keys are read from its docs record when its level is
+        written; this process's recent docs take them from here.)"""
         st = self.state(txn)
         i = int.from_bytes(iid, "big")
-        st = st._replace(next=max(st.next, i + 1), recent_xor=st.recent_xor ^ mix(i, fp))
+        m = mix(i, fp)
+        if self._in_place and i == st.next:  # the recent docs' next doc, as fill offers
+            k32 = struct.unpack(f">{len(keys)}I", b"".join(keys))
+            self.cache.offer_one(OneDoc(i, fp, list(map(operator.or_, self._band_hi, k32)), idh))
+        st = State(max(st.next, i + 1), st.flushed, st.stale, st.recent_xor ^ m, st.levels)
         self.put_state(txn, self._advance(txn, st, 1))
 
     def unindex(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
@@ -247,15 +255,15 @@ class RunTables:
             self._write_level(txn, lv.id, w)
             self.put_state(txn, State(next=top, flushed=top, levels=(lv,)))
             return
+        xor = mix_xor(iids, fps)
+        # the recent docs' next extension, without reading them back (a writer looks
+        # up its next commit's ids): taken only in the same map epoch (an abort moves
+        # it on: never the docs of a write that did not commit) and if they bring the
+        # recent docs' XOR hash to the state's then, as a walk's docs would
         if self._in_place and whole and int(iids[0]) == st.next and \
                 top - st.next == len(iids) and (len(iids) < 2 or bool((np.diff(iids) == 1).all())):
-            # the recent docs' next extension, without reading them back (a writer looks
-            # up its next commit's ids): taken only in the same map epoch (an abort moves
-            # it on: never the docs of a write that did not commit) and if they bring the
-            # recent docs' XOR hash to the state's then, as a walk's docs would
-            self.cache.offer(st.next, top, w)
-        st = st._replace(next=max(st.next, top),
-                     recent_xor=st.recent_xor ^ mix_xor(iids, fps))
+            self.cache.offer(st.next, top, w, xor)
+        st = st._replace(next=max(st.next, top), recent_xor=st.recent_xor ^ xor)
         self.put_state(txn, self._advance(txn, st, len(iids)))
 
     def _whole(self, w: _Walked) -> bool:
@@ -374,7 +382,7 @@ class RunTables:
         rows = []
         for v, d in hits:  # by distance, then iid: the order of the answer
             iid = v.to_bytes(8, "big")  # iid_bytes, inline: once per hit
-            rec = get(iid, db=docs)
+            rec = get(iid, None, docs)
             if rec is not None:  # else a removed doc's stale entry
                 rows.append((d, iid, rec))
         return rows

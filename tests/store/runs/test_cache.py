@@ -233,6 +233,89 @@ def test_aborted_batch_leaves_nothing_cached(monkeypatch: pytest.MonkeyPatch, tm
 
 
 
+def recent_as_read(store: SimStore) -> tuple[Any, ...]:
+    """The writer's recent docs as its cache holds them (after a lookup by similarity and
+    by id has brought it to the committed state)."""
+    rec = cache(store)._recent
+    assert rec is not None and rec.has_ids
+    return (rec.flushed, rec.upto, rec.xor, rec.iids.tolist(), rec.fps.tolist(),
+            {k: sorted(v) for k, v in rec.bands.items()},
+            {k: sorted(v) for k, v in rec.ids.items()})
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_single_writes_leave_the_cache_a_reopen_reads(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path, seed: int) -> None:
+    """Random single writes (add, add_if_new, updates, removes, add_many, in and out of
+    batches, aborted batches among them) each take their doc into the writer's recent
+    docs without reading it back; after each step the writer's cache equals the one a
+    fresh handle reads from the store, and both answer alike."""
+    small(monkeypatch, RECENT_MAX=24)
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(300)]
+
+    def text() -> str:
+        return " ".join(rng.choice(words) for _ in range(60))
+
+    def sig() -> Any:
+        return simstore.signature(text())
+
+    path = tmp_path / "s"
+    store = SimStore(path, config=simstore.SIGNATURE_CONFIG, expected_size=1000)
+    sigs = simstore.signatures([text() for _ in range(30)])
+    store.add_many(range(30), sigs)
+    pool = list(sigs)
+    nxt = 100
+    walks = []
+    c = cache(store)
+    walk = c._walk
+    c._walk = lambda *a, **k: walks.append(a[1]) or walk(*a, **k)
+
+    def look(s: SimStore) -> list[Any]:
+        s.get(-1)  # a lookup by id: the recent docs with their ids' hashes
+        return [s.similar(q, 0.5) for q in pool[-6:]]
+
+    look(store)
+    for _ in range(40):
+        op = rng.random()
+        if op < 0.45:
+            nxt += 1
+            before, n = state_of(store), len(walks)
+            store.add(nxt, x := sig())
+            pool.append(x)
+            look(store)
+            if state_of(store).flushed == before.flushed:
+                assert len(walks) == n  # taken as offered, not read back
+        elif op < 0.65:
+            nxt += 1
+            x = rng.choice(pool) if rng.random() < 0.5 else sig()
+            store.add_if_new(nxt, x, threshold=0.9)
+            pool.append(x)
+        elif op < 0.75:
+            store.add(rng.randrange(30, nxt + 1), sig())  # maybe an update, maybe a new id
+        elif op < 0.82:
+            store.remove(rng.randrange(nxt + 1))
+        elif op < 0.9:
+            with store.batch():
+                for _ in range(rng.randrange(1, 5)):
+                    nxt += 1
+                    store.add(nxt, sig())
+                    if rng.random() < 0.5:
+                        look(store)
+        else:
+            with pytest.raises(Abort), store.batch():
+                store.add(nxt + 1, sig())
+                look(store)  # the uncommitted doc taken in, then aborted
+                raise Abort
+        got = look(store)
+        mine = recent_as_read(store)
+        with SimStore(path) as fresh:
+            assert look(fresh) == got
+            assert recent_as_read(fresh) == mine
+            assert dict(fresh.items()) == dict(store.items())
+    store.close()
+
+
 # --- 8. levels opened by their index records, runs fetched when first needed -----------
 
 
