@@ -444,9 +444,8 @@ class SimStore:
             if env.wtxn is not None or env.closed or current_pid() != env.pid:
                 with env.reading() as txn:
                     return self._search(txn, q, kk)
-            # The fast path: a fresh read transaction, no fork or batch to handle. It pays:
-            # through env.reading() instead, query p50 was 1.23x (k = 3 and 5, 200k; `ab
-            # --base HEAD`, head = this block replaced: docs/bench/ab-readpath.json).
+            # The fast path: a fresh read transaction, no fork or batch to handle; worth
+            # its lines (docs/bench/ab-readpath.json: env.reading() costs queries ~1/5).
             txn = env.begin(False)
             try:
                 return self._search(txn, q, kk)
