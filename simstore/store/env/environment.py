@@ -16,6 +16,7 @@ import os
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import lmdb
@@ -36,13 +37,11 @@ T = TypeVar("T")
 def _shared(name: str) -> property:
     """An attribute of the handle that lives in its :class:`Shared`."""
 
-    def get(self: Env) -> Any:
-        return getattr(self.shared, name)
-
     def put(self: Env, value: Any) -> None:
         setattr(self.shared, name, value)
 
-    return property(get, put, doc=f"The shared environment's ``{name}``.")
+    # attrgetter reads it in C: a Python getter cost each query ~0.1 us a read
+    return property(attrgetter(f"shared.{name}"), put, doc=f"The shared environment's ``{name}``.")
 
 
 class Env:
