@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..exceptions import CorruptStoreError
-from ..native import core as _core
+from ..native import core as _core, single as _single
 from ..text.minhash import jaccard_table
 from .env import Env
 from .format import INT_ID, TEXT_ID, DocId, iid_bytes
@@ -108,7 +108,7 @@ def similar(
         return []
     codec = h.codec
     bits = 64 * codec.sketch_words
-    found = _core.sketch_hits(
+    found = _single.sketch_hits(
         sketch, b"".join(recs), list(accumulate(map(len, recs))), codec.sketch_start,
         max_distance(bits, threshold),
     )

@@ -35,7 +35,7 @@ import numpy as np
 
 from .._validate import as_fingerprint_array, check_fingerprint, check_str
 from ..exceptions import InvalidConfigError, SimstoreTypeError
-from ..native import core as _core
+from ..native import core as _core, single as _single
 from . import parallel
 from .rules import CJK_RE, NON_ASCII_SEP_RE, TOKEN_RE, tables_id
 
@@ -362,7 +362,7 @@ def fingerprint(
     if idf is not None:
         return int(fingerprints([text], config, idf=idf, threads=1, **options)[0])
     cfg = _config(config, options)
-    fp, nfeat = _core.fingerprint_one(
+    fp, nfeat = _single.fingerprint_one(
         _ENCODE(text), cfg.ngram, cfg.seed, _WEIGHTING_CODE[cfg.weighting], UNICODE_IN_C
     )
     return int(fp) if nfeat else _no_feature_fingerprint(text, cfg.seed)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import InvalidConfigError, SimstoreTypeError, SimstoreValueError
-from ..native import core as _core, jaccard as _sets
+from ..native import core as _core, jaccard as _sets, single as _single
 from . import parallel
 from .fingerprinting import (
     _ENCODE,
@@ -132,7 +132,7 @@ def shingle_sets(
 
 def _one_set(text: str, cfg: FingerprintConfig) -> ShingleSets:
     """shingle_sets of one text: one C call, no batch."""
-    hashes = _core.shingle_set_one(_ENCODE(text), cfg.ngram, cfg.seed, UNICODE_IN_C)
+    hashes = _single.shingle_set_one(_ENCODE(text), cfg.ngram, cfg.seed, UNICODE_IN_C)
     if not len(hashes):  # no token: as in shingle_sets
         hashes = np.array([_no_feature_fingerprint(text, cfg.seed)], dtype=np.uint64)
     return ShingleSets(hashes, np.array([0, len(hashes)], dtype=np.int64))

@@ -35,7 +35,7 @@ import numpy as np
 
 from .._validate import check_fingerprint, check_str
 from ..exceptions import InvalidConfigError, InvalidSignatureError, SimstoreTypeError
-from ..native import core as _core
+from ..native import core as _core, single as _single
 from . import parallel
 from .fingerprinting import (
     _ENCODE,
@@ -282,7 +282,7 @@ def signature(text: str, config: FingerprintConfig | None = None) -> Signature:
     check_str(text, "text")
     cfg = _signature_config(config)
     words = cfg.sketch_bits // _WORD_BITS
-    out = _core.signature_one(
+    out = _single.signature_one(
         _ENCODE(text), cfg.ngram, cfg.seed, _WEIGHTING_CODE[cfg.weighting], UNICODE_IN_C,
         cfg.sketch_bits, cfg.bands, cfg.rows,
     )

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 import simstore
 from simstore import SIGNATURE_CONFIG, FingerprintConfig, shingle_sets
-from simstore.native import core as _core
+from simstore.native import core as _core, single as _single
 from simstore.store.reads import jaccard_list, max_distance
 from simstore.text.fingerprinting import _prepared
 
@@ -78,12 +78,12 @@ def test_byte_tokenizer_one_text_call_equals_its_batch(text):
     data = _prepared(text)
     offsets = np.array([0, len(data)], dtype=np.int64)
     fps, nfeat = _core.fingerprint_texts(data, offsets, 3, 0, 0, False)
-    assert _core.fingerprint_one(data, 3, 0, 0, False) == (int(fps[0]), int(nfeat[0]))
+    assert _single.fingerprint_one(data, 3, 0, 0, False) == (int(fps[0]), int(nfeat[0]))
     cfg = SIGNATURE_CONFIG
     fp, sk, bk, nf = _core.signature_texts(
         data, offsets, 3, 0, 0, cfg.sketch_bits, cfg.bands, cfg.rows, False
     )
-    packed = _core.signature_one(data, 3, 0, 0, False, cfg.sketch_bits, cfg.bands, cfg.rows)
+    packed = _single.signature_one(data, 3, 0, 0, False, cfg.sketch_bits, cfg.bands, cfg.rows)
     assert packed.tolist() == [int(fp[0]), *sk[0].tolist(), *bk[0].tolist(), int(nf[0])]
 
 
@@ -103,7 +103,7 @@ def test_sketch_hits_keep_exactly_the_records_at_or_above_the_threshold(q, rows,
         recs.append(b"\x04" * start + np.array(row, dtype="<u8").tobytes() + tail)
     ends = np.cumsum([len(r) for r in recs]).tolist()
     sketch = np.array(q, dtype=np.uint64)
-    found = _core.sketch_hits(sketch, b"".join(recs), ends, start, max_distance(128, threshold))
+    found = _single.sketch_hits(sketch, b"".join(recs), ends, start, max_distance(128, threshold))
     assert not isinstance(found, int)
     want = [i for i, row in enumerate(rows) if sketch_estimate(q, row) >= threshold]
     assert found[0] == want
@@ -116,7 +116,7 @@ def test_sketch_hits_name_the_first_record_too_short():
     sketch = np.zeros(2, dtype=np.uint64)
     recs = [b"\x00" * 30, b"\x00" * 20, b"\x00" * 5]
     ends = np.cumsum([len(r) for r in recs]).tolist()
-    assert _core.sketch_hits(sketch, b"".join(recs), ends, 9, 10) == 1
+    assert _single.sketch_hits(sketch, b"".join(recs), ends, 9, 10) == 1
 
 
 @pytest.mark.parametrize("bits", [64, 128, 640])
