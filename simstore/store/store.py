@@ -456,7 +456,7 @@ class SimStore:
 
     def _read(self, fn: Any) -> Any:
         """fn(txn) in a fresh read transaction, as :meth:`query` reads (which inlines this:
-        the call would cost it 0.3-0.5 us of its 7-8 us at k = 3)."""
+        one call more is a measurable share of a query, docs/bench/journal.md)."""
         env = self._env
         with env.lock:
             if env.wtxn is not None or env.closed or current_pid() != env.pid:

@@ -40,7 +40,7 @@ def _shared(name: str) -> property:
     def put(self: Env, value: Any) -> None:
         setattr(self.shared, name, value)
 
-    # attrgetter reads it in C: a Python getter cost each query ~0.1 us a read
+    # attrgetter reads it in C: queries read several of these (docs/bench/journal.md)
     return property(attrgetter(f"shared.{name}"), put, doc=f"The shared environment's ``{name}``.")
 
 
