@@ -25,10 +25,13 @@
 enum {
     PAGE_HEAD = 16,
     NODE_HEAD = 8,
+    P_BRANCH = 0x01,
     P_LEAF = 0x02,
     P_OVERFLOW = 0x04,
     P_LEAF2 = 0x20,
+    P_KINDS = P_BRANCH | P_LEAF | P_OVERFLOW | P_LEAF2,
     F_BIGDATA = 0x01,
+    MAX_DEPTH = 32, /* deeper than any tree a 64-bit file can hold */
 };
 
 static uint16_t get16(const uint8_t *p) {
@@ -108,10 +111,134 @@ int64_t ss_map_value(const uint8_t *map, uint64_t pages, uint32_t psize,
     return (int64_t)(first * psize + PAGE_HEAD);
 }
 
+/* Page pgno of the map as a page of kind `want` (P_BRANCH or P_LEAF) whose
+ * header checks out (its number, its bounds), its node count in *nnodes; NULL
+ * otherwise. */
+static const uint8_t *tree_page(const uint8_t *map, uint64_t pages, uint32_t psize,
+                                uint64_t pgno, uint16_t want, size_t *nnodes) {
+    if (pgno < 2 || pgno >= pages) return NULL;
+    const uint8_t *p = map + pgno * psize;
+    uint16_t lower = get16(p + 12), upper = get16(p + 14);
+    if (get64(p) != pgno || (get16(p + 10) & P_KINDS) != want || lower < PAGE_HEAD
+        || lower > upper || upper > psize || (lower & 1))
+        return NULL;
+    *nnodes = (size_t)(lower - PAGE_HEAD) / 2;
+    return p;
+}
+
+/* Node i of page p, its key inside the page; NULL otherwise. */
+static const uint8_t *tree_node(const uint8_t *p, uint32_t psize, size_t i) {
+    uint16_t at = get16(p + PAGE_HEAD + 2 * i);
+    if (at < get16(p + 14) || (at & 1) || at > psize - NODE_HEAD
+        || (size_t)at + NODE_HEAD + get16(p + at + 6) > psize)
+        return NULL;
+    return p + at;
+}
+
+/* A node's key against the 8-byte key q, in LMDB's default order (bytes, then
+ * length). */
+static int key_cmp(const uint8_t *node, const uint8_t *q) {
+    uint16_t ks = get16(node + 6);
+    int c = memcmp(node + NODE_HEAD, q, ks < 8 ? ks : 8);
+    return c ? c : (int)ks - 8;
+}
+
+/* Where key q's value lies (offset in the map, *size), 0 when the tree has no
+ * such key, -1 when a page does not read as expected. */
+static int64_t tree_get(const uint8_t *map, uint64_t pages, uint32_t psize,
+                        uint64_t root, uint32_t depth, const uint8_t *q, uint32_t *size) {
+    uint64_t pgno = root;
+    size_t n = 0;
+    for (uint32_t level = 1; level < depth; level++) {
+        const uint8_t *p = tree_page(map, pages, psize, pgno, P_BRANCH, &n);
+        if (p == NULL || n == 0) return -1;
+        size_t lo = 1, hi = n; /* the last node whose key is <= q (node 0: none) */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            const uint8_t *node = tree_node(p, psize, mid);
+            if (node == NULL) return -1;
+            if (key_cmp(node, q) <= 0) lo = mid + 1;
+            else hi = mid;
+        }
+        const uint8_t *node = tree_node(p, psize, lo - 1);
+        if (node == NULL) return -1;
+        pgno = (uint64_t)get16(node) | (uint64_t)get16(node + 2) << 16
+               | (uint64_t)get16(node + 4) << 32;
+    }
+    const uint8_t *p = tree_page(map, pages, psize, pgno, P_LEAF, &n);
+    if (p == NULL) return -1;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const uint8_t *node = tree_node(p, psize, mid);
+        if (node == NULL) return -1;
+        int c = key_cmp(node, q);
+        if (c == 0) {
+            uint64_t len = (uint64_t)get16(node) | (uint64_t)get16(node + 2) << 16;
+            uint16_t flags = get16(node + 4), ks = get16(node + 6);
+            const uint8_t *val = node + NODE_HEAD + ks;
+            if (flags == 0) {
+                if ((size_t)(val - p) + len > psize) return -1;
+                *size = (uint32_t)len;
+                return (int64_t)(val - map);
+            }
+            if (flags != F_BIGDATA || (size_t)(val - p) + 8 > psize) return -1;
+            uint64_t first = get64(val), npages = (PAGE_HEAD + len + psize - 1) / psize;
+            if (first < 2 || first >= pages || npages > pages - first
+                || !overflow_ok(map + first * psize, first, npages))
+                return -1;
+            *size = (uint32_t)len;
+            return (int64_t)(first * psize + PAGE_HEAD);
+        }
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
+int ss_map_lookup(const uint8_t *map, uint64_t pages, uint32_t psize, uint64_t root,
+                  uint32_t depth, const uint64_t *keys, size_t n, int64_t *out_off,
+                  uint32_t *out_len) {
+    if (map == NULL || (n && (keys == NULL || out_off == NULL || out_len == NULL))
+        || psize < 512 || (psize & (psize - 1)) || pages > UINT64_MAX / psize)
+        return -2;
+    if (depth > MAX_DEPTH) return -1; /* no tree of a readable file is this deep */
+    for (size_t i = 0; i < n; i++) {
+        uint8_t q[8];
+        for (int b = 0; b < 8; b++) q[b] = (uint8_t)(keys[i] >> (56 - 8 * b));
+        out_len[i] = 0;
+        out_off[i] = depth == 0 ? 0 : tree_get(map, pages, psize, root, depth, q, &out_len[i]);
+        if (out_off[i] < 0) return -1;
+    }
+    return 0;
+}
+
+int ss_map_base_of_page(const uint8_t *at, uint32_t psize, uintptr_t *out_map) {
+    if (at == NULL || out_map == NULL || psize < 512 || (psize & (psize - 1)))
+        return -2;
+    const uint8_t *p = (const uint8_t *)((uintptr_t)at & ~(uintptr_t)(psize - 1));
+    uint64_t pgno = get64(p);
+    uint16_t lower = get16(p + 12), upper = get16(p + 14);
+    if (pgno < 2 || pgno > (uintptr_t)p / psize || (get16(p + 10) & P_KINDS) != P_LEAF
+        || lower < PAGE_HEAD || lower > upper || upper > psize || at < p + upper)
+        return -1;
+    *out_map = (uintptr_t)p - pgno * psize;
+    return 0;
+}
+
 int ss_map_advise_huge(uintptr_t start, uint64_t size) {
     if (!start || !size || start % 4096 || size % 4096 || start + size < start) return -2;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     return madvise((void *)start, (size_t)size, MADV_HUGEPAGE) == 0 ? 0 : -1;
+#else
+    return -1;
+#endif
+}
+
+int ss_map_release(uintptr_t start, uint64_t size) {
+    if (!start || !size || start % 4096 || size % 4096 || start + size < start) return -2;
+#if defined(__linux__)
+    return madvise((void *)start, (size_t)size, MADV_DONTNEED) == 0 ? 0 : -1;
 #else
     return -1;
 #endif

@@ -428,6 +428,28 @@ int ss_map_base(const uint8_t *key, size_t klen, const uint8_t *value, size_t vl
  * file in (Linux MADV_HUGEPAGE; it changes no byte). Returns 0, -1 when the
  * OS refuses or has no such advice, -2 bad arguments. */
 int ss_map_advise_huge(uintptr_t start, uint64_t size);
+/* Let go of the pages this process has mapped in [start, start + size) (a
+ * whole mapping the caller found, LMDB's map, which LMDB only reads: no write
+ * goes through it): they leave its resident set and stay in the page cache, a
+ * later read maps them again with the same bytes (Linux MADV_DONTNEED). Returns
+ * 0, -1 when the OS refuses or has no such advice, -2 bad arguments. */
+int ss_map_release(uintptr_t start, uint64_t size);
+/* Where the values of n 8-byte keys (keys[i], compared as big-endian bytes)
+ * lie in a B-tree of an LMDB map of `pages` pages, walked from its root page
+ * down `depth` levels (a database's record in the main database gives both):
+ * out_off[i] the value's byte offset in the map and out_len[i] its size, or
+ * out_off[i] 0 when the tree has no such key. Every page read is checked
+ * (number, kind, bounds, each node inside its page); returns 0, -1 when one
+ * does not check out or the tree names a page past `pages` (the caller asks
+ * LMDB), -2 bad arguments. Only pages of one snapshot may be read: a read
+ * transaction's, or a write transaction's before it writes that database. */
+int ss_map_lookup(const uint8_t *map, uint64_t pages, uint32_t psize, uint64_t root,
+                  uint32_t depth, const uint64_t *keys, size_t n, int64_t *out_off,
+                  uint32_t *out_len);
+/* Where the map lies (*out_map), from a buffer a read transaction returned
+ * inside a leaf page (a cursor's key): the page's header names its number.
+ * Returns 0, -1 when the page does not read as a leaf page, -2 bad arguments. */
+int ss_map_base_of_page(const uint8_t *at, uint32_t psize, uintptr_t *out_map);
 
 /* --- one document at a time (csrc/single.c) --------------------------- */
 /* SINGLE-BEGIN */
@@ -459,6 +481,27 @@ int64_t ss_shingle_set_one(const uint8_t *text, size_t len, int ngram,
 int64_t ss_sketch_hits(const uint64_t *q, int words, const uint8_t *recs,
                        const int64_t *ends, size_t n, size_t start,
                        int maxd, int64_t *out_idx, int32_t *out_dist);
+/* A similarity lookup of one signature in one call. Its candidates: the
+ * values of the band entries (band << 32 | the low 32 bits of bands[band],
+ * nbands of 1..64) in the run sets (as ss_lookup, which may return -3 and
+ * fill need), and the nmore internal ids in more; into cands (cap entries;
+ * *ncands their count with repeats; -5 when that passes cap). Each distinct
+ * one's docs record is found by ss_map_lookup in the tree (map, pages, psize,
+ * root, depth), skipped when absent (a removed doc) or, with since >= 0,
+ * stored before since (8 bytes big-endian at at_start); each must start with
+ * the byte tag and be longer than id_start. Those whose sketch (words words
+ * at byte start, little-endian) is within maxd bits of q: 4 int64 each in
+ * out (room for cap): internal id, distance, the record's offset in the map
+ * and its size, in internal id order. Returns how many; -2 bad arguments, -3
+ * runs needed, -4 when the map cannot answer (a page or record that does not
+ * check out: ask LMDB), -5 cands too small. */
+int64_t ss_similar_one(const ss_runset *sets, size_t nsets, ss_need *need,
+                       const uint64_t *bands, size_t nbands, const uint64_t *more,
+                       size_t nmore, uint64_t *cands, size_t cap, int64_t *ncands,
+                       const uint8_t *map, uint64_t pages, uint32_t psize,
+                       uint64_t root, uint32_t depth, const uint64_t *q, int words,
+                       int tag, size_t start, size_t at_start, size_t id_start,
+                       int64_t since, int maxd, int64_t *out);
 /* SINGLE-END */
 /* CDEF-END */
 

@@ -6,6 +6,10 @@
  * outputs are packed in one buffer so a caller allocates once per call. */
 #include "_internal.h"
 
+#include <string.h>
+
+enum { SS_MAX_BANDS = 64 }; /* FingerprintConfig allows 1..64 bands */
+
 int ss_fingerprint_one(const uint8_t *text, size_t len, int ngram,
                        uint32_t seed, int weighting, int unicode,
                        uint64_t *out) {
@@ -54,6 +58,13 @@ static uint64_t load_le64(const uint8_t *p) {
     return x;
 }
 
+static int32_t sketch_distance(const uint64_t *q, int words, const uint8_t *s) {
+    int32_t d = 0;
+    for (int k = 0; k < words; k++)
+        d += __builtin_popcountll(q[k] ^ load_le64(s + 8 * (size_t)k));
+    return d;
+}
+
 SS__CLONES
 int64_t ss_sketch_hits(const uint64_t *q, int words, const uint8_t *recs,
                        const int64_t *ends, size_t n, size_t start,
@@ -65,10 +76,7 @@ int64_t ss_sketch_hits(const uint64_t *q, int words, const uint8_t *recs,
         int64_t end = ends[i];
         if (end < from) return -2;
         if ((size_t)(end - from) < stop) return -3 - (int64_t)i;
-        const uint8_t *s = recs + from + start;
-        int32_t d = 0;
-        for (int k = 0; k < words; k++)
-            d += __builtin_popcountll(q[k] ^ load_le64(s + 8 * (size_t)k));
+        int32_t d = sketch_distance(q, words, recs + from + start);
         if (d <= maxd) {
             out_idx[m] = (int64_t)i;
             out_dist[m] = d;
@@ -77,4 +85,64 @@ int64_t ss_sketch_hits(const uint64_t *q, int words, const uint8_t *recs,
         from = end;
     }
     return m;
+}
+
+/* Sort a few values and drop repeats: how many distinct remain. */
+static size_t sort_unique(uint64_t *v, size_t n) {
+    for (size_t i = 1; i < n; i++) { /* insertion sort: a lookup finds a few dozen */
+        uint64_t x = v[i];
+        size_t j = i;
+        for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m == 0 || v[m - 1] != v[i]) v[m++] = v[i];
+    return m;
+}
+
+SS__CLONES
+int64_t ss_similar_one(const ss_runset *sets, size_t nsets, ss_need *need,
+                       const uint64_t *bands, size_t nbands, const uint64_t *more,
+                       size_t nmore, uint64_t *cands, size_t cap, int64_t *ncands,
+                       const uint8_t *map, uint64_t pages, uint32_t psize,
+                       uint64_t root, uint32_t depth, const uint64_t *q, int words,
+                       int tag, size_t start, size_t at_start, size_t id_start,
+                       int64_t since, int maxd, int64_t *out) {
+    uint64_t keys[SS_MAX_BANDS];
+    if (nbands == 0 || nbands > SS_MAX_BANDS || (nbands && !bands) || (nmore && !more)
+        || !cands || !ncands || !out || words < 1 || words > 64 || maxd < 0
+        || start + 8 * (size_t)words > at_start || at_start + 8 > id_start)
+        return -2;
+    for (size_t b = 0; b < nbands; b++) /* a band entry's key: band << 32 | low half */
+        keys[b] = (uint64_t)b << 32 | (bands[b] & 0xFFFFFFFFu);
+    int64_t m = ss_lookup(sets, nsets, keys, nbands, cands, cap, need);
+    if (m < 0) return m;
+    *ncands = m + (int64_t)nmore;
+    if ((uint64_t)*ncands > cap) return -5;
+    memcpy(cands + m, more, nmore * sizeof *cands);
+    size_t n = sort_unique(cands, (size_t)*ncands);
+    int64_t hits = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t off = 0;
+        uint32_t len = 0;
+        if (ss_map_lookup(map, pages, psize, root, depth, &cands[i], 1, &off, &len) != 0)
+            return -4;
+        if (off == 0) continue; /* a removed doc's stale entry */
+        const uint8_t *rec = map + off;
+        if (len <= id_start || rec[0] != (uint8_t)tag) return -4; /* LMDB's copy explains */
+        if (since >= 0) {
+            uint64_t at = 0;
+            for (size_t b = 0; b < 8; b++) at = at << 8 | rec[at_start + b];
+            if (at < (uint64_t)since) continue;
+        }
+        int32_t d = sketch_distance(q, words, rec + start);
+        if (d > maxd) continue;
+        out[4 * hits] = (int64_t)cands[i];
+        out[4 * hits + 1] = d;
+        out[4 * hits + 2] = off;
+        out[4 * hits + 3] = len;
+        hits++;
+    }
+    return hits;
 }

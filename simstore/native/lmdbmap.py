@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core import ffi, lib
+from .core import ffi, lib, raise_for
 
-__all__ = ["advise_huge", "map_base", "map_value"]
+__all__ = ["advise_huge", "base_of_page", "lookup", "map_base", "map_buffer", "map_value",
+           "release"]
 
 
 def map_base(key: Any, value: Any, psize: int) -> int | None:
@@ -44,3 +45,44 @@ def advise_huge(start: int, size: int) -> bool:
     size) (a whole mapping the caller found in /proc/self/maps); whether it took the
     advice. Only how pages are read in changes, never their bytes."""
     return lib.ss_map_advise_huge(start, size) == 0
+
+
+def release(start: int, size: int) -> bool:
+    """Drop the pages this process has mapped in the mapping [start, start + size) (LMDB's
+    map, found in /proc/self/maps) from its resident set; whether the OS did. They stay in
+    the page cache and are mapped again, the same bytes, when next read: LMDB never
+    writes through its map here (no ``writemap``), so nothing is lost."""
+    return lib.ss_map_release(start, size) == 0
+
+
+def base_of_page(at: Any, psize: int) -> int | None:
+    """The map's address, from a buffer a read transaction returned inside a leaf page (a
+    cursor's key, ``buffers=True``); None when that page does not read as a leaf."""
+    out = ffi.new("uintptr_t *")
+    rc = lib.ss_map_base_of_page(ffi.from_buffer("uint8_t[]", at), psize, out)
+    return int(out[0]) if rc == 0 else None
+
+
+def lookup(base: int, pages: int, psize: int, root: int, depth: int, keys: list[int]
+           ) -> tuple[Any, Any] | None:
+    """Where the values of 8-byte keys (ints, big-endian) lie in the B-tree at root, depth
+    levels deep, of the map at base (`pages` pages): (offsets, sizes) as cffi arrays, offset
+    0 for a key the tree lacks; None when a page does not check out (ask LMDB)."""
+    n = len(keys)
+    cells = ffi.new("uint64_t[]", 2 * n + (n + 1) // 2)  # keys, offsets, then the sizes
+    cells[0:n] = keys
+    offs = ffi.cast("int64_t *", cells + n)
+    lens = ffi.cast("uint32_t *", cells + 2 * n)
+    rc = lib.ss_map_lookup(ffi.cast("uint8_t *", base), pages, psize, root, depth, cells, n,
+                           offs, lens)
+    if rc == -1:
+        return None
+    if rc < 0:
+        raise_for(rc, "walking a tree of the map")
+    return offs, lens
+
+
+def map_buffer(base: int, size: int) -> Any:
+    """The map at base, size bytes, as a buffer whose slices are bytes copies (of values
+    :func:`lookup` found, while the transaction they were found in lives)."""
+    return ffi.buffer(ffi.cast("char *", base), size)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,8 @@ MAX_PROBES = 1 << 22  # probes a query may plan (a larger radius is a layout mis
 SPAN_KEYS = 16  # keys a probe spanning several header values may expect (two lines)
 NEED_CAP = 1024  # runs not loaded a call reports at most (the rest on the next call)
 NEEDS_RUNS = -3  # what ss_probe and ss_lookup return when a run they need is not loaded
+_uncleared = ffi.new_allocator(should_clear_after_alloc=False)  # (what C writes, read back)
+MORE_ROOM = -5  # what ss_similar_one returns when its candidates pass the room given
 
 
 def _ball(bits: int, radius: int) -> int:
@@ -113,6 +115,8 @@ class Prober:
         self._grow(64)
         # the runs a call found not loaded (ss_need), loaded before it is made again
         self._need = np.empty(NEED_CAP, dtype=np.uint64)
+        self._scratch: Any = None
+        self._scratch_n = 0
         self._c_need = ffi.new("ss_need *", {"a": ffi.from_buffer("uint64_t[]", self._need),
                                             "cap": NEED_CAP, "n": 0})
 
@@ -219,6 +223,30 @@ class Prober:
                 self._grow(max(m, 2 * self._cap))
             else:
                 return m
+
+    def scratch(self, n: int) -> Any:
+        """An int64 cffi array of at least n entries for a caller's C call, reused (its
+        contents are whatever the last call left; calls are serialized as this prober's
+        are)."""
+        if self._scratch_n < n:
+            self._scratch_n = max(n, 2 * self._scratch_n)
+            self._scratch = _uncleared("int64_t[]", self._scratch_n)
+        return self._scratch
+
+    def with_sets(self, fn: Callable[[Any, int, Any, Any, int], tuple[int, int]]) -> int:
+        """Run fn(sets, nsets, need, vals, cap), a C call looking keys up in these run sets
+        with its candidates in vals (cap entries), until it has the runs it needs and room:
+        fn answers (rc, entries wanted), rc NEEDS_RUNS when runs are missing (loaded here)
+        or MORE_ROOM when the entries pass cap (grown here). Its last rc."""
+        sets, nsets, keep = self._sets  # keep: alive until the call returns
+        while True:
+            rc, wanted = fn(sets, nsets, self._c_need, self._c_vals, self._cap)
+            if rc == NEEDS_RUNS:
+                self._load_needed(keep)
+            elif rc == MORE_ROOM:
+                self._grow(max(wanted, 2 * self._cap))
+            else:
+                return rc
 
     def lookup(self, qs: np.ndarray) -> list[int]:
         """Values of every key of the sorted runs equal to one of qs (uint64), duplicates kept."""

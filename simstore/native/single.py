@@ -5,6 +5,9 @@ pays little beyond its C work. Values equal the batch calls' of :mod:`.core`.
 
 from __future__ import annotations
 
+from itertools import accumulate
+from typing import Any
+
 import numpy as np
 
 from .core import _densify_tables, _u64_ptr, ffi, lib, raise_for
@@ -51,19 +54,51 @@ def shingle_set_one(data: bytes, ngram: int, seed: int, unicode: bool) -> np.nda
 
 
 def sketch_hits(
-    q: np.ndarray, recs: bytes, ends: list[int], start: int, maxd: int
+    q: np.ndarray, recs: list[Any], start: int, maxd: int
 ) -> tuple[list[int], list[int]] | int:
-    """Indices and distances of the records (laid end to end in recs, record i ending at
-    ends[i]) whose sketch, at byte start, is within maxd bits of q (uint64 words); or
-    the index of the first record too short to hold a sketch."""
-    n = len(ends)
-    idx = ffi.new("int64_t[]", n)
-    dist = ffi.new("int32_t[]", n)
-    m = lib.ss_sketch_hits(
-        _u64_ptr(q), len(q), recs, ffi.new("int64_t[]", ends), n, start, maxd, idx, dist
-    )
+    """Indices and distances of the records whose sketch, at byte start, is within maxd
+    bits of q (uint64 words); or the index of the first record too short to hold one."""
+    n = len(recs)
+    out = ffi.new("int64_t[]", 2 * n + n)  # ends, then the hits' indices, then distances
+    out[0:n] = list(accumulate(map(len, recs)))
+    idx, dist = out + n, ffi.cast("int32_t *", out + 2 * n)
+    m = lib.ss_sketch_hits(_u64_ptr(q), len(q), b"".join(recs), out, n, start, maxd, idx, dist)
     if m <= -3:
         return int(-3 - m)
     if m < 0:
         raise_for(int(m), "checking candidate sketches")
     return ffi.unpack(idx, m), ffi.unpack(dist, m)
+
+
+def similar_one(
+    prober: Any, bands: np.ndarray, more: list[int], tree: tuple[int, int, int, int, int],
+    sketch: np.ndarray, tag: int, spans: tuple[int, int, int], since: int | None, maxd: int,
+) -> list[int] | int:
+    """ss_similar_one: the hits of a signature (bands, sketch) among the prober's band
+    entries and the internal ids more, read in the LMDB map tree = (address, pages, page
+    size, root page, depth); spans: where a docs record's sketch, time of storage and id
+    start. The hits as one flat list of (internal id, distance, offset, size) in internal
+    id order, or -4 when the map cannot answer (ask LMDB)."""
+    base, pages, psize, root, depth = tree
+    b, q = _u64_ptr(bands), _u64_ptr(sketch)
+    m = len(more)
+    extra = ffi.new("uint64_t[]", more) if m else ffi.NULL
+    start, at_start, id_start = spans
+    when = -1 if since is None else since
+    out: Any = None
+
+    def call(sets: Any, nsets: int, need: Any, vals: Any, cap: int) -> tuple[int, int]:
+        nonlocal out
+        out = prober.scratch(4 * cap + 1)  # the hits, then the candidates' count
+        rc = lib.ss_similar_one(
+            sets, nsets, need, b, len(bands), extra, m, vals, cap, out + 4 * cap,
+            ffi.cast("uint8_t *", base), pages, psize, root, depth, q, len(sketch), tag,
+            start, at_start, id_start, when, maxd, out)
+        return int(rc), int(out[4 * cap])
+
+    rc = prober.with_sets(call)
+    if rc == -4:
+        return rc
+    if rc < 0:
+        raise_for(rc, "looking a signature up in the map")
+    return ffi.unpack(out, 4 * rc) if rc else []

@@ -65,6 +65,10 @@ class TableEngine(Protocol):
         """The internal ids each sorted level spans, oldest first: how many a query
         probes, for stats()."""
 
+    def release(self) -> None:
+        """Let go of the store's pages this process has read through the map (they count
+        in its RSS until then; the page cache keeps them): a bulk write's, as it goes."""
+
     def take_owed(self, txn: Any) -> int:
         """Docs' worth of upkeep the committed write transaction txn left owed (bounded
         commits: a bulk write's merging), then none."""
@@ -83,9 +87,15 @@ class BandIndex(Protocol):
     """The band keys of a similarity store: which docs share a MinHash band key (the
     table engine writes them with the docs; this reads them)."""
 
-    def candidates(self, txn: Any, keys: list[bytes]) -> list[bytes]:
-        """Internal ids (8-byte keys) of docs sharing at least one of a doc's band keys
-        (removed docs' stale entries among them: the reader skips those)."""
+    def candidates(self, txn: Any, bands: np.ndarray) -> list[int]:
+        """Internal ids of docs sharing at least one of a doc's band keys (its nbands keys,
+        any unsigned dtype: only the low 32 bits are stored), each once; removed docs'
+        stale entries among them (the reader skips those)."""
+
+    def parts(self, txn: Any, bands: np.ndarray) -> tuple[Any, list[int]]:
+        """What one C call needs to find a doc's candidates itself: the prober of the
+        band entries in the sorted levels (synced to txn) and the internal ids of the
+        recent docs sharing one of its nbands keys."""
 
     def candidate_pairs(self, txn: Any, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, internal id) of every doc sharing a band key with a row of (n, bands)

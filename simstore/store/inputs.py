@@ -132,6 +132,15 @@ def item(h: Handles, value: Any, name: str = "fp", *, query: bool = False
     return check_fingerprint(value, name), None
 
 
+def query_signature(h: Handles, sig: Signature, name: str = "item") -> int:
+    """The fingerprint of a Signature a similarity read asks about, checked against the
+    store (its sketch and bands are read as they are: no stored form is made)."""
+    if h.bands is None:
+        raise _not_a_signature(h, name, False)
+    check_signature_config(h, sig.config)
+    return sig.fingerprint
+
+
 class Many(NamedTuple):
     """A bulk write: distinct ids (encoded bytes, or an int64 array) and their columns."""
 

@@ -7,7 +7,6 @@ transaction; the results are the public :class:`Match` and :class:`SimilarMatch`
 from __future__ import annotations
 
 import functools
-from itertools import accumulate
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -93,38 +92,58 @@ def matches(h: Handles, txn: Any, rows: list[Any]) -> list[Match]:
 
 
 def similar(
-    h: Handles, txn: Any, fp: int, sketch: np.ndarray, keys: list[bytes], threshold: float,
-    since: int | None = None,
+    h: Handles, txn: Any, fp: int, sketch: np.ndarray, bands: np.ndarray, threshold: float,
+    since: int | None = None, in_map: bool = False,
 ) -> list[SimilarMatch]:
-    """Stored docs sharing a band key with the query whose estimated Jaccard >= threshold
-    (stored since ``since``, ms, when given).
+    """Stored docs sharing a band key with the query (its nbands keys) whose estimated
+    Jaccard >= threshold (stored since ``since``, ms, when given).
 
     Best first (Jaccard descending, then insertion order). The candidates' sketches are
-    checked against the threshold in one C call over their records; only the hits are
-    decoded.
+    checked against the threshold in one C call; only the hits are decoded. in_map: the
+    candidates' records may be read where LMDB maps them (:mod:`.docsmap`: a read
+    transaction, or a write transaction that has not written the docs yet).
     """
-    recs, live = candidate_records(h, txn, keys, since)
-    if not recs:
-        return []
+    assert h.bands is not None
     codec = h.codec
     bits = 64 * codec.sketch_words
-    found = _single.sketch_hits(
-        sketch, b"".join(recs), list(accumulate(map(len, recs))), codec.sketch_start,
-        max_distance(bits, threshold),
-    )
+    maxd = max_distance(bits, threshold)
+    found = None
+    if in_map and h.docmap is not None:
+        prober, more = h.bands.parts(txn, bands)
+        found = h.docmap.similar(txn, prober, more, (bands, sketch), codec, maxd, since)
+    if found is None:
+        found = _hits_via_lmdb(h, txn, h.bands.candidates(txn, bands), sketch, maxd, since)
+    if not found:
+        return []
+    table = jaccard_list(bits)
+    match = codec.match
+    make = tuple.__new__  # (a plain tuple's constructor: once per hit)
+    if len(found) == 1:
+        _, d, rec = found[0]
+        doc_id, got = match(rec)
+        return [make(SimilarMatch, (doc_id, got, (got ^ fp).bit_count(), table[d]))]
+    rows = []
+    for iid, d, rec in found:
+        doc_id, got = match(rec)
+        rows.append((-table[d], iid, doc_id, got))  # (the internal ids differ)
+    rows.sort()
+    return [make(SimilarMatch, (doc_id, got, (got ^ fp).bit_count(), -neg))
+            for neg, _, doc_id, got in rows]
+
+
+def _hits_via_lmdb(h: Handles, txn: Any, iids: list[int], sketch: np.ndarray, maxd: int,
+                   since: int | None) -> list[tuple[int, int, Any]]:
+    """:meth:`DocsMap.similar <simstore.store.docsmap.DocsMap.similar>` with each record
+    fetched through LMDB: (internal id, sketch distance, record) of the hits among iids."""
+    codec = h.codec
+    recs, at = live_records(h, txn, iids, since)
+    if not recs:
+        return []
+    found = _single.sketch_hits(sketch, recs, codec.sketch_start, maxd)
     if isinstance(found, int):
         codec.match(recs[found])  # the short record raises, saying why
         raise CorruptStoreError(f"store {h.path!r}: a docs record is too short")
-    table = jaccard_list(bits)
-    match = codec.match
-    rows = []
-    for i, d in zip(*found, strict=True):
-        doc_id, got = match(recs[i])
-        rows.append((-table[d], live[i], doc_id, got))  # (the internal ids differ)
-    rows.sort()
-    make = tuple.__new__  # (a plain tuple's constructor: once per hit)
-    return [make(SimilarMatch, (doc_id, got, (got ^ fp).bit_count(), -neg))
-            for neg, _, doc_id, got in rows]
+    return [(iids[at[j]], d, recs[j]) for j, d in zip(*found, strict=True)]
 
 
 @functools.lru_cache(maxsize=64)
@@ -138,24 +157,32 @@ def max_distance(bits: int, threshold: float) -> int:
     return d
 
 
-def candidate_records(h: Handles, txn: Any, keys: list[bytes], since: int | None = None
-                      ) -> tuple[list[Any], list[bytes]]:
-    """(docs records, internal ids) of the live docs sharing a band key with keys (stored
-    since ``since``, ms, when given)."""
+def candidate_records(h: Handles, txn: Any, bands: np.ndarray, since: int | None = None
+                      ) -> tuple[list[Any], list[int]]:
+    """(docs records, internal ids) of the live docs sharing a band key with a doc's
+    nbands keys (stored since ``since``, ms, when given)."""
     assert h.bands is not None
-    cands = h.bands.candidates(txn, keys)
-    get, docs = txn.get, h.docs
+    iids = h.bands.candidates(txn, bands)
+    recs, at = live_records(h, txn, iids, since)
+    return recs, [iids[i] for i in at]
+
+
+def live_records(h: Handles, txn: Any, iids: list[int], since: int | None = None
+                 ) -> tuple[list[Any], list[int]]:
+    """(docs records, their indices into iids) of those internal ids whose doc is stored
+    (since ``since``, ms, when given), each fetched through LMDB."""
+    get, docs, stamp = txn.get, h.docs, h.codec.stored_at
     recs: list[Any] = []
-    live: list[bytes] = []
-    for iid in cands:
-        rec = get(iid, None, docs)  # (db given by place: py-lmdb parses keywords slowly)
+    at: list[int] = []
+    for i, iid in enumerate(iids):
+        rec = get(iid.to_bytes(8, "big"), None, docs)  # (db by place: keywords parse slowly)
         if rec is None:
             continue  # a removed doc's stale entry
-        if since is not None and h.codec.stored_at(rec) < since:
+        if since is not None and stamp(rec) < since:
             continue
         recs.append(rec)
-        live.append(bytes(iid))
-    return recs, live
+        at.append(i)
+    return recs, at
 
 
 @functools.lru_cache(maxsize=8)

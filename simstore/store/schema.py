@@ -21,6 +21,7 @@ from ..exceptions import (
 from ..search.layout import Layout
 from ..text.fingerprinting import FingerprintConfig
 from . import format as F
+from .docsmap import DocsMap
 from .engine import BandIndex, TableEngine
 from .runs import RunBands, RunIds, RunTables
 
@@ -41,6 +42,9 @@ class Handles:
     idx: RunIds  # where a doc id's internal id is found
     # an exact store's shingles database (simstore.store.shingles); None in other stores
     shingles: Any = None
+    # the docs records where LMDB maps them (simstore.store.docsmap); None: read through
+    # LMDB only (a store bound without a map epoch)
+    docmap: DocsMap | None = None
 
     @property
     def exact(self) -> bool:
@@ -100,6 +104,8 @@ def bind(
         format_version=int(fmt["version"]),
         shingles=env.open_db(SHINGLES_DB, txn=txn, create=create) if exact else None,
         idx=RunIds(docs, codec, tables),
+        docmap=DocsMap(env, docs, b"docs", map_epoch) if map_epoch is not None and sig
+        else None,
     )
 
 

@@ -146,18 +146,19 @@ def _read(txn: Any, h: Handles, iids: list[bytes]) -> tuple[np.ndarray, np.ndarr
 
 
 def similar(
-    h: Handles, txn: Any, fp: int, query: ShingleSets, keys: list[bytes], threshold: float,
+    h: Handles, txn: Any, fp: int, query: ShingleSets, bands: np.ndarray, threshold: float,
     since: int | None = None,
 ) -> list[SimilarMatch]:
-    """Stored docs sharing a band key with the query whose exact Jaccard >= threshold
-    (stored since ``since``, ms, when given).
+    """Stored docs sharing a band key with the query (its nbands keys) whose exact
+    Jaccard >= threshold (stored since ``since``, ms, when given).
 
     query: the query's one set. Best first (Jaccard descending, then insertion order);
     each match's ``jaccard`` is the exact value.
     """
-    recs, live = candidate_records(h, txn, keys, since)
-    if not live:
+    recs, iids = candidate_records(h, txn, bands, since)
+    if not iids:
         return []
+    live = [F.iid_bytes(i) for i in iids]
     hashes, offsets = _read(txn, h, live)
     # one C call; its inputs are sound by construction (the checks of exact_jaccard cost
     # as much as the merges)

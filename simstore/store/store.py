@@ -343,10 +343,12 @@ class SimStore:
             q, extra = _inputs.item(self._h, fp)
         if extra is not None and k is None:
             t = check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold)
-            keys = extra[1]
-            sketch = fp.sketch if isinstance(fp, Signature) else None
+            if isinstance(fp, Signature):
+                sketch, bands = fp.sketch, fp.bands
+            else:
+                sketch, bands = None, _writes.keys_array(extra[1])
             return self._write(  # type: ignore[no-any-return]
-                _writes.add_if_similar, enc, q, extra, sketch, keys, t, query, when, after
+                self._op_add_if_similar, enc, q, extra, sketch, bands, t, query, when, after
             )
         if threshold is not None:
             raise InvalidConfigError(
@@ -356,6 +358,11 @@ class SimStore:
         kk = self._k_arg(k)
         return self._write(  # type: ignore[no-any-return]
             self._op_add_if_new, enc, q, extra, kk, when, after)
+
+    def _op_add_if_similar(self, txn: Any, h: _schema.Handles, *args: Any) -> list[Any]:
+        # a transaction of its own has written nothing before the lookup: the records can
+        # be read where LMDB maps them (never in a batch, whose writes the map lacks)
+        return _writes.add_if_similar(txn, h, *args, in_map=txn is not self._env.wtxn)
 
     def _op_add_if_new(
         self, txn: Any, h: _schema.Handles, enc: bytes, fp: int, extra: _writes.Extra,
@@ -628,17 +635,18 @@ class SimStore:
             fp, extra, query = _inputs.exact_item(self._h, item, "item", encode=False)
             assert extra is not None
             with self._env.reading() as txn:
-                return _shingles.similar(self._h, txn, fp, query, extra[1], t, after)
+                return _shingles.similar(self._h, txn, fp, query,
+                                         _writes.keys_array(extra[1]), t, after)
         sig = self.signature(item) if isinstance(item, str) else item
         if not isinstance(sig, Signature):
             raise SimstoreTypeError(
                 f"'item' must be a str or a Signature (got {type(item).__name__})"
             )
-        fp, extra = _inputs.item(self._h, sig, "item", query=True)
-        assert extra is not None
-        h = self._h
+        h, env = self._h, self._env
+        fp = _inputs.query_signature(h, sig)
         return self._read(  # type: ignore[no-any-return]
-            lambda txn: _reads.similar(h, txn, fp, sig.sketch, extra[1], t, after))
+            lambda txn: _reads.similar(h, txn, fp, sig.sketch, sig.bands, t, after,
+                                       in_map=txn is not env.wtxn))
 
     def similar_pairs(
         self, threshold: float = DEFAULT_THRESHOLD

@@ -32,6 +32,11 @@ def extra_of(sketch: np.ndarray, bands: np.ndarray) -> tuple[bytes, list[bytes]]
     return sketch.astype("<u8").tobytes(), [k[i : i + 4] for i in range(0, len(k), 4)]
 
 
+def keys_array(keys: list[bytes]) -> np.ndarray:
+    """A doc's 4-byte band keys (as :func:`extra_of` stores them) as an array."""
+    return np.frombuffer(b"".join(keys), dtype=">u4")
+
+
 def next_iid(txn: Any, h: Handles) -> int:
     """The next internal id (never a removed doc's)."""
     return h.tables.next_iid(txn)
@@ -175,14 +180,22 @@ def add_many(
         return part if codes is None else (*part, codes[i])
 
     is_new = np.ones(n, dtype=bool)
+    idh = None
     if txn.stat(h.docs)["entries"]:
-        # Which ids are stored already: looked up a chunk at a time.
+        # Which ids are stored already: looked up a chunk at a time in the order of their
+        # hashes, so that a chunk reads one stretch of the ids' runs, whose pages go from
+        # this process's RSS after it (one chunk of a batch in input order reads them all).
+        idh = h.idx.hashes(ids, np.arange(n))
+        order = np.argsort(idh)
         for a in range(0, n, PUT_CHUNK):
-            pos = np.arange(a, min(a + PUT_CHUNK, n))
+            pos = np.sort(order[a : a + PUT_CHUNK])
             chunk = encs_at(pos)
             found = h.idx.find_many(txn, chunk)
             if found:
                 is_new[pos] = [e not in found for e in chunk]
+            if n > PUT_CHUNK:
+                h.tables.release()
+        del order
         old = np.flatnonzero(~is_new)
         for i in old.tolist():
             enc = F.encode_id(int(ids[i])) if ints else ids[i]
@@ -212,21 +225,22 @@ def add_many(
         _shingles.put_many(txn, h, rows[new].tolist(), [codes[i] for i in new.tolist()])
     sub = fps[new] if len(new) != n else fps
     h.tables.fill(txn, sub, iids[new], bands=None if keys32 is None else keys32[new],
-                  idh=h.idx.hashes(ids, new))
+                  idh=h.idx.hashes(ids, new) if idh is None else idh[new])
 
 
 def add_if_similar(
     txn: Any, h: Handles, enc: bytes, fp: int, extra: Extra, sketch: np.ndarray,
-    keys: list[bytes], t: float, query: ShingleSets | None = None, at: int | None = None,
-    since: int | None = None,
+    bands: np.ndarray, t: float, query: ShingleSets | None = None, at: int | None = None,
+    since: int | None = None, in_map: bool = False,
 ) -> list[SimilarMatch]:
     """Store one doc (at ``at``) unless a doc stored since ``since`` (ms; None: ever) has
     estimated Jaccard >= t (exact Jaccard, given the doc's set ``query`` in an exact
-    store); the matches found."""
+    store); the matches found. bands: the doc's nbands band keys; in_map: txn has written
+    nothing yet (its lookup may read records in LMDB's map, see reads.similar)."""
     if query is not None:
-        found = _shingles.similar(h, txn, fp, query, keys, t, since)
+        found = _shingles.similar(h, txn, fp, query, bands, t, since)
     else:
-        found = similar(h, txn, fp, sketch, keys, t, since)
+        found = similar(h, txn, fp, sketch, bands, t, since, in_map)
     if not found:
         add(txn, h, enc, fp, extra, at)
     return found

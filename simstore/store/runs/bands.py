@@ -27,10 +27,14 @@ class RunBands:
         self.tables = tables
         self.nbands = tables.nbands
 
-    def candidates(self, txn: Any, keys: list[bytes]) -> list[bytes]:
-        """Internal ids (8-byte keys) sharing at least one band key (4-byte, band by band)."""
-        k32 = np.frombuffer(b"".join(keys), dtype=">u4")
-        return [i.to_bytes(8, "big") for i in self.tables.band_candidates(txn, band_keys(k32))]
+    def candidates(self, txn: Any, bands: np.ndarray) -> list[int]:
+        """Internal ids sharing at least one band key (a doc's nbands keys, low 32 bits)."""
+        return self.tables.band_candidates(txn, band_keys(bands.astype(np.uint32)))
+
+    def parts(self, txn: Any, bands: np.ndarray) -> tuple[Any, list[int]]:
+        """The prober of the levels' band entries (synced to txn) and the internal ids of
+        the recent docs sharing a band key with a doc's nbands keys."""
+        return self.tables.band_parts(txn, bands)
 
     def candidate_pairs(self, txn: Any, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, internal id) of every doc sharing a band key with a row of the (n, nbands)

@@ -439,6 +439,22 @@ class LevelCache:
         """
         return self._exact(txn, self._bprober, keys, "bands")
 
+    def band_parts(self, txn: Any, bands: np.ndarray) -> tuple[_probe.Prober, list[int]]:
+        """The prober of the levels' band entries, brought to txn's state, and the recent
+        docs sharing a band key with a doc's nbands keys (low halves): a caller's one C
+        call looks the levels up itself (:func:`simstore.native.single.similar_one`)."""
+        self.sync(txn)
+        assert self._bprober is not None
+        rec = self._recent
+        more: list[int] = []
+        if rec is not None and rec.bands:
+            get = rec.bands.get
+            for band, key in enumerate(bands.tolist()):
+                found = get(band << 32 | key & 0xFFFFFFFF)
+                if found:
+                    more.extend(found)
+        return self._bprober, more
+
     def id_candidates(self, txn: Any, hashes: Any) -> list[int]:
         """Internal ids of docs whose id hashes (uint64) to one of hashes: each once, in no
         particular order, stale ones (removed docs) and other ids of the same hash included

@@ -1,0 +1,98 @@
+"""Docs records read where LMDB maps them: a similarity lookup's candidates in one C call.
+
+py-lmdb has no transaction a C function could use, so every record fetched through it
+is a Python call (about 0.45 us); a similarity lookup fetches a dozen or more and checks
+most of them away. The docs database's record in the main database names the root page
+and depth of its B-tree in the snapshot a transaction sees; from there
+``csrc/lmdbmap.c`` walks the pages of that snapshot, which LMDB never changes while the
+transaction lives (copy-on-write), checking each page it reads, and ``csrc/single.c``
+checks the sketches where the records lie. Only the hits become bytes.
+
+Valid for a read transaction, and for a write transaction before it writes the docs
+database (its main database still names the last commit's tree); never inside a batch.
+Anything unexpected (a page that does not check out, no map address yet) answers None,
+and the caller fetches through LMDB as before.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import lmdb
+import numpy as np
+
+from ..native import lmdbmap as _lmdbmap, single as _single
+
+_DB_RECORD = 48  # LMDB's record of a named database: flags, depth, page counts, root
+_DEPTH_ROOT = struct.Struct("<6xH32xQ")  # its depth and root page
+_NO_ROOT = 2**64 - 1  # the root of an empty tree
+
+
+class DocsMap:
+    """The docs records of a store's environment, found in its map (one per binding)."""
+
+    def __init__(self, env: Any, docs: Any, name: bytes, map_epoch: Callable[[], int]
+                 ) -> None:
+        """env: the LMDB environment; docs and name: the docs database's handle and name;
+        map_epoch: the environment's remap counter (an address holds within one epoch)."""
+        self._env = env
+        self._name = name
+        self._docs = docs
+        self._epoch = map_epoch
+        self._psize = int(env.stat()["psize"])
+        self._base: tuple[int, int, Any] | None = None  # (epoch, map address, its buffer)
+        self._pages = 0  # pages known to lie within the file (it never shrinks)
+
+    def similar(self, txn: Any, prober: Any, more: list[int], sig: tuple[np.ndarray, np.ndarray],
+                codec: Any, maxd: int, since: int | None
+                ) -> list[tuple[int, int, bytes]] | None:
+        """(internal id, sketch distance, docs record) of the docs sharing a band key with
+        sig = (band keys, sketch) -- band entries in the prober's run sets, or internal ids
+        in more -- stored since ``since`` (ms, when given), whose sketch is within maxd bits;
+        None when the map cannot answer (ask LMDB)."""
+        at = self._address()
+        raw = txn.get(self._name)  # the docs database's record in the main database
+        if at is None or raw is None or len(raw) != _DB_RECORD:
+            return None
+        base, buf = at
+        depth, root = _DEPTH_ROOT.unpack(raw)
+        if root == _NO_ROOT:
+            depth = 0  # an empty tree: no record is found
+        bands, sketch = sig
+        spans = (codec.sketch_start, codec.at_start, codec.id_start)
+        for fresh in (False, True):  # a tree past the pages known: learn the file's end
+            if fresh:
+                self._pages = self._file_pages()
+            got = _single.similar_one(prober, bands, more,
+                                      (base, self._pages, self._psize, root, depth),
+                                      sketch, codec.version, spans, since, maxd)
+            if not isinstance(got, int):
+                return [(got[j], got[j + 1], buf[got[j + 2]:got[j + 2] + got[j + 3]])
+                        for j in range(0, len(got), 4)]
+        return None
+
+    def _file_pages(self) -> int:
+        """Pages no committed snapshot lies beyond, within this process's map."""
+        info = self._env.info()
+        return int(min(info["last_pgno"] + 1, info["map_size"] // self._psize))
+
+    def _address(self) -> tuple[int, Any] | None:
+        """Where the map lies in this map epoch, found once from a docs leaf page, and the
+        map as a buffer."""
+        epoch = self._epoch()
+        if self._base is not None and self._base[0] == epoch:
+            return self._base[1:]
+        try:
+            with self._env.begin(buffers=True) as txn:
+                cur = txn.cursor(db=self._docs)
+                base = _lmdbmap.base_of_page(cur.key(), self._psize) if cur.first() else None
+        except lmdb.Error:  # e.g. a map another process grew: LMDB answers this time
+            return None
+        if base is None:
+            return None
+        self._pages = self._file_pages()
+        size = int(self._env.info()["map_size"])  # (what C reads stays below its pages)
+        self._base = (epoch, base, _lmdbmap.map_buffer(base, size))
+        return self._base[1:]
