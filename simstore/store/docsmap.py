@@ -52,14 +52,16 @@ class DocsMap:
         sig = (band keys, sketch) -- band entries in the prober's run sets, or internal ids
         in more -- stored since ``since`` (ms, when given), whose sketch is within maxd bits;
         None when the map cannot answer (ask LMDB)."""
-        at = self._address()
         raw = txn.get(self._name)  # the docs database's record in the main database
-        if at is None or raw is None or len(raw) != _DB_RECORD:
+        if raw is None or len(raw) != _DB_RECORD:
             return None
-        base, buf = at
         depth, root = _DEPTH_ROOT.unpack(raw)
         if root == _NO_ROOT:
-            depth = 0  # an empty tree: no record is found
+            return []  # no docs
+        at = self._address()
+        if at is None:
+            return None
+        base, buf = at
         bands, sketch = sig
         spans = (codec.sketch_start, codec.at_start, codec.id_start)
         for fresh in (False, True):  # a tree past the pages known: learn the file's end

@@ -10,6 +10,8 @@ their record on overflow pages, times for ``since``.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -123,3 +125,64 @@ def test_a_tree_the_map_cannot_read_falls_back_to_lmdb(tmp_path, monkeypatch, no
         monkeypatch.setattr(docsmap_mod, "_DEPTH_ROOT", Deeper())
         assert [s.similar(q, 0.8) for q in sigs[:10]] == want
         assert len(no_fallback) == 10
+
+
+def _churn(path: str, seed: int, stop) -> None:
+    """Another process's writes: adds, replacements and removals, commits of one doc and
+    bulk ones that flush, merge and grow the map."""
+    rng = np.random.default_rng(seed)
+    texts = planted_texts(seed, 30, 3, words=40)
+    with SimStore(path, durable=False) as s:
+        sigs = s.signatures(texts)
+        i = 0
+        while not stop.is_set():
+            j = int(rng.integers(len(texts)))
+            if i % 50 == 0:
+                s.add_many([f"b{i}-{x}" for x in range(300)], s.signatures([texts[j]] * 300))
+            elif i % 3 == 0:
+                s.remove(f"d{int(rng.integers(max(i, 1)))}")
+            else:
+                s.add(f"d{i}", sigs[j])
+            i += 1
+
+
+def test_the_map_agrees_with_lmdb_while_another_process_writes(tmp_path):
+    """Readers here, a writer there growing the map and merging: in each read transaction
+    the lookup in the map and the one through LMDB give the same answer (the map path
+    reads only that transaction's snapshot), and the map path answers almost always."""
+    import multiprocessing
+
+    path = str(tmp_path / "s")
+    texts = planted_texts(21, 30, 3, words=40)
+    SimStore(path, config=SIGNATURE_CONFIG, durable=False, map_size=1 << 21).close()
+    ctx = multiprocessing.get_context("spawn")
+    stop = ctx.Event()
+    child = ctx.Process(target=_churn, args=(path, 21, stop))
+    child.start()
+    fell_back = asked = 0
+    try:
+        with SimStore(path) as s:
+            sigs = s.signatures(texts)
+            h = s._h
+            while not len(s) and child.is_alive():  # the writer's first commit
+                time.sleep(0.05)
+            deadline = time.monotonic() + 6
+            while time.monotonic() < deadline:
+                for q in sigs[:: 7]:
+                    with s._env.reading() as txn:
+                        prober, more = h.bands.parts(txn, q.bands)
+                        got = h.docmap.similar(txn, prober, more, (q.bands, q.sketch), h.codec,
+                                               reads.max_distance(64 * h.codec.sketch_words,
+                                                                  0.8), None)
+                        fast = reads.similar(h, txn, q.fingerprint, q.sketch, q.bands, 0.8,
+                                             in_map=True)
+                        slow = reads.similar(h, txn, q.fingerprint, q.sketch, q.bands, 0.8)
+                    assert fast == slow
+                    asked += 1
+                    fell_back += got is None
+                assert child.is_alive()
+    finally:
+        stop.set()
+        child.join(30)
+    assert child.exitcode == 0
+    assert asked > 100 and fell_back <= asked // 10
