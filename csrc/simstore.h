@@ -490,9 +490,10 @@ int64_t ss_sketch_hits(const uint64_t *q, int words, const uint8_t *recs,
  * root, depth), skipped when absent (a removed doc) or, with since >= 0,
  * stored before since (8 bytes big-endian at at_start); each must start with
  * the byte tag and be longer than id_start. Those whose sketch (words words
- * at byte start, little-endian) is within maxd bits of q: 4 int64 each in
- * out (room for cap): internal id, distance, the record's offset in the map
- * and its size, in internal id order. Returns how many; -2 bad arguments, -3
+ * at byte start, little-endian) is within maxd bits of q: 5 words each in
+ * out (room for cap hits): internal id, distance, the record's offset in the
+ * map and its size, and the fingerprint (bytes 1..8, big-endian), in
+ * internal id order. Returns how many; -2 bad arguments, -3
  * runs needed, -4 when the map cannot answer (a page or record that does not
  * check out: ask LMDB), -5 cands too small. */
 int64_t ss_similar_one(const ss_runset *sets, size_t nsets, ss_need *need,
@@ -501,7 +502,7 @@ int64_t ss_similar_one(const ss_runset *sets, size_t nsets, ss_need *need,
                        const uint8_t *map, uint64_t pages, uint32_t psize,
                        uint64_t root, uint32_t depth, const uint64_t *q, int words,
                        int tag, size_t start, size_t at_start, size_t id_start,
-                       int64_t since, int maxd, int64_t *out);
+                       int64_t since, int maxd, uint64_t *out);
 /* SINGLE-END */
 /* CDEF-END */
 

@@ -108,7 +108,7 @@ int64_t ss_similar_one(const ss_runset *sets, size_t nsets, ss_need *need,
                        const uint8_t *map, uint64_t pages, uint32_t psize,
                        uint64_t root, uint32_t depth, const uint64_t *q, int words,
                        int tag, size_t start, size_t at_start, size_t id_start,
-                       int64_t since, int maxd, int64_t *out) {
+                       int64_t since, int maxd, uint64_t *out) {
     uint64_t keys[SS_MAX_BANDS];
     if (nbands == 0 || nbands > SS_MAX_BANDS || (nbands && !bands) || (nmore && !more)
         || !cands || !ncands || !out || words < 1 || words > 64 || maxd < 0
@@ -138,11 +138,14 @@ int64_t ss_similar_one(const ss_runset *sets, size_t nsets, ss_need *need,
         }
         int32_t d = sketch_distance(q, words, rec + start);
         if (d > maxd) continue;
-        out[4 * hits] = (int64_t)cands[i];
-        out[4 * hits + 1] = d;
-        out[4 * hits + 2] = off;
-        out[4 * hits + 3] = len;
-        hits++;
+        uint64_t fp = 0;
+        for (size_t b = 1; b < 9; b++) fp = fp << 8 | rec[b];
+        uint64_t *hit = out + 5 * hits++;
+        hit[0] = cands[i];
+        hit[1] = (uint64_t)d;
+        hit[2] = (uint64_t)off;
+        hit[3] = len;
+        hit[4] = fp;
     }
     return hits;
 }

@@ -77,8 +77,8 @@ def similar_one(
     """ss_similar_one: the hits of a signature (bands, sketch) among the prober's band
     entries and the internal ids more, read in the LMDB map tree = (address, pages, page
     size, root page, depth); spans: where a docs record's sketch, time of storage and id
-    start. The hits as one flat list of (internal id, distance, offset, size) in internal
-    id order, or -4 when the map cannot answer (ask LMDB)."""
+    start. The hits as one flat list of (internal id, distance, offset, size, fingerprint)
+    in internal id order, or -4 when the map cannot answer (ask LMDB)."""
     base, pages, psize, root, depth = tree
     b, q = _u64_ptr(bands), _u64_ptr(sketch)
     m = len(more)
@@ -89,16 +89,17 @@ def similar_one(
 
     def call(sets: Any, nsets: int, need: Any, vals: Any, cap: int) -> tuple[int, int]:
         nonlocal out
-        out = prober.scratch(4 * cap + 1)  # the hits, then the candidates' count
+        cells = prober.scratch(5 * cap + 1)  # the hits, then the candidates' count
+        out = ffi.cast("uint64_t *", cells)
         rc = lib.ss_similar_one(
-            sets, nsets, need, b, len(bands), extra, m, vals, cap, out + 4 * cap,
+            sets, nsets, need, b, len(bands), extra, m, vals, cap, cells + 5 * cap,
             ffi.cast("uint8_t *", base), pages, psize, root, depth, q, len(sketch), tag,
             start, at_start, id_start, when, maxd, out)
-        return int(rc), int(out[4 * cap])
+        return int(rc), int(cells[5 * cap])
 
     rc = prober.with_sets(call)
     if rc == -4:
         return rc
     if rc < 0:
         raise_for(rc, "looking a signature up in the map")
-    return ffi.unpack(out, 4 * rc) if rc else []
+    return ffi.unpack(out, 5 * rc) if rc else []

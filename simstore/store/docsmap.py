@@ -24,7 +24,10 @@ import lmdb
 import numpy as np
 
 from ..native import lmdbmap as _lmdbmap, single as _single
+from .format import DocId, decode_id
 
+# a hit: (internal id, sketch distance, doc id, fingerprint)
+Hit = tuple[int, int, DocId, int]
 _DB_RECORD = 48  # LMDB's record of a named database: flags, depth, page counts, root
 _DEPTH_ROOT = struct.Struct("<6xH32xQ")  # its depth and root page
 _NO_ROOT = 2**64 - 1  # the root of an empty tree
@@ -46,12 +49,11 @@ class DocsMap:
         self._pages = 0  # pages known to lie within the file (it never shrinks)
 
     def similar(self, txn: Any, prober: Any, more: list[int], sig: tuple[np.ndarray, np.ndarray],
-                codec: Any, maxd: int, since: int | None
-                ) -> list[tuple[int, int, bytes]] | None:
-        """(internal id, sketch distance, docs record) of the docs sharing a band key with
-        sig = (band keys, sketch) -- band entries in the prober's run sets, or internal ids
-        in more -- stored since ``since`` (ms, when given), whose sketch is within maxd bits;
-        None when the map cannot answer (ask LMDB)."""
+                codec: Any, maxd: int, since: int | None) -> list[Hit] | None:
+        """The docs sharing a band key with sig = (band keys, sketch) -- band entries in the
+        prober's run sets, or internal ids in more -- stored since ``since`` (ms, when
+        given), whose sketch is within maxd bits, in internal id order; None when the map
+        cannot answer (ask LMDB)."""
         raw = txn.get(self._name)  # the docs database's record in the main database
         if raw is None or len(raw) != _DB_RECORD:
             return None
@@ -63,16 +65,18 @@ class DocsMap:
             return None
         base, buf = at
         bands, sketch = sig
-        spans = (codec.sketch_start, codec.at_start, codec.id_start)
+        id_start = codec.id_start
         for fresh in (False, True):  # a tree past the pages known: learn the file's end
             if fresh:
                 self._pages = self._file_pages()
             got = _single.similar_one(prober, bands, more,
-                                      (base, self._pages, self._psize, root, depth),
-                                      sketch, codec.version, spans, since, maxd)
+                                      (base, self._pages, self._psize, root, depth), sketch,
+                                      codec.version, (codec.sketch_start, codec.at_start,
+                                                      id_start), since, maxd)
             if not isinstance(got, int):
-                return [(got[j], got[j + 1], buf[got[j + 2]:got[j + 2] + got[j + 3]])
-                        for j in range(0, len(got), 4)]
+                return [(got[j], got[j + 1],
+                         decode_id(buf[got[j + 2] + id_start:got[j + 2] + got[j + 3]]),
+                         got[j + 4]) for j in range(0, len(got), 5)]
         return None
 
     def _file_pages(self) -> int:

@@ -14,6 +14,7 @@ import numpy as np
 from ..exceptions import CorruptStoreError
 from ..native import core as _core, single as _single
 from ..text.minhash import jaccard_table
+from .docsmap import Hit
 from .env import Env
 from .format import INT_ID, TEXT_ID, DocId, iid_bytes
 from .schema import Handles
@@ -116,25 +117,17 @@ def similar(
     if not found:
         return []
     table = jaccard_list(bits)
-    match = codec.match
     make = tuple.__new__  # (a plain tuple's constructor: once per hit)
-    if len(found) == 1:
-        _, d, rec = found[0]
-        doc_id, got = match(rec)
-        return [make(SimilarMatch, (doc_id, got, (got ^ fp).bit_count(), table[d]))]
-    rows = []
-    for iid, d, rec in found:
-        doc_id, got = match(rec)
-        rows.append((-table[d], iid, doc_id, got))  # (the internal ids differ)
-    rows.sort()
-    return [make(SimilarMatch, (doc_id, got, (got ^ fp).bit_count(), -neg))
-            for neg, _, doc_id, got in rows]
+    if len(found) > 1:  # best first: Jaccard down, then insertion order (internal id)
+        found.sort(key=lambda hit: (-table[hit[1]], hit[0]))
+    return [make(SimilarMatch, (doc_id, got, (got ^ fp).bit_count(), table[d]))
+            for _, d, doc_id, got in found]
 
 
 def _hits_via_lmdb(h: Handles, txn: Any, iids: list[int], sketch: np.ndarray, maxd: int,
-                   since: int | None) -> list[tuple[int, int, Any]]:
+                   since: int | None) -> list[Hit]:
     """:meth:`DocsMap.similar <simstore.store.docsmap.DocsMap.similar>` with each record
-    fetched through LMDB: (internal id, sketch distance, record) of the hits among iids."""
+    fetched through LMDB, among the internal ids iids."""
     codec = h.codec
     recs, at = live_records(h, txn, iids, since)
     if not recs:
@@ -143,7 +136,8 @@ def _hits_via_lmdb(h: Handles, txn: Any, iids: list[int], sketch: np.ndarray, ma
     if isinstance(found, int):
         codec.match(recs[found])  # the short record raises, saying why
         raise CorruptStoreError(f"store {h.path!r}: a docs record is too short")
-    return [(iids[at[j]], d, recs[j]) for j, d in zip(*found, strict=True)]
+    match = codec.match
+    return [(iids[at[j]], d, *match(recs[j])) for j, d in zip(*found, strict=True)]
 
 
 @functools.lru_cache(maxsize=64)
