@@ -451,6 +451,27 @@ int ss_map_lookup(const uint8_t *map, uint64_t pages, uint32_t psize, uint64_t r
  * Returns 0, -1 when the page does not read as a leaf page, -2 bad arguments. */
 int ss_map_base_of_page(const uint8_t *at, uint32_t psize, uintptr_t *out_map);
 
+/* --- a multimap of 64-bit keys (csrc/keytable.c) ------------------------ */
+/* The key of an empty slot (no stored key may be it). */
+#define SS_KEY_EMPTY 0xFFFFFFFFFFFFFFFFULL
+/* Add n (key, value) pairs to the table of cap slots (a power of two; every
+ * slot of a new table holds SS_KEY_EMPTY) holding `used` pairs: pair i is
+ * (ks[i], vs[i / per]), so one value may go with per keys. Returns the pairs
+ * held now, -5 when they would fill more than half the slots (nothing is
+ * added: the caller moves to a table twice the size), -2 bad arguments or a
+ * key SS_KEY_EMPTY. */
+int64_t ss_keytable_add(uint64_t *keys, uint64_t *vals, size_t cap, size_t used,
+                        const uint64_t *ks, size_t n, const uint64_t *vs, size_t per);
+/* ss_keytable_add of one doc's band entries, all with the value val: keys
+ * band << 32 | key32 of its nbands (0..64) 4-byte big-endian keys at be32 (as
+ * a docs record holds them). Same returns. */
+int64_t ss_keytable_add_bands(uint64_t *keys, uint64_t *vals, size_t cap, size_t used,
+                              const uint8_t *be32, size_t nbands, uint64_t val);
+/* The values of every pair whose key is one of qs[0..nq), into out while they
+ * fit in outcap; returns how many there are, -2 bad arguments. */
+int64_t ss_keytable_find(const uint64_t *keys, const uint64_t *vals, size_t cap,
+                         const uint64_t *qs, size_t nq, uint64_t *out, size_t outcap);
+
 /* --- one document at a time (csrc/single.c) --------------------------- */
 /* SINGLE-BEGIN */
 /* ss_fingerprint_texts (unicode 0) or ss_fingerprint_utf8 (unicode nonzero)
@@ -484,7 +505,8 @@ int64_t ss_sketch_hits(const uint64_t *q, int words, const uint8_t *recs,
 /* A similarity lookup of one signature in one call. Its candidates: the
  * values of the band entries (band << 32 | the low 32 bits of bands[band],
  * nbands of 1..64) in the run sets (as ss_lookup, which may return -3 and
- * fill need), and the nmore internal ids in more; into cands (cap entries;
+ * fill need) and in the key table (rkeys, rvals, rcap slots; rcap 0: none)
+ * of the recent docs (ss_keytable_find); into cands (cap entries;
  * *ncands their count with repeats; -5 when that passes cap). Each distinct
  * one's docs record is found by ss_map_lookup in the tree (map, pages, psize,
  * root, depth), skipped when absent (a removed doc) or, with since >= 0,
@@ -497,8 +519,9 @@ int64_t ss_sketch_hits(const uint64_t *q, int words, const uint8_t *recs,
  * runs needed, -4 when the map cannot answer (a page or record that does not
  * check out: ask LMDB), -5 cands too small. */
 int64_t ss_similar_one(const ss_runset *sets, size_t nsets, ss_need *need,
-                       const uint64_t *bands, size_t nbands, const uint64_t *more,
-                       size_t nmore, uint64_t *cands, size_t cap, int64_t *ncands,
+                       const uint64_t *bands, size_t nbands, const uint64_t *rkeys,
+                       const uint64_t *rvals, size_t rcap, uint64_t *cands, size_t cap,
+                       int64_t *ncands,
                        const uint8_t *map, uint64_t pages, uint32_t psize,
                        uint64_t root, uint32_t depth, const uint64_t *q, int words,
                        int tag, size_t start, size_t at_start, size_t id_start,

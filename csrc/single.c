@@ -6,8 +6,6 @@
  * outputs are packed in one buffer so a caller allocates once per call. */
 #include "_internal.h"
 
-#include <string.h>
-
 enum { SS_MAX_BANDS = 64 }; /* FingerprintConfig allows 1..64 bands */
 
 int ss_fingerprint_one(const uint8_t *text, size_t len, int ngram,
@@ -103,14 +101,15 @@ static size_t sort_unique(uint64_t *v, size_t n) {
 
 SS__CLONES
 int64_t ss_similar_one(const ss_runset *sets, size_t nsets, ss_need *need,
-                       const uint64_t *bands, size_t nbands, const uint64_t *more,
-                       size_t nmore, uint64_t *cands, size_t cap, int64_t *ncands,
+                       const uint64_t *bands, size_t nbands, const uint64_t *rkeys,
+                       const uint64_t *rvals, size_t rcap, uint64_t *cands, size_t cap,
+                       int64_t *ncands,
                        const uint8_t *map, uint64_t pages, uint32_t psize,
                        uint64_t root, uint32_t depth, const uint64_t *q, int words,
                        int tag, size_t start, size_t at_start, size_t id_start,
                        int64_t since, int maxd, uint64_t *out) {
     uint64_t keys[SS_MAX_BANDS];
-    if (nbands == 0 || nbands > SS_MAX_BANDS || (nbands && !bands) || (nmore && !more)
+    if (nbands == 0 || nbands > SS_MAX_BANDS || !bands || (rcap && (!rkeys || !rvals))
         || !cands || !ncands || !out || words < 1 || words > 64 || maxd < 0
         || start + 8 * (size_t)words > at_start || at_start + 8 > id_start)
         return -2;
@@ -118,9 +117,14 @@ int64_t ss_similar_one(const ss_runset *sets, size_t nsets, ss_need *need,
         keys[b] = (uint64_t)b << 32 | (bands[b] & 0xFFFFFFFFu);
     int64_t m = ss_lookup(sets, nsets, keys, nbands, cands, cap, need);
     if (m < 0) return m;
-    *ncands = m + (int64_t)nmore;
+    int64_t r = 0; /* the recent docs' entries, after the levels' */
+    if (rcap) {
+        size_t room = (uint64_t)m < cap ? cap - (size_t)m : 0;
+        r = ss_keytable_find(rkeys, rvals, rcap, keys, nbands, cands + (cap - room), room);
+        if (r < 0) return r;
+    }
+    *ncands = m + r;
     if ((uint64_t)*ncands > cap) return -5;
-    memcpy(cands + m, more, nmore * sizeof *cands);
     size_t n = sort_unique(cands, (size_t)*ncands);
     int64_t hits = 0;
     for (size_t i = 0; i < n; i++) {

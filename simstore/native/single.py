@@ -71,18 +71,22 @@ def sketch_hits(
 
 
 def similar_one(
-    prober: Any, bands: np.ndarray, more: list[int], tree: tuple[int, int, int, int, int],
+    prober: Any, bands: np.ndarray, recent: Any, tree: tuple[int, int, int, int, int],
     sketch: np.ndarray, tag: int, spans: tuple[int, int, int], since: int | None, maxd: int,
 ) -> list[int] | int:
     """ss_similar_one: the hits of a signature (bands, sketch) among the prober's band
-    entries and the internal ids more, read in the LMDB map tree = (address, pages, page
+    entries and those of the recent docs (a :class:`~simstore.native.keytable.KeyTable`,
+    or None), read in the LMDB map tree = (address, pages, page
     size, root page, depth); spans: where a docs record's sketch, time of storage and id
     start. The hits as one flat list of (internal id, distance, offset, size, fingerprint)
     in internal id order, or -4 when the map cannot answer (ask LMDB)."""
     base, pages, psize, root, depth = tree
     b, q = _u64_ptr(bands), _u64_ptr(sketch)
-    m = len(more)
-    extra = ffi.new("uint64_t[]", more) if m else ffi.NULL
+    if recent is None:
+        rkeys = rvals = ffi.NULL
+        rcap = 0
+    else:
+        rkeys, rvals, rcap = recent.c_keys, recent.c_vals, recent.cap
     start, at_start, id_start = spans
     when = -1 if since is None else since
     out: Any = None
@@ -92,7 +96,7 @@ def similar_one(
         cells = prober.scratch(5 * cap + 1)  # the hits, then the candidates' count
         out = ffi.cast("uint64_t *", cells)
         rc = lib.ss_similar_one(
-            sets, nsets, need, b, len(bands), extra, m, vals, cap, cells + 5 * cap,
+            sets, nsets, need, b, len(bands), rkeys, rvals, rcap, vals, cap, cells + 5 * cap,
             ffi.cast("uint8_t *", base), pages, psize, root, depth, q, len(sketch), tag,
             start, at_start, id_start, when, maxd, out)
         return int(rc), int(cells[5 * cap])

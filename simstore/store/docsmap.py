@@ -48,10 +48,10 @@ class DocsMap:
         self._base: tuple[int, int, Any] | None = None  # (epoch, map address, its buffer)
         self._pages = 0  # pages known to lie within the file (it never shrinks)
 
-    def similar(self, txn: Any, prober: Any, more: list[int], sig: tuple[np.ndarray, np.ndarray],
+    def similar(self, txn: Any, prober: Any, recent: Any, sig: tuple[np.ndarray, np.ndarray],
                 codec: Any, maxd: int, since: int | None) -> list[Hit] | None:
         """The docs sharing a band key with sig = (band keys, sketch) -- band entries in the
-        prober's run sets, or internal ids in more -- stored since ``since`` (ms, when
+        prober's run sets or the recent docs' key table -- stored since ``since`` (ms, when
         given), whose sketch is within maxd bits, in internal id order; None when the map
         cannot answer (ask LMDB)."""
         raw = txn.get(self._name)  # the docs database's record in the main database
@@ -69,7 +69,7 @@ class DocsMap:
         for fresh in (False, True):  # a tree past the pages known: learn the file's end
             if fresh:
                 self._pages = self._file_pages()
-            got = _single.similar_one(prober, bands, more,
+            got = _single.similar_one(prober, bands, recent,
                                       (base, self._pages, self._psize, root, depth), sketch,
                                       codec.version, (codec.sketch_start, codec.at_start,
                                                       id_start), since, maxd)

@@ -92,10 +92,10 @@ class BandIndex(Protocol):
         any unsigned dtype: only the low 32 bits are stored), each once; removed docs'
         stale entries among them (the reader skips those)."""
 
-    def parts(self, txn: Any, bands: np.ndarray) -> tuple[Any, list[int]]:
-        """What one C call needs to find a doc's candidates itself: the prober of the
-        band entries in the sorted levels (synced to txn) and the internal ids of the
-        recent docs sharing one of its nbands keys."""
+    def parts(self, txn: Any, bands: np.ndarray) -> tuple[Any, Any]:
+        """What one C call needs to find a doc's candidates itself (its nbands keys):
+        the prober of the band entries in the sorted levels and the recent docs' key
+        table of band entries (None: none), synced to txn."""
 
     def candidate_pairs(self, txn: Any, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, internal id) of every doc sharing a band key with a row of (n, bands)

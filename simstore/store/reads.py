@@ -110,8 +110,8 @@ def similar(
     maxd = max_distance(bits, threshold)
     found = None
     if in_map and h.docmap is not None:
-        prober, more = h.bands.parts(txn, bands)
-        found = h.docmap.similar(txn, prober, more, (bands, sketch), codec, maxd, since)
+        prober, recent = h.bands.parts(txn, bands)
+        found = h.docmap.similar(txn, prober, recent, (bands, sketch), codec, maxd, since)
     if found is None:
         found = _hits_via_lmdb(h, txn, h.bands.candidates(txn, bands), sketch, maxd, since)
     if not found:

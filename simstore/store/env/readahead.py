@@ -1,4 +1,5 @@
-"""How a store's pages come into memory: readahead for a store that fits, huge pages.
+"""How a store's pages come into memory (readahead for a store that fits, huge pages) and
+leave a bulk writer's.
 
 :func:`wants_readahead`: LMDB lets the OS read ahead only for a store of at most half the
 memory the process may use (:func:`memory_limit`: its cgroup's limit or the machine's).
@@ -13,6 +14,10 @@ writer, inside its transaction, first extends the file past the pages in use and
 that part in through a mapping of its own advised the same way (:class:`HugeGrowth`):
 LMDB's writes then land in 2 MiB folios that readers map whole. Measured:
 docs/bench/journal.md, "Tables read in place" and "Huge pages".
+
+Every page a process reads through the map counts in its RSS (RssFile) until it unmaps
+it: a bulk load's merges read the whole store's runs, so its run tables let go of the
+map after each merge commit (:func:`release_map`; docs/bench/bulk-memory-100m.json).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from pathlib import Path
 from ...native import lmdbmap as _lmdbmap
 
 __all__ = ["HugeGrowth", "advise_huge_pages", "map_regions", "memory_limit",
-           "wants_readahead"]
+           "release_map", "wants_readahead"]
 
 _UNLIMITED = 1 << 62
 HUGE_PAGE = 2 << 20
@@ -95,10 +100,11 @@ def wants_readahead(data_file: str) -> bool:
     return limit is None or size <= limit // 2
 
 
-def map_regions(data_file: str, size: int, maps: Path = Path("/proc/self/maps")
+def map_regions(data_file: str, size: int | None, maps: Path = Path("/proc/self/maps")
                 ) -> list[tuple[int, int]]:
-    """(start, length) of this process's mappings of data_file from its start that are
-    size bytes long (LMDB's map of it); none where /proc is not there to tell."""
+    """(start, length) of this process's shared mappings of data_file from its start that
+    are size bytes long (LMDB's map of it; None: of any length); none where /proc is not
+    there to tell."""
     try:
         st = os.stat(data_file)
         lines = maps.read_text().splitlines()
@@ -107,16 +113,17 @@ def map_regions(data_file: str, size: int, maps: Path = Path("/proc/self/maps")
     out = []
     for line in lines:
         parts = line.split(maxsplit=5)
-        if len(parts) < 6 or parts[2].strip("0") or not parts[4].isdigit() \
-                or int(parts[4]) != st.st_ino:
+        if len(parts) < 6 or not parts[1].endswith("s") or parts[2].strip("0") \
+                or not parts[4].isdigit() or int(parts[4]) != st.st_ino:
             continue
         lo, _, hi = parts[0].partition("-")
         try:
             start, end = int(lo, 16), int(hi, 16)
         except ValueError:
             continue
-        if end - start == size and os.path.basename(parts[5]) == os.path.basename(data_file):
-            out.append((start, size))
+        if (size is None or end - start == size) \
+                and os.path.basename(parts[5]) == os.path.basename(data_file):
+            out.append((start, end - start))
     return out
 
 
@@ -124,6 +131,14 @@ def advise_huge_pages(data_file: str, size: int) -> int:
     """Advise this process's map of data_file (size bytes) into huge pages; how many
     mappings took it (0 where the OS has no such advice or /proc cannot tell)."""
     return sum(_lmdbmap.advise_huge(start, n) for start, n in map_regions(data_file, size))
+
+
+def release_map(data_file: str) -> int:
+    """Drop this process's mapped pages of data_file (LMDB's map) from its resident set;
+    how many mappings let them go. They stay in the page cache and come back, the same
+    bytes, when next read (LMDB writes through write(2), never through its map): a
+    writer that merged gigabytes of runs keeps in its RSS only what it reads after."""
+    return sum(_lmdbmap.release(start, n) for start, n in map_regions(data_file, None))
 
 
 def _up(n: int) -> int:

@@ -31,9 +31,9 @@ class RunBands:
         """Internal ids sharing at least one band key (a doc's nbands keys, low 32 bits)."""
         return self.tables.band_candidates(txn, band_keys(bands.astype(np.uint32)))
 
-    def parts(self, txn: Any, bands: np.ndarray) -> tuple[Any, list[int]]:
-        """The prober of the levels' band entries (synced to txn) and the internal ids of
-        the recent docs sharing a band key with a doc's nbands keys."""
+    def parts(self, txn: Any, bands: np.ndarray) -> tuple[Any, Any]:
+        """The prober of the levels' band entries and the recent docs' key table of band
+        entries (None: no recent docs), synced to txn."""
         return self.tables.band_parts(txn, bands)
 
     def candidate_pairs(self, txn: Any, keys32: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

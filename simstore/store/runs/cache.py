@@ -21,6 +21,7 @@ import numpy as np
 
 from ...exceptions import CorruptStoreError
 from ...native import lmdbmap as _lmdbmap, probe as _probe
+from ...native.keytable import KeyTable
 from .format import STATE_KEY, State, lineage, mix, mix_xor, place_run
 from .index import read_index
 from .rows import band_keys
@@ -58,7 +59,7 @@ class RecentDocs:
         self._n = len(iids)
         self._iids = np.ascontiguousarray(iids, dtype=np.uint64)
         self._fps = np.ascontiguousarray(fps, dtype=np.uint64)
-        self.bands: dict[int, list[int]] = {}  # band key -> iids
+        self.bands = KeyTable()  # band entry key (band << 32 | key32) -> iids
         self.ids: dict[int, list[int]] = {}  # id hash -> iids
         self.has_ids = has_ids  # ids holds every recent doc's (read once a lookup wants it)
 
@@ -98,9 +99,7 @@ class RecentDocs:
         self._iids[self._n] = one.iid
         self._fps[self._n] = one.fp
         self._n += 1
-        get = self.bands.setdefault
-        for key in one.bands:
-            get(key, []).append(one.iid)
+        self.bands.add_bands(one.bands, one.iid)
         if ids:
             self.ids.setdefault(one.idh, []).append(one.iid)
 
@@ -108,10 +107,7 @@ class RecentDocs:
         """Index recent docs' band keys (band << 32 | key32) for exact lookups."""
         if keys32 is None or not len(iids):
             return
-        get = self.bands.setdefault
-        for iid, row in zip(iids.tolist(), band_keys(keys32).tolist(), strict=True):
-            for key in row:
-                get(key, []).append(iid)
+        self.bands.add(band_keys(keys32), iids, per=keys32.shape[1])
 
     def add_ids(self, iids: np.ndarray, idh: np.ndarray | None) -> None:
         """Index recent docs' id hashes for exact lookups."""
@@ -123,12 +119,12 @@ class RecentDocs:
 
 
 class OneDoc(NamedTuple):
-    """A doc a single write added: its iid, fp, band-entry keys (band << 32 | key32) and
-    id hash."""
+    """A doc a single write added: its iid, fp, band keys (4 bytes big-endian each, band
+    by band, as its docs record holds them) and id hash."""
 
     iid: int
     fp: int
-    bands: list[int]
+    bands: bytes
     idh: int
 
 
@@ -439,21 +435,14 @@ class LevelCache:
         """
         return self._exact(txn, self._bprober, keys, "bands")
 
-    def band_parts(self, txn: Any, bands: np.ndarray) -> tuple[_probe.Prober, list[int]]:
-        """The prober of the levels' band entries, brought to txn's state, and the recent
-        docs sharing a band key with a doc's nbands keys (low halves): a caller's one C
-        call looks the levels up itself (:func:`simstore.native.single.similar_one`)."""
+    def band_parts(self, txn: Any, bands: np.ndarray) -> tuple[_probe.Prober, KeyTable | None]:
+        """The prober of the levels' band entries and the recent docs' band entries (None:
+        there are none), brought to txn's state: a caller's one C call looks both up
+        itself (:func:`simstore.native.single.similar_one`)."""
         self.sync(txn)
         assert self._bprober is not None
         rec = self._recent
-        more: list[int] = []
-        if rec is not None and rec.bands:
-            get = rec.bands.get
-            for band, key in enumerate(bands.tolist()):
-                found = get(band << 32 | key & 0xFFFFFFFF)
-                if found:
-                    more.extend(found)
-        return self._bprober, more
+        return self._bprober, rec.bands if rec is not None and len(rec.bands) else None
 
     def id_candidates(self, txn: Any, hashes: Any) -> list[int]:
         """Internal ids of docs whose id hashes (uint64) to one of hashes: each once, in no
@@ -473,9 +462,11 @@ class LevelCache:
         q = np.ascontiguousarray(keys, dtype=np.uint64)
         out = prober.lookup(q)
         rec = self._recent
-        found_in: dict[int, list[int]] = {} if rec is None else getattr(rec, recent)
-        if found_in:
-            get = found_in.get
+        if rec is not None and recent == "bands":
+            if len(rec.bands):
+                out.extend(rec.bands.find(q))
+        elif rec is not None and rec.ids:
+            get = rec.ids.get
             for key in q.tolist():
                 found = get(key)
                 if found:

@@ -35,9 +35,7 @@ it as a private copy.
 from __future__ import annotations
 
 import functools
-import operator
 import os
-import struct
 import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -147,7 +145,6 @@ class RunTables:
             env.open_db(IDS_DB, txn=txn, create=create)]
         self.bands_at = n if nbands else None
         self.ids_at = len(self.run_dbs) - 1
-        self._band_hi = [b << 32 for b in range(nbands)]  # band entries: band << 32 | key32
         self.per_doc = [1] * n + ([nbands] if nbands else []) + [1]
         self._meta = env.open_db(STATE_DB, txn=txn, create=create)
         self._docs = docs
@@ -207,8 +204,7 @@ class RunTables:
         i = int.from_bytes(iid, "big")
         m = mix(i, fp)
         if self._in_place and i == st.next:  # the recent docs' next doc, as fill offers
-            k32 = struct.unpack(f">{len(keys)}I", b"".join(keys))
-            self.cache.offer_one(OneDoc(i, fp, list(map(operator.or_, self._band_hi, k32)), idh))
+            self.cache.offer_one(OneDoc(i, fp, b"".join(keys), idh))
         st = State(max(st.next, i + 1), st.flushed, st.stale, st.recent_xor ^ m, st.levels)
         self.put_state(txn, self._advance(txn, st, 1))
 
@@ -418,8 +414,8 @@ class RunTables:
         """Internal ids of docs sharing a band key with keys (see LevelCache)."""
         return self.cache.band_candidates(txn, keys)
 
-    def band_parts(self, txn: Any, bands: np.ndarray) -> tuple[Any, list[int]]:
-        """The band prober and the recent docs sharing a band key (see LevelCache)."""
+    def band_parts(self, txn: Any, bands: np.ndarray) -> tuple[Any, Any]:
+        """The band prober and the recent docs' band entries (see LevelCache)."""
         return self.cache.band_parts(txn, bands)
 
     def id_candidates(self, txn: Any, hashes: Any) -> list[int]:

@@ -239,7 +239,7 @@ def recent_as_read(store: SimStore) -> tuple[Any, ...]:
     rec = cache(store)._recent
     assert rec is not None and rec.has_ids
     return (rec.flushed, rec.upto, rec.xor, rec.iids.tolist(), rec.fps.tolist(),
-            {k: sorted(v) for k, v in rec.bands.items()},
+            {k: sorted(v) for k, v in rec.bands.as_dict().items()},
             {k: sorted(v) for k, v in rec.ids.items()})
 
 
