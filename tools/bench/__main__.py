@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "doclen": "doclen",
     "datatrove": "datatrove",
     "single": "single",
+    "bulk-memory": "bulk_memory",
 }
 
 

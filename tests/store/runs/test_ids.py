@@ -46,9 +46,11 @@ def test_random_writes_match_a_dict(monkeypatch: pytest.MonkeyPatch, tmp_path: P
                                     seed: int) -> None:
     """Adds (one and many, new and stored ids), updates, removes (one and many, absent
     ids too) and batches of URL, str and int ids on a store whose levels flush every
-    few docs and merge in slices: every id reads as the model says after every step,
-    queries equal brute force, verify passes, and a fresh process reads the same."""
+    few docs and merge in slices (add_many looking ids up 7 at a time): every id reads as
+    the model says after every step, queries equal brute force, verify passes, and a
+    fresh process reads the same."""
     values = small(monkeypatch)
+    monkeypatch.setattr("simstore.store.writes.PUT_CHUNK", 7)
     rng = random.Random(seed)
     pool = [url(i) for i in range(300)] + [f"d{i}" for i in range(100)] + list(range(-50, 150))
     model: dict[Any, int] = {}

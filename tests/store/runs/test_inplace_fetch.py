@@ -306,3 +306,53 @@ def test_the_map_regions_are_found_by_inode_offset_and_size(tmp_path: Path) -> N
     assert R.map_regions(str(tmp_path / "missing"), 0x100000, maps) == []
     assert R.map_regions(str(data), 0x100000, tmp_path / "no-maps") == []
     assert not lmdbmap.advise_huge(4097, 4096)  # not page-aligned: refused, nothing done
+
+
+def _resident(data_file: Path) -> int:
+    """Bytes of this process's mappings of data_file that are resident (smaps' Rss)."""
+    total, mine = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            mine = line.endswith(str(data_file))
+        elif mine and line.startswith("Rss:"):
+            total += int(head[1]) * 1024
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux only")
+def test_a_bulk_load_lets_go_of_the_map_pages_its_merges_read(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A bulk load's merges leave little of the map resident, and answers stand after."""
+    rng = np.random.default_rng(12)
+    fps = rng.integers(0, 2**64 - 1, size=120_000, dtype=np.uint64, endpoint=True)
+    resident = {}
+    for release in (True, False):
+        if not release:
+            monkeypatch.setattr("simstore.store.runs.tables.release_map", lambda _: 0)
+        with SimStore(tmp_path / f"s{release}", readahead=False) as s:
+            data = Path(s.path) / "data.mdb"
+            for lo in range(0, len(fps), 30_000):  # each merges the levels before it
+                s.add_many(range(lo, lo + 30_000), fps[lo : lo + 30_000])
+                resident[release] = _resident(data)
+                _check(s, fps[: lo + 30_000], rng)  # read in place, then released
+            assert R.release_map(str(data)) == 1  # pages the queries read go too ...
+            assert _resident(data) < 64 << 10
+            _check(s, fps, rng)  # ... and come back, the same bytes
+    assert resident[True] * 4 < resident[False], resident
+
+
+def test_the_map_regions_of_any_size_are_the_shared_ones(tmp_path: Path) -> None:
+    """release_map's regions: every shared mapping of the file from its start."""
+    data = tmp_path / "data.mdb"
+    data.write_bytes(bytes(4096))
+    ino = data.stat().st_ino
+    maps = tmp_path / "maps"
+    maps.write_text(
+        f"7f0000000000-7f0000100000 r--s 00000000 fe:00 {ino}    {data}\n"
+        f"7f0000200000-7f0000300000 r--s 00001000 fe:00 {ino}    {data}\n"  # not from 0
+        f"7f0000400000-7f0000410000 r--s 00000000 fe:00 {ino}    {data}\n"  # another size
+        f"7f0000500000-7f0000600000 r--p 00000000 fe:00 {ino}    {data}\n")  # private
+    assert R.map_regions(str(data), None, maps) == [(0x7F0000000000, 0x100000),
+                                                    (0x7F0000400000, 0x10000)]
+    assert not lmdbmap.release(4097, 4096)  # not page-aligned: refused, nothing done
