@@ -116,6 +116,7 @@ class Prober:
         # the runs a call found not loaded (ss_need), loaded before it is made again
         self._need = np.empty(NEED_CAP, dtype=np.uint64)
         self._scratch: Any = None
+        self._one = ffi.new("uint64_t[1]")  # lookup_one's key
         self._scratch_n = 0
         self._c_need = ffi.new("ss_need *", {"a": ffi.from_buffer("uint64_t[]", self._need),
                                             "cap": NEED_CAP, "n": 0})
@@ -251,15 +252,26 @@ class Prober:
     def lookup(self, qs: np.ndarray) -> list[int]:
         """Values of every key of the sorted runs equal to one of qs (uint64), duplicates kept."""
         qs = u64_array(qs, "lookup keys")
+        return self._lookup(ffi.from_buffer("uint64_t[]", qs), len(qs))
+
+    def lookup_one(self, q: int) -> list[int]:
+        """:meth:`lookup` of the one key q (a single write's id: no array made)."""
+        try:
+            self._one[0] = q
+        except (OverflowError, TypeError) as exc:
+            raise InvalidConfigError(f"simstore: a lookup key must be in 0..2**64-1 (got {q!r})"
+                                     ) from exc
+        return self._lookup(self._one, 1)
+
+    def _lookup(self, cq: Any, n: int) -> list[int]:
         sets, nsets, keep = self._sets  # keep: alive until the call returns
-        cq = ffi.from_buffer("uint64_t[]", qs)
         while True:
-            m = int(lib.ss_lookup(sets, nsets, cq, len(qs), self._c_vals, self._cap,
+            m = int(lib.ss_lookup(sets, nsets, cq, n, self._c_vals, self._cap,
                                   self._c_need))
             if m == NEEDS_RUNS:
                 self._load_needed(keep)
             elif m < 0:
-                raise_for(m, f"looking up {len(qs)} keys in {nsets} run sets")
+                raise_for(m, f"looking up {n} keys in {nsets} run sets")
             elif m <= self._cap:
                 return ffi.unpack(self._c_vals, m) if m else []
             else:

@@ -29,15 +29,15 @@ class TableEngine(Protocol):
     def next_iid(self, txn: Any) -> int:
         """The next internal id to hand out (never a removed doc's)."""
 
-    def index(self, txn: Any, iid: bytes, fp: int, keys: list[bytes], idh: int = 0) -> None:
-        """Take a doc just written to the docs table (keys: its 4-byte band keys, band by
-        band, in a similarity store; the run tables read them from the docs record; idh:
+    def index(self, txn: Any, iid: bytes, fp: int, keys: bytes, idh: int = 0) -> None:
+        """Take a doc just written to the docs table (keys: its band keys, 4 bytes each,
+        big-endian, band by band, in a similarity store, as its docs record holds them; idh:
         the hash of its id, :func:`~simstore.store.format.id_hash`)."""
 
-    def unindex(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
+    def unindex(self, txn: Any, iid: bytes, fp: int, keys: bytes) -> None:
         """Let go of a doc about to leave the docs table (keys as for index)."""
 
-    def unindex_many(self, txn: Any, docs: list[tuple[bytes, int, list[bytes]]]) -> None:
+    def unindex_many(self, txn: Any, docs: list[tuple[bytes, int, bytes]]) -> None:
         """Let go of many docs about to leave (internal id, fp, keys as for index)."""
 
     def fill(self, txn: Any, fps: np.ndarray, iids: np.ndarray,

@@ -338,10 +338,9 @@ class RecordCodec:
         """The sketch bytes (LE uint64 words) of a similarity record."""
         return bytes(rec[_FP_END : self.sketch_end])
 
-    def band_keys(self, rec: bytes) -> list[bytes]:
-        """The 4-byte band keys of a similarity record, band by band."""
-        end = self.sketch_end
-        return [bytes(rec[end + 4 * b : end + 4 * b + 4]) for b in range(self.nbands)]
+    def band_keys(self, rec: bytes) -> bytes:
+        """The band keys of a similarity record: 4 bytes each, big-endian, band by band."""
+        return bytes(rec[self.sketch_end : self.at_start])
 
     def walk(
         self,

@@ -19,22 +19,23 @@ from .reads import SimilarMatch, similar
 from .runs import PUT_CHUNK, put_sorted
 from .schema import Handles
 
-# A doc's similarity part: (sketch bytes, 4-byte band keys), None in Hamming stores; in an
-# exact store (sketch bytes, 4-byte band keys, the code of its shingle set).
-Extra = tuple[bytes, list[bytes]] | tuple[bytes, list[bytes], bytes] | None
+# A doc's similarity part: (sketch bytes, band keys: 4 bytes each, big-endian, band by
+# band), None in Hamming stores; in an exact store (sketch bytes, band keys, the code of its
+# shingle set). The bytes are the docs record's.
+Extra = tuple[bytes, bytes] | tuple[bytes, bytes, bytes] | None
 
 
-def extra_of(sketch: np.ndarray, bands: np.ndarray) -> tuple[bytes, list[bytes]]:
+def extra_of(sketch: np.ndarray, bands: np.ndarray) -> tuple[bytes, bytes]:
     """The stored similarity part of one signature (sketch words, 64-bit band keys): the
     band keys as :func:`~simstore.store.format.band_key_bytes` of their
-    :func:`~simstore.text.minhash.band_keys32` (a cast keeps their low halves)."""
-    k = np.asarray(bands, dtype=np.uint64).astype(">u4").tobytes()
-    return sketch.astype("<u8").tobytes(), [k[i : i + 4] for i in range(0, len(k), 4)]
+    :func:`~simstore.text.minhash.band_keys32` (a cast keeps their low halves), joined."""
+    return (sketch.astype("<u8").tobytes(),
+            np.asarray(bands, dtype=np.uint64).astype(">u4").tobytes())
 
 
-def keys_array(keys: list[bytes]) -> np.ndarray:
-    """A doc's 4-byte band keys (as :func:`extra_of` stores them) as an array."""
-    return np.frombuffer(b"".join(keys), dtype=">u4")
+def keys_array(keys: bytes) -> np.ndarray:
+    """A doc's band keys (as :func:`extra_of` stores them) as an array."""
+    return np.frombuffer(keys, dtype=">u4")
 
 
 def next_iid(txn: Any, h: Handles) -> int:
@@ -60,7 +61,7 @@ def _unindex_many(txn: Any, h: Handles, docs: list[tuple[bytes, Any]]) -> None:
     """Let the tables (and an exact store's shingle sets) go of docs (iid, record)."""
     bands = h.bands is not None
     h.tables.unindex_many(txn, [(iid, h.codec.parse(rec)[0],
-                                 h.codec.band_keys(rec) if bands else []) for iid, rec in docs])
+                                 h.codec.band_keys(rec) if bands else b"") for iid, rec in docs])
     if h.shingles is not None:
         for iid, _ in docs:
             _shingles.delete(txn, h, iid)
@@ -76,12 +77,12 @@ def add(txn: Any, h: Handles, enc: bytes, fp: int, extra: Extra, at: int | None 
     one keeps its internal id and gets the new time. In an exact store its shingle set
     (extra's code) is written with it.
     """
-    sketch, keys = extra[:2] if extra is not None else (b"", [])
+    sketch, keys = extra[:2] if extra is not None else (b"", b"")
     code = extra[2] if extra is not None and len(extra) == 3 else None
     if (code is None) != (h.shingles is None):
         raise CorruptStoreError(f"store {h.path!r}: a doc's shingle set must come with it "
                                 "in an exact store, and only there")
-    new = h.codec.record(fp, enc, sketch, b"".join(keys), at)
+    new = h.codec.record(fp, enc, sketch, keys, at)
     old = h.idx.find(txn, enc)
     if old is not None:
         oid, rec = old

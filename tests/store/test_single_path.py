@@ -123,4 +123,4 @@ def test_one_signatures_band_key_bytes_are_the_records(keys):
     bands = np.array(keys, dtype=np.uint64)
     sketch = np.arange(4, dtype=np.uint64)
     assert extra_of(sketch, bands) == (sketch.astype("<u8").tobytes(),
-                                       F.band_key_bytes(band_keys32(bands)))
+                                       b"".join(F.band_key_bytes(band_keys32(bands))))

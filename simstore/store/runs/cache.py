@@ -459,9 +459,14 @@ class LevelCache:
         map of that name, each once."""
         self.sync(txn)
         assert prober is not None
+        rec = self._recent
+        if recent == "ids" and isinstance(keys, list) and len(keys) == 1:  # a single write's
+            out = prober.lookup_one(keys[0])
+            if rec is not None and rec.ids:
+                out.extend(rec.ids.get(keys[0], ()))
+            return out if len(out) < 2 else list(dict.fromkeys(out))
         q = np.ascontiguousarray(keys, dtype=np.uint64)
         out = prober.lookup(q)
-        rec = self._recent
         if rec is not None and recent == "bands":
             if len(rec.bands):
                 out.extend(rec.bands.find(q))

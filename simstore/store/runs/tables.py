@@ -196,7 +196,7 @@ class RunTables:
 
     # --- single writes -----------------------------------------------------------------
 
-    def index(self, txn: Any, iid: bytes, fp: int, keys: list[bytes], idh: int = 0) -> None:
+    def index(self, txn: Any, iid: bytes, fp: int, keys: bytes, idh: int = 0) -> None:
         """Note a doc just written to the docs table at iid (>= next; idh: its id's hash);
         merge if due. (Its band keys are read from its docs record when its level is
         written; this process's recent docs take them from here.)"""
@@ -204,16 +204,16 @@ class RunTables:
         i = int.from_bytes(iid, "big")
         m = mix(i, fp)
         if self._in_place and i == st.next:  # the recent docs' next doc, as fill offers
-            self.cache.offer_one(OneDoc(i, fp, b"".join(keys), idh))
+            self.cache.offer_one(OneDoc(i, fp, keys, idh))
         st = State(max(st.next, i + 1), st.flushed, st.stale, st.recent_xor ^ m, st.levels)
         self.put_state(txn, self._advance(txn, st, 1))
 
-    def unindex(self, txn: Any, iid: bytes, fp: int, keys: list[bytes]) -> None:
+    def unindex(self, txn: Any, iid: bytes, fp: int, keys: bytes) -> None:
         """Note a doc about to leave the docs table: a stale entry (with its tombstone,
         which the next merge of its level honours), or out of the recent docs."""
         self.unindex_many(txn, [(iid, fp, keys)])
 
-    def unindex_many(self, txn: Any, docs: list[tuple[bytes, int, list[bytes]]]) -> None:
+    def unindex_many(self, txn: Any, docs: list[tuple[bytes, int, bytes]]) -> None:
         """:meth:`unindex` of many docs (internal id, fp, band keys): one state write, the
         tombstones a block at a time (a remove_many of 1,000 docs wrote 1,000 of each)."""
         if not docs:
