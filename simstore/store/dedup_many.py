@@ -45,7 +45,7 @@ from . import format as F, shingles as _shingles
 from .reads import Match, SimilarMatch
 from .runs import band_keys
 from .schema import Handles
-from .writes import add, add_many, extra_of, next_iid
+from .writes import Extra, add, add_many, extra_of, next_iid
 
 
 class Rule(NamedTuple):
@@ -340,11 +340,11 @@ class _Greedy:
         else:
             self._flush()
             docs = self.docs
-            extra = None
+            extra: Extra = None
             if docs.sketches is not None and docs.bands is not None:
-                extra = extra_of(docs.sketches[j], docs.bands[j])
-                if docs.sets is not None:
-                    extra = (*extra, _shingles.encode(docs.sets.take([j]))[0])
+                part = extra_of(docs.sketches[j], docs.bands[j])
+                extra = part if docs.sets is None else \
+                    (*part, _shingles.encode(docs.sets.take([j]))[0])
             add(self.txn, self.h, docs.encs[j], int(docs.fps[j]), extra, self.rule.at)
             if prev is not None:
                 self.alive[prev] = False

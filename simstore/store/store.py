@@ -271,14 +271,13 @@ class SimStore:
         cutoff = expiry_cutoff(older_than, before)
         n = check_int(batch, "batch", 1)
         env, removed = self._env, 0
-        start = b""
-        while True:
+        start: bytes | None = b""
+        while start is not None:
             with env.reading() as txn:
                 encs, start = _reads.stored_before(self._h, txn, cutoff, start, 64 * n)
             for a in range(0, len(encs), n):
                 removed += int(self._write(_writes.expire, encs[a : a + n], cutoff))
-            if start is None:
-                return removed
+        return removed
 
     def add_many(self, doc_ids: Iterable[DocId], fps: Any, *, at: float | None = None
                  ) -> None:

@@ -232,7 +232,7 @@ def add_many(
 def add_if_similar(
     txn: Any, h: Handles, enc: bytes, fp: int, extra: Extra, sketch: np.ndarray,
     bands: np.ndarray, t: float, query: ShingleSets | None = None, at: int | None = None,
-    since: int | None = None, in_map: bool = False,
+    since: int | None = None, *, in_map: bool = False,
 ) -> list[SimilarMatch]:
     """Store one doc (at ``at``) unless a doc stored since ``since`` (ms; None: ever) has
     estimated Jaccard >= t (exact Jaccard, given the doc's set ``query`` in an exact
