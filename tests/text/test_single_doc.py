@@ -101,9 +101,8 @@ def test_sketch_hits_keep_exactly_the_records_at_or_above_the_threshold(q, rows,
     for row in rows:
         tail = pads.draw(st.binary(max_size=20))
         recs.append(b"\x04" * start + np.array(row, dtype="<u8").tobytes() + tail)
-    ends = np.cumsum([len(r) for r in recs]).tolist()
     sketch = np.array(q, dtype=np.uint64)
-    found = _single.sketch_hits(sketch, b"".join(recs), ends, start, max_distance(128, threshold))
+    found = _single.sketch_hits(sketch, recs, start, max_distance(128, threshold))
     assert not isinstance(found, int)
     want = [i for i, row in enumerate(rows) if sketch_estimate(q, row) >= threshold]
     assert found[0] == want
@@ -115,8 +114,7 @@ def test_sketch_hits_name_the_first_record_too_short():
     """A record shorter than its sketch is reported by index, not read past its end."""
     sketch = np.zeros(2, dtype=np.uint64)
     recs = [b"\x00" * 30, b"\x00" * 20, b"\x00" * 5]
-    ends = np.cumsum([len(r) for r in recs]).tolist()
-    assert _single.sketch_hits(sketch, b"".join(recs), ends, 9, 10) == 1
+    assert _single.sketch_hits(sketch, recs, 9, 10) == 1
 
 
 @pytest.mark.parametrize("bits", [64, 128, 640])
