@@ -8,7 +8,7 @@ inside its own C call (:func:`simstore.native.single.similar_one`).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -43,31 +43,21 @@ class KeyTable:
         vs = np.ascontiguousarray(vals, dtype=np.uint64).reshape(-1)
         if len(ks) > len(vs) * per:
             raise ValueError("simstore: a KeyTable needs a value for every per keys")
-        self._add(_u64_ptr(ks), len(ks), _u64_ptr(vs), per)
-
-    def add_one(self, keys: list[int], val: int) -> None:
-        """Add pairs (key, val) for each of keys."""
-        self._add(ffi.new("uint64_t[]", keys), len(keys), ffi.new("uint64_t *", val),
-                  len(keys) or 1)
+        cks, cvs, n = _u64_ptr(ks), _u64_ptr(vs), len(ks)
+        self._add(n, lambda: lib.ss_keytable_add(self.c_keys, self.c_vals, self.cap,
+                                                 self._used, cks, n, cvs, per))
 
     def add_bands(self, be32: bytes, val: int) -> None:
         """Add one doc's band entries (band << 32 | key32 of its 4-byte big-endian keys, as
         its docs record holds them), each with the value val."""
         n = len(be32) // 4
-        rc = int(lib.ss_keytable_add_bands(self.c_keys, self.c_vals, self.cap, self._used,
-                                           be32, n, val))
-        if rc == _MORE_ROOM:
-            self._grow(1 << (4 * (self._used + n) - 1).bit_length())
-            rc = int(lib.ss_keytable_add_bands(self.c_keys, self.c_vals, self.cap,
-                                               self._used, be32, n, val))
-        if rc < 0:
-            raise_for(rc, "adding to a key table")
-        self._used = rc
+        self._add(n, lambda: lib.ss_keytable_add_bands(self.c_keys, self.c_vals, self.cap,
+                                                       self._used, be32, n, val))
 
-    def _add(self, ks: Any, n: int, vs: Any, per: int) -> None:
+    def _add(self, n: int, call: Callable[[], int]) -> None:
+        """call(), a C add of n pairs to the table as it stands, until it has the room."""
         while True:
-            rc = int(lib.ss_keytable_add(self.c_keys, self.c_vals, self.cap, self._used,
-                                         ks, n, vs, per))
+            rc = int(call())
             if rc != _MORE_ROOM:
                 break
             self._grow(1 << (4 * (self._used + n) - 1).bit_length())  # a quarter full
@@ -81,7 +71,7 @@ class KeyTable:
         keys, vals = self.keys[held], self.vals[held]
         self._used = 0
         self._alloc(cap)
-        self._add(_u64_ptr(keys), len(keys), _u64_ptr(vals), 1)
+        self.add(keys, vals)
 
     def as_dict(self) -> dict[int, list[int]]:
         """Key -> its values (for checks and tests)."""

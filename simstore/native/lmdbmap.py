@@ -14,7 +14,7 @@ from typing import Any
 from .core import ffi, lib, raise_for
 
 __all__ = ["advise_huge", "base_of_page", "lookup", "map_base", "map_buffer", "map_value",
-           "release"]
+           "release", "snapshot_pages"]
 
 
 def map_base(key: Any, value: Any, psize: int) -> int | None:
@@ -80,6 +80,12 @@ def lookup(base: int, pages: int, psize: int, root: int, depth: int, keys: list[
     if rc < 0:
         raise_for(rc, "walking a tree of the map")
     return offs, lens
+
+
+def snapshot_pages(info: dict[str, int], psize: int) -> int:
+    """Pages no record of a snapshot this process reads lies beyond (from an environment's
+    ``info()``: the last commit's, within this process's map): a map lookup's bound."""
+    return int(min(info["last_pgno"] + 1, info["map_size"] // psize))
 
 
 def map_buffer(base: int, size: int) -> Any:

@@ -68,7 +68,7 @@ class DocsMap:
         id_start = codec.id_start
         for fresh in (False, True):  # a tree past the pages known: learn the file's end
             if fresh:
-                self._pages = self._file_pages()
+                self._pages = _lmdbmap.snapshot_pages(self._env.info(), self._psize)
             got = _single.similar_one(prober, bands, recent,
                                       (base, self._pages, self._psize, root, depth), sketch,
                                       codec.version, (codec.sketch_start, codec.at_start,
@@ -78,11 +78,6 @@ class DocsMap:
                          decode_id(buf[got[j + 2] + id_start:got[j + 2] + got[j + 3]]),
                          got[j + 4]) for j in range(0, len(got), 5)]
         return None
-
-    def _file_pages(self) -> int:
-        """Pages no committed snapshot lies beyond, within this process's map."""
-        info = self._env.info()
-        return int(min(info["last_pgno"] + 1, info["map_size"] // self._psize))
 
     def _address(self) -> tuple[int, Any] | None:
         """Where the map lies in this map epoch, found once from a docs leaf page, and the
@@ -98,7 +93,8 @@ class DocsMap:
             return None
         if base is None:
             return None
-        self._pages = self._file_pages()
-        size = int(self._env.info()["map_size"])  # (what C reads stays below its pages)
+        info = self._env.info()
+        self._pages = _lmdbmap.snapshot_pages(info, self._psize)
+        size = int(info["map_size"])  # (what C reads stays below its pages)
         self._base = (epoch, base, _lmdbmap.map_buffer(base, size))
         return self._base[1:]

@@ -310,8 +310,7 @@ class LevelCache:
     def _map_pages(self) -> int:
         """Pages no record of a snapshot this process reads lies beyond: the last
         commit's, within this process's map."""
-        info = self._env.info()
-        return min(info["last_pgno"] + 1, info["map_size"] // self._psize)
+        return _lmdbmap.snapshot_pages(self._env.info(), self._psize)
 
     def _in_map(self, cur: Any, key: bytes, pages: int) -> Any:
         """The value of a run record in place, or None when there is none: from its leaf
@@ -445,9 +444,9 @@ class LevelCache:
         return self._bprober, rec.bands if rec is not None and len(rec.bands) else None
 
     def id_candidates(self, txn: Any, hashes: Any) -> list[int]:
-        """Internal ids of docs whose id hashes (uint64) to one of hashes: each once, in no
-        particular order, stale ones (removed docs) and other ids of the same hash included
-        (:class:`~simstore.store.runs.ids.RunIds` checks their docs records)."""
+        """Internal ids of docs whose id hashes to one of hashes (uint64s, or one int): each
+        once, in no particular order, stale ones (removed docs) and other ids of the same
+        hash included (:class:`~simstore.store.runs.ids.RunIds` checks their docs records)."""
         if not self._want_ids:  # the first lookup by id: the recent docs' ids from now on
             self._want_ids = True
             self._wired_raw = None
@@ -460,20 +459,18 @@ class LevelCache:
         self.sync(txn)
         assert prober is not None
         rec = self._recent
-        if recent == "ids" and isinstance(keys, list) and len(keys) == 1:  # a single write's
-            out = prober.lookup_one(keys[0])
-            if rec is not None and rec.ids:
-                out.extend(rec.ids.get(keys[0], ()))
-            return out if len(out) < 2 else list(dict.fromkeys(out))
-        q = np.ascontiguousarray(keys, dtype=np.uint64)
-        out = prober.lookup(q)
+        if isinstance(keys, int):  # a single write's id hash: no array made
+            out, keys_list = prober.lookup_one(keys), [keys]
+        else:
+            q = np.ascontiguousarray(keys, dtype=np.uint64)
+            out, keys_list = prober.lookup(q), q.tolist()
         if rec is not None and recent == "bands":
             if len(rec.bands):
-                out.extend(rec.bands.find(q))
+                out.extend(rec.bands.find(np.asarray(keys_list, dtype=np.uint64)))
         elif rec is not None and rec.ids:
             get = rec.ids.get
-            for key in q.tolist():
+            for key in keys_list:
                 found = get(key)
                 if found:
                     out.extend(found)
-        return list(dict.fromkeys(out))
+        return out if len(out) < 2 else list(dict.fromkeys(out))

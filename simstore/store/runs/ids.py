@@ -34,7 +34,7 @@ class RunIds:
 
     def find(self, txn: Any, enc: bytes) -> Found | None:
         """(internal id, docs record) of the live doc with this encoded id, or None."""
-        for iid in self._tables.id_candidates(txn, [F.id_hash(enc)]):
+        for iid in self._tables.id_candidates(txn, F.id_hash(enc)):
             key = F.iid_bytes(iid)
             rec = txn.get(key, None, self.docs)
             if rec is not None and self.codec.parse(rec)[1] == enc:

@@ -290,18 +290,30 @@ def test_with_readahead_the_map_is_advised_into_huge_pages_across_growth(
         _check(s, fps[:1000], rng)
 
 
-def test_the_map_regions_are_found_by_inode_offset_and_size(tmp_path: Path) -> None:
+def _maps(tmp_path: Path, *more: str) -> tuple[Path, Path]:
+    """A data file and a /proc/self/maps of it: a 1 MiB shared mapping from its start, one
+    not from its start, one of 64 KiB, then the lines more (formatted with the file's ino,
+    another file's, other, and data)."""
     data = tmp_path / "data.mdb"
     data.write_bytes(bytes(4096))
     ino = data.stat().st_ino
     maps = tmp_path / "maps"
-    maps.write_text(
-        f"7f0000000000-7f0000100000 r--s 00000000 fe:00 {ino}    {data}\n"
-        f"7f0000200000-7f0000300000 r--s 00001000 fe:00 {ino}    {data}\n"  # not from 0
-        f"7f0000400000-7f0000410000 r--s 00000000 fe:00 {ino}    {data}\n"  # another size
-        f"7f0000500000-7f0000600000 r--s 00000000 fe:00 {ino + 1}    {data}\n"  # another file
-        "7f0000600000-7f0000700000 rw-p 00000000 00:00 0 \n"
-        "garbage\n")
+    lines = [
+        "7f0000000000-7f0000100000 r--s 00000000 fe:00 {ino}    {data}",
+        "7f0000200000-7f0000300000 r--s 00001000 fe:00 {ino}    {data}",  # not from 0
+        "7f0000400000-7f0000410000 r--s 00000000 fe:00 {ino}    {data}",  # another size
+        *more,
+    ]
+    maps.write_text("".join(line.format(ino=ino, other=ino + 1, data=data) + "\n" for line in lines))
+    return data, maps
+
+
+def test_the_map_regions_are_found_by_inode_offset_and_size(tmp_path: Path) -> None:
+    data, maps = _maps(
+        tmp_path,
+        "7f0000500000-7f0000600000 r--s 00000000 fe:00 {other}    {data}",  # another file
+        "7f0000600000-7f0000700000 rw-p 00000000 00:00 0 ",
+        "garbage")
     assert R.map_regions(str(data), 0x100000, maps) == [(0x7F0000000000, 0x100000)]
     assert R.map_regions(str(tmp_path / "missing"), 0x100000, maps) == []
     assert R.map_regions(str(data), 0x100000, tmp_path / "no-maps") == []
@@ -344,15 +356,8 @@ def test_a_bulk_load_lets_go_of_the_map_pages_its_merges_read(
 
 def test_the_map_regions_of_any_size_are_the_shared_ones(tmp_path: Path) -> None:
     """release_map's regions: every shared mapping of the file from its start."""
-    data = tmp_path / "data.mdb"
-    data.write_bytes(bytes(4096))
-    ino = data.stat().st_ino
-    maps = tmp_path / "maps"
-    maps.write_text(
-        f"7f0000000000-7f0000100000 r--s 00000000 fe:00 {ino}    {data}\n"
-        f"7f0000200000-7f0000300000 r--s 00001000 fe:00 {ino}    {data}\n"  # not from 0
-        f"7f0000400000-7f0000410000 r--s 00000000 fe:00 {ino}    {data}\n"  # another size
-        f"7f0000500000-7f0000600000 r--p 00000000 fe:00 {ino}    {data}\n")  # private
+    data, maps = _maps(
+        tmp_path, "7f0000500000-7f0000600000 r--p 00000000 fe:00 {ino}    {data}")  # private
     assert R.map_regions(str(data), None, maps) == [(0x7F0000000000, 0x100000),
                                                     (0x7F0000400000, 0x10000)]
     assert not lmdbmap.release(4097, 4096)  # not page-aligned: refused, nothing done
