@@ -100,7 +100,7 @@ def warn_low_threshold(args: argparse.Namespace) -> None:
     exact = ("; dedup-corpus --exact decides by the exact Jaccard of the texts instead"
              if args.command == "dedup-corpus" else "")
     say(args, f"warning: --threshold {t:g} is below {RELIABLE_THRESHOLD}, where the sketch's "
-              "Jaccard estimate is unreliable (README 'Choosing a threshold': use t >= 0.8)"
+              "Jaccard estimate is unreliable (docs/python.md 'Choosing a threshold': use t >= 0.8)"
               + exact)
 
 

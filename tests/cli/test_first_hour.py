@@ -224,9 +224,9 @@ def test_a_threshold_below_the_reliable_range_is_warned_on_stderr_only(tmp_path)
     assert res.returncode == 0 and "warning" not in res.stderr
 
 
-def test_the_readme_common_mistakes_print_what_the_readme_says(tmp_path):
-    """Each command of README 'Common mistakes' prints exactly the line shown under it."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_documented_common_mistakes_print_what_the_docs_say(tmp_path):
+    """Each command of docs/cli.md 'Common mistakes' prints exactly the line shown under it."""
+    readme = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     block = readme.split("## Common mistakes", 1)[1].split("```console", 1)[1].split("```")[0]
     lines = [line for line in block.strip().splitlines()]
     pairs = list(zip(lines[0::2], lines[1::2], strict=True))
