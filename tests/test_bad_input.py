@@ -287,7 +287,7 @@ CLI_CASES = [
     ("query k 65", ["query", "{s}", "1", "--k", "65"], 2, "k must be an integer in 0..64"),
     ("query k negative", ["query", "{s}", "1", "--k", "-1"], 2, "k must be an integer in 0..64"),
     ("query k float", ["query", "{s}", "1", "--k", "2.5"], 2, "k must be an integer in 0..64"),
-    ("init k 17", ["init", "{t}/new", "--k", "17"], 1, "'k' must be an int in 0..16"),
+    ("init k 17", ["init", "{t}/new", "--k", "17"], 1, "--k must be an int in 0..16"),
     ("add fp negative", ["add", "{s}", "{t}/neg.tsv"], 1, "outside 0..2**64-1"),
     ("add fp float (JSON)", ["add", "{s}", "{t}/float.jsonl"], 1, '"fp" must be an integer'),
     ("add empty id (JSON)", ["add", "{s}", "{t}/empty.jsonl"], 1, "non-empty str or an int"),

@@ -42,12 +42,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except UsageError as exc:
         parser.print_usage(sys.stderr)
-        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{PROG} {args.command}: error: {parser.explain(args.command, exc)}",
+              file=sys.stderr)
         return 2
     except BrokenPipeError:  # pragma: no cover - e.g. piped into head
         return 0
     except (CliError, SimstoreError, MissingDependencyError, OSError) as exc:
-        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{PROG} {args.command}: error: {parser.explain(args.command, exc)}",
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

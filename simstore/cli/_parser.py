@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import textwrap
 from typing import Any
 
@@ -201,6 +202,28 @@ class CliParser(argparse.ArgumentParser):
         if bad is not None:
             self.exit(1, f"{PROG} {ns.command}: error: {bad}\n")
         return ns
+
+    def explain(self, command: str, exc: BaseException) -> str:
+        """The error line's text: the library names an argument by its Python name
+        (``'older_than' must be …``); on the command line it is the flag the user typed."""
+        return name_the_flags(self.commands.get(command) or self, str(exc))
+
+
+# A validator's message starts its subject as a quoted Python name: 'older_than' must be ...
+_PY_NAME = re.compile(r"'([A-Za-z_]\w*)'(?= must )")
+
+
+def name_the_flags(parser: argparse.ArgumentParser, message: str) -> str:
+    """``message`` with each quoted argument name of ``parser`` (its dest) replaced by the
+    option the user types (the longest of its option strings) or a positional's metavar."""
+    shown: dict[str, str] = {}
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps its actions there
+        if action.option_strings:
+            shown[action.dest] = max(action.option_strings, key=len)
+        elif action.dest != argparse.SUPPRESS:
+            meta = action.metavar if isinstance(action.metavar, str) else None
+            shown[action.dest] = meta or action.dest.upper()
+    return _PY_NAME.sub(lambda m: shown.get(m.group(1), m.group(0)), message)
 
 
 def unknown_options(parser: argparse.ArgumentParser, extra: list[str]) -> str:

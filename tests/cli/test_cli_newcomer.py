@@ -84,3 +84,28 @@ def test_stats_help_explains_its_fields(tmp_path) -> None:
         assert key in res.stdout or key == "path", key
     for key in ("levels", "radius", "replanned_cost_us"):
         assert f"- {key}:" in res.stdout
+
+
+def test_a_bad_value_is_named_by_the_flag_typed_not_the_python_name(tmp_path, capsys):
+    """expire --older-than banana and init --k 17 name --older-than and --k, not older_than, k."""
+    from simstore.cli import main
+
+    assert main(["init", str(tmp_path / "s")]) == 0
+    capsys.readouterr()
+    assert main(["expire", str(tmp_path / "s"), "--older-than", "banana"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("simstore-cli expire: error: --older-than must be a duration")
+    assert "older_than" not in err
+    assert main(["init", str(tmp_path / "t"), "--k", "17"]) == 1
+    assert capsys.readouterr().err.startswith("simstore-cli init: error: --k must be an int in 0..16")
+
+
+def test_flag_naming_leaves_other_quoted_words_alone():
+    """Only a quoted dest followed by 'must' becomes its flag; field names and values stay."""
+    from simstore.cli._parser import build_parser, name_the_flags
+
+    sub = build_parser().commands["dedup-corpus"]
+    said = "'id_field' must be a str; the first record's fields are 'threshold', 'text'"
+    assert name_the_flags(sub, said) == (
+        "--id-field must be a str; the first record's fields are 'threshold', 'text'")
+    assert name_the_flags(sub, "'inputs' must be a path") == "INPUT must be a path"
