@@ -201,3 +201,20 @@ def check_str(value: Any, name: str) -> str:
     if not isinstance(value, str):
         raise SimstoreTypeError(f"{name!r} must be a str (got {_type_name(value)})")
     return value
+
+
+# ``durable=`` values and the durability each names (simstore/store/env/durability.py)
+DURABILITY = {True: "full", False: "normal", "full": "full", "normal": "normal",
+              "unsafe": "unsafe"}
+
+
+def check_durable(value: Any) -> str:
+    """A durability: True ("full"), False ("normal") or "unsafe" (the names are taken too);
+    the name of the mode."""
+    if isinstance(value, (bool, np.bool_, str)) and value in DURABILITY:
+        return DURABILITY[value if isinstance(value, str) else bool(value)]
+    if isinstance(value, str):
+        raise InvalidConfigError(
+            f"'durable' must be True, False or 'unsafe' (got {value!r:.40}); 'unsafe' skips "
+            "every flush and may corrupt the store in an OS crash")
+    raise SimstoreTypeError(f"'durable' must be a bool or 'unsafe' (got {_type_name(value)})")

@@ -24,6 +24,7 @@ from .._validate import (
     as_fingerprint_array,
     check_expected_size,
     check_fingerprint,
+    check_durable,
     check_int,
     check_k,
     check_path,
@@ -99,10 +100,13 @@ class SimStore:
     threshold=t)`` decide by exact Jaccard. Recorded in the store; ``exact=None``
     (default) opens either kind.
 
-    ``durable=True`` (default): a returned write is on disk. ``durable=False``
-    skips the fsyncs (LMDB ``sync=False, metasync=False``): an OS crash or power
-    loss may lose the last commits, but never corrupts the store; process
-    crashes lose nothing. ``readonly=True`` never writes and refuses writes
+    ``durable=True`` (default): a returned write is on disk, whatever crashes.
+    ``durable=False`` flushes the data at each commit but not the meta page that
+    names it (LMDB ``MDB_NOMETASYNC``): an OS crash or power loss may undo the last
+    commit, never corrupts the store. ``durable="unsafe"`` flushes nothing (LMDB
+    ``MDB_NOSYNC``): an OS crash may corrupt the store; for throwaway stores only
+    (:attr:`durability` names the mode; docs/durability.md). A process crash loses
+    nothing in any mode. ``readonly=True`` never writes and refuses writes
     with :class:`ReadOnlyError`. ``readahead`` (default None: off for a store
     larger than half the memory the process may use, its cgroup's or the
     machine's) lets the OS read 128 KB around each page a query reads.
@@ -121,7 +125,7 @@ class SimStore:
         expected_size: int | None = None,
         config: FingerprintConfig | None = None,
         readonly: bool = False,
-        durable: bool = True,
+        durable: bool | str = True,
         map_size: int | None = None,
         max_readers: int = 512,
         exact: bool | None = None,
@@ -158,7 +162,7 @@ class SimStore:
         self._env = Env(
             spath,
             readonly=bool(readonly),
-            durable=bool(durable),
+            durability=check_durable(durable),
             max_readers=max_readers,
             map_size=map_size or _initial_map_size(planned, size),
             on_open=self._on_open,
@@ -800,6 +804,14 @@ class SimStore:
         """Whether this handle refuses writes."""
         return self._env.readonly
 
+    @property
+    def durability(self) -> str:
+        """What an OS crash may do to this handle's commits: ``"full"`` (nothing:
+        ``durable=True``), ``"normal"`` (undo the last one: ``durable=False``) or
+        ``"unsafe"`` (corrupt the store); a caller that must survive one refuses
+        ``"unsafe"``."""
+        return self._env.durability
+
     def sync(self) -> None:
         """Flush to disk now (useful with durable=False)."""
         with self._env.lock, self._env.translated():
@@ -820,7 +832,7 @@ class SimStore:
         env = self._env
         return (
             _reopen,
-            (env.path, self._layout.max_k, self._config, env.readonly, env.durable,
+            (env.path, self._layout.max_k, self._config, env.readonly, env.durability,
              self._map_size, env.max_readers, self._h.exact, env.readahead),
         )
 
@@ -831,7 +843,7 @@ class SimStore:
 
 
 def _reopen(
-    path: str, k: int, config: FingerprintConfig, readonly: bool, durable: bool,
+    path: str, k: int, config: FingerprintConfig, readonly: bool, durable: bool | str,
     map_size: int | None, max_readers: int, exact: bool = False,
     readahead: bool | None = None,
 ) -> SimStore:

@@ -23,10 +23,12 @@ def create_aside(
 ) -> None:
     """Create the store at path: on_open(env, True) writes it in a sibling directory.
 
-    A failed create (no space, no memory for the map, a kill) leaves no half
-    store at the path, at most a hidden ``.NAME.creating-*`` sibling after a
-    kill. Another process creating the same store at the same time wins the
-    rename or loses it; the loser then opens the winner's store.
+    The rename is flushed too, so a power loss after the first durable commit
+    cannot lose the store's name. A failed create (no space, no memory for the
+    map, a kill) leaves no half store at the path, at most a hidden
+    ``.NAME.creating-*`` sibling after a kill. Another process creating the same
+    store at the same time wins the rename or loses it; the loser then opens the
+    winner's store.
     """
     target = os.path.abspath(path)
     parent, base = os.path.split(target)
@@ -72,5 +74,20 @@ def create_aside(
                     f"cannot create store {path!r}: {exc.strerror or exc}"
                 ) from exc
             # another process created the store first: the caller opens theirs
+        _flush_dir(parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _flush_dir(path: str) -> None:
+    """fsync a directory (its entries: a rename into it); where the OS cannot, skip it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on a directory; the rename stands anyway
+    finally:
+        os.close(fd)

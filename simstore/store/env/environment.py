@@ -28,6 +28,7 @@ from ...exceptions import (
     StoreInUseError,
 )
 from ..format import PAGE
+from .durability import flush_after, refusal
 from .errors import translate
 from .shared import MAX_GROWTHS, OPEN, OPEN_LOCK, Shared, abort_quietly, file_id
 
@@ -47,8 +48,8 @@ def _shared(name: str) -> property:
 class Env:
     """One handle (one ``SimStore``) on a store's environment, shared in this process.
 
-    Its own: whether it is closed, whether it may write and whether its commits must be
-    durable; the rest (``env``, ``lock``, ``wtxn``, ``epoch``, ...) is the
+    Its own: whether it is closed, whether it may write and its durability (a mode of
+    :mod:`.durability`); the rest (``env``, ``lock``, ``wtxn``, ``epoch``, ...) is the
     :class:`Shared` environment's. Inside one handle's :meth:`batch`, every handle on the
     store in this thread writes into that batch and reads what it wrote (other threads
     wait for its end, as they do for one handle).
@@ -70,7 +71,7 @@ class Env:
         path: str,
         *,
         readonly: bool,
-        durable: bool,
+        durability: str,
         max_readers: int,
         map_size: int,
         on_open: Callable[[Any, bool], None],
@@ -79,7 +80,7 @@ class Env:
         self.path = path
         self.readahead = readahead
         self.readonly = readonly
-        self.durable = durable
+        self.durability = durability
         self.max_readers = max_readers
         self.map_size = map_size
         # A weak reference: the store owns its Env, and a cycle back to the store
@@ -129,6 +130,9 @@ class Env:
                 f"store {self.path!r} is open with readonly=True in this process; close "
                 "that SimStore first, or open this one with readonly=True too"
             )
+        why = refusal(self.durability, shared.durability)
+        if why is not None:
+            raise StoreInUseError(f"store {self.path!r} {why}")
         with shared.lock:
             if shared.env is None or shared.closed or shared.pid != os.getpid():
                 return False
@@ -175,9 +179,9 @@ class Env:
         return self.store_lock.exclusive(what)
 
     def _commit_durably(self) -> None:
-        """After a commit: flush it when this handle is durable and the shared
-        environment (opened by a handle with durable=False) is not."""
-        if self.durable and not self.shared.durable:
+        """After a commit: flush its meta page when this handle wants more than the shared
+        environment's flags give (a durable=True handle on one opened durable=False)."""
+        if flush_after(self.durability, self.shared.durability):
             self.env.sync(True)
 
     # --- transactions ------------------------------------------------------------

@@ -21,6 +21,7 @@ import lmdb
 from ...exceptions import CorruptStoreError, NotAStoreError, StoreAccessError, StoreInUseError
 from ..check.pages import check_open, meta_problems
 from .create import MAX_DBS, create_aside
+from .durability import lmdb_flags
 from .errors import translate
 from .forks import FORK_WAIT, abandon, close_inherited, let_go, register
 from .lockfile import StoreLock, refuse_links
@@ -33,7 +34,7 @@ class Handle(Protocol):
 
     path: str
     readonly: bool
-    durable: bool
+    durability: str
     max_readers: int
     map_size: int
     readahead: bool | None
@@ -72,16 +73,11 @@ class Shared:
 
     def __init__(self, first: Handle) -> None:
         """The environment first (its first handle) opens, with first's options: a handle
-        joining it later has its own readonly and durable, the rest is this one's."""
+        joining it later has its own readonly and durability, the rest is this one's."""
         # readahead None: as wants_readahead says at each open
-        self.path, self.readonly, self.durable, self.max_readers, self.map_size, self.readahead = (
-            first.path,
-            first.readonly,
-            first.durable,
-            first.max_readers,
-            first.map_size,
-            first.readahead,
-        )
+        self.path, self.readonly, self.durability = first.path, first.readonly, first.durability
+        self.max_readers, self.map_size, self.readahead = (
+            first.max_readers, first.map_size, first.readahead)
         self.lock = threading.RLock()
         self.env: Any = None
         self.growth: HugeGrowth | None = None
@@ -176,8 +172,7 @@ class Shared:
                     map_size=self.map_size,
                     subdir=True,
                     readonly=self.readonly,
-                    sync=self.durable,
-                    metasync=self.durable,
+                    **lmdb_flags(self.durability),
                     max_dbs=MAX_DBS,
                     max_readers=self.max_readers,
                     lock=True,

@@ -1,0 +1,101 @@
+"""Durability modes: the LMDB flags each opens with, how handles sharing one environment
+combine them, and the values ``durable=`` takes (tools.stress powerloss proves what the
+flags keep after an OS crash: tests/store/test_powerloss.py)."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pytest
+
+from simstore import SimStore
+from simstore.exceptions import InvalidConfigError, SimstoreTypeError, StoreInUseError
+from simstore.store.env.durability import flush_after, lmdb_flags, refusal
+
+
+@pytest.mark.parametrize(("durable", "name", "sync", "metasync"), [
+    (True, "full", True, True),
+    (False, "normal", True, False),
+    ("unsafe", "unsafe", False, False),
+    ("normal", "normal", True, False),
+])
+def test_each_mode_opens_lmdb_with_its_flushes(tmp_path, durable, name, sync, metasync) -> None:
+    """durable=False flushes data at commit (sync on, metasync off); only 'unsafe' skips it."""
+    with SimStore(tmp_path / "s", durable=durable) as s:
+        s.add("a", 1)
+        flags = s._env.env.flags()
+        assert (s.durability, flags["sync"], flags["metasync"]) == (name, sync, metasync)
+
+
+def test_a_pickled_handle_keeps_its_mode(tmp_path) -> None:
+    """Pickling reopens with the same durability (a worker never gets a weaker one)."""
+    with SimStore(tmp_path / "s", durable="unsafe") as s:
+        assert pickle.loads(pickle.dumps(s)).durability == "unsafe"
+
+
+@pytest.mark.parametrize(("value", "error"), [
+    ("fast", InvalidConfigError), (None, SimstoreTypeError), (1.5, SimstoreTypeError),
+    ("", InvalidConfigError),
+])
+def test_durable_refuses_what_names_no_mode(tmp_path, value, error) -> None:
+    """durable= takes a bool or a mode name; anything else is refused before any file is made."""
+    with pytest.raises(error, match="'durable' must be"):
+        SimStore(tmp_path / "s", durable=value)
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_safe_handle_never_joins_an_unsafe_environment(tmp_path) -> None:
+    """Its commits would go through MDB_NOSYNC, which no later flush makes safe: refused."""
+    with SimStore(tmp_path / "s", durable="unsafe") as first:
+        first.add("a", 1)
+        for mode in (True, False):
+            with pytest.raises(StoreInUseError, match="durable='unsafe'"):
+                SimStore(tmp_path / "s", durable=mode)
+        with SimStore(tmp_path / "s", durable="unsafe") as second:
+            assert second["a"] == 1
+
+
+class _CountingEnv:
+    """An lmdb environment that counts its forced flushes."""
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+        self.flushes = 0
+
+    def sync(self, force: bool = False) -> None:
+        self.flushes += 1
+        self._env.sync(force)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+
+def test_a_full_handle_flushes_the_meta_page_of_a_normal_environment(tmp_path) -> None:
+    """A durable=True handle joining a durable=False environment flushes after each of its
+    commits; the durable=False handle does not."""
+    with SimStore(tmp_path / "s", durable=False) as normal, \
+            SimStore(tmp_path / "s", durable=True) as full:
+        shared = normal._env.shared
+        real = shared.env
+        shared.env = counting = _CountingEnv(real)
+        try:
+            normal.add("a", 1)
+            assert counting.flushes == 0
+            full.add("b", 2)
+            full.remove("a")
+            assert counting.flushes == 2
+        finally:
+            shared.env = real
+        assert dict(full.items()) == {"b": 2}
+
+
+def test_the_rules_rank_the_modes() -> None:
+    """full > normal > unsafe: a stronger handle flushes what the environment skips; only an
+    unsafe environment is refused, and only to a stronger handle."""
+    modes = ("unsafe", "normal", "full")
+    for i, mode in enumerate(modes):
+        for j, env_mode in enumerate(modes):
+            assert flush_after(mode, env_mode) == (i > j)
+            assert (refusal(mode, env_mode) is None) == (env_mode != "unsafe" or i == 0)
+    assert lmdb_flags("normal") == {"sync": True, "metasync": False}
