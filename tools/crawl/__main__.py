@@ -1,12 +1,15 @@
-"""The crawl command line: ``python -m tools.crawl site|spider [options]``; each has --help."""
+"""The crawl command line: ``python -m tools.crawl site|spider|polite [options]``; each has
+--help."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from .._util import checkout_env
 from .site import Site, serve
@@ -37,7 +40,76 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE",
                    help="a Scrapy setting (repeat for more)")
     p.set_defaults(func=_spider)
+    _polite_parser(sub)
     return parser
+
+
+def _polite_parser(sub: argparse._SubParsersAction) -> None:
+    from . import polite
+
+    d = polite.Options()
+    p = sub.add_parser("polite", help="a polite crawl of a local web of many hosts, measured",
+                       description=polite.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--procs", type=int, default=d.procs, help="crawl processes (default "
+                   "%(default)s)")
+    p.add_argument("--hosts", type=int, default=d.hosts, help="hosts, 127.0.0.2 on "
+                   "(default %(default)s)")
+    p.add_argument("--pages", type=int, default=d.pages, help="pages per host (default "
+                   "%(default)s)")
+    p.add_argument("--delay", default=d.delay, help="robots.txt Crawl-delay, sent as given "
+                   "(default %(default)s; try banana, 1e9, -1)")
+    p.add_argument("--retry-after", type=float, default=d.retry_after,
+                   help="seconds of Retry-After the limited hosts give (default %(default)s)")
+    p.add_argument("--retry-as", choices=("seconds", "date"), default=d.retry_as,
+                   help="Retry-After as seconds or as an HTTP date (default %(default)s)")
+    p.add_argument("--limited", type=int, default=d.limited, help="hosts that answer "
+                   "--limit-status when asked too fast (default %(default)s)")
+    p.add_argument("--limit-status", type=int, choices=(429, 503), default=d.limit_status,
+                   help="their answer (default %(default)s)")
+    p.add_argument("--scheduler", choices=polite.SCHEDULERS, default=d.scheduler,
+                   help="the shared frontier (default %(default)s)")
+    p.add_argument("--store", type=Path, default=None,
+                   help="the simstore store (default: a new one in the work directory)")
+    p.add_argument("--work", type=Path, default=None,
+                   help="keep the processes' logs, records and stats here (default: a "
+                   "temporary directory, removed)")
+    p.add_argument("--kill-one", action="store_true",
+                   help="SIGKILL one process when half the pages are fetched, start another")
+    p.add_argument("--revisit", action="store_true", help="then change 20%% of the pages, "
+                   "make 5%% 404/410, crawl again with SIMSTORE_REVISIT=adaptive")
+    p.add_argument("--timeout", type=float, default=0.0, help="seconds a crawl may take "
+                   "(default: 60 + 4 x pages x delay)")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed (default %(default)s)")
+    p.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE",
+                   help="a Scrapy setting for every process (repeat for more)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=_polite)
+
+
+def _polite(args: argparse.Namespace) -> int:
+    from . import polite
+    from .politeness import render
+
+    opts = polite.Options(
+        procs=args.procs, hosts=args.hosts, pages=args.pages, delay=args.delay,
+        retry_after=args.retry_after, limited=args.limited, limit_status=args.limit_status,
+        retry_as=args.retry_as, scheduler=args.scheduler, store=args.store,
+        kill_one=args.kill_one, revisit=args.revisit, timeout=args.timeout, seed=args.seed,
+        settings=dict(s.split("=", 1) for s in args.settings))
+    result = polite.run(opts, args.work)
+    if args.json:
+        print(json.dumps(result, indent=1, default=str))
+        return 0
+    print(f"{opts.scheduler}: {opts.procs} processes, {opts.hosts} hosts x {opts.pages} pages, "
+          f"delay {opts.delay}; load {result['load_before']} -> {result['load_after']}")
+    for name in ("crawl", "revisit"):
+        if name in result:
+            print(f"-- {name}")
+            print(render(result[name]))
+            for p in result[name]["processes"]:
+                print(f"  process {p}")
+    return 0
 
 
 def _site(args: argparse.Namespace) -> int:

@@ -1,0 +1,298 @@
+"""A local web of many hosts that asks to be crawled politely, for crawl-politeness measurements.
+
+``hosts`` hosts, each its own :class:`~http.server.ThreadingHTTPServer` bound to a
+loopback address of its own (127.0.0.2, 127.0.0.3, ...; one port for all when it is
+free on each, else one each), every one with ``pages`` pages: ``/`` and ``/p/1`` ...
+``/p/<pages-1>``. Page k links to pages 2k+1, 2k+2 and k+1 of its host (so a crawl
+opens wide at once and reaches every page) and to two seeded pages of other hosts.
+Text is real English (:func:`tools.crawl.site.paragraphs`), each page its own seeded
+word order, carrying ``<meta name="page-id" content="h<i>-p<k>">``.
+
+Politeness, as a strict server would ask it:
+
+- every ``/robots.txt`` says ``User-agent: *`` and ``Crawl-delay: <delay>``, the value
+  sent as given (a number, or a hostile ``banana``, ``1e9``, ``-1``);
+- the first ``limited`` hosts answer ``limit_status`` (429, or 503) with
+  ``Retry-After`` when a page is asked sooner than the crawl delay after the previous
+  request to that host (robots.txt never limited, never counted), by any client; and
+  every request inside the window so given is answered the same way. ``retry_as``:
+  ``seconds`` or ``date`` (an HTTP date that far ahead).
+
+Revisits: :meth:`Web.advance` starts a new generation in which a seeded fraction of
+the pages has new text and another answers 404 or 410 (alternately); what changed is
+kept in ``changed`` and ``gone``. Every request is logged as a :class:`Hit` (host, path,
+agent, status, ``time.monotonic()`` at arrival, the Retry-After window it was given),
+so :mod:`tools.crawl.politeness` measures exactly what the hosts saw. Servers run in
+daemon threads and stop with :meth:`Web.close` (or the ``with`` block).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .site import paragraphs
+
+HOLD_MAX = 60.0  # seconds a request may wait for Web.hold before it is answered anyway
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One request a host answered: arrival time is ``time.monotonic()`` in this process."""
+
+    host: str
+    path: str
+    agent: str
+    status: int
+    at: float
+    retry_after: float = 0.0  # the window a 429/503 answer gave, in seconds (0: none)
+    generation: int = 0
+
+
+def host_address(i: int) -> str:
+    """The loopback address of host i (127.0.0.2 for i = 0)."""
+    if not 0 <= i < 250:
+        raise ValueError(f"{i} is not a valid host number, must be between 0 and 249")
+    return f"127.0.0.{i + 2}"
+
+
+def page_path(k: int) -> str:
+    """The path of page k of a host (``/`` for 0)."""
+    return "/" if k == 0 else f"/p/{k}"
+
+
+class Web:
+    """The hosts, their pages and state, and the log of every request they answered."""
+
+    def __init__(self, hosts: int = 8, pages: int = 150, delay: str | float = 0.2,
+                 retry_after: float = 2.0, limited: int = 2, limit_status: int = 429,
+                 retry_as: str = "seconds", seed: int = 7) -> None:
+        if hosts < 1 or pages < 1:
+            raise ValueError(f"hosts={hosts}, pages={pages}: both must be >= 1")
+        if retry_as not in ("seconds", "date"):
+            raise ValueError(f"{retry_as!r} is not a valid retry_as, must be seconds or date")
+        if limit_status not in (429, 503):
+            raise ValueError(f"{limit_status} is not a valid limit_status, must be 429 or 503")
+        self.hosts = [host_address(i) for i in range(hosts)]
+        self.pages = pages
+        self.delay = str(delay)
+        self.retry_after = float(retry_after)
+        self.retry_as = retry_as
+        self.limit_status = limit_status
+        self.limited = set(self.hosts[:limited])
+        self.seed = seed
+        self.generation = 0
+        self.changed: set[tuple[str, str]] = set()
+        self.gone: dict[tuple[str, str], int] = {}
+        self.log: list[Hit] = []
+        self.lock = threading.Lock()
+        self.hold = threading.Event()
+        self.hold.set()
+        self._version: dict[tuple[str, str], int] = {}
+        self._last: dict[str, float] = {}  # host -> arrival of its last page request
+        self._blocked: dict[str, float] = {}  # host -> end of the window it gave
+        self._servers: list[ThreadingHTTPServer] = []
+        self._threads: list[threading.Thread] = []
+        self.ports: dict[str, int] = {}
+
+    # --- the pages -----------------------------------------------------------------------
+
+    def all_pages(self) -> set[tuple[str, str]]:
+        """Every (host, path) of the web."""
+        return {(h, page_path(k)) for h in self.hosts for k in range(self.pages)}
+
+    def delay_seconds(self) -> float:
+        """The crawl delay as a number of seconds (0 where robots.txt says no usable one)."""
+        try:
+            d = float(self.delay)
+        except ValueError:
+            return 0.0
+        return d if 0 <= d < float("inf") else 0.0
+
+    def url(self, host: str, path: str = "/") -> str:
+        """The URL of a page."""
+        return f"http://{host}:{self.ports[host]}{path}"
+
+    def start_urls(self) -> list[str]:
+        """The home page of every host."""
+        return [self.url(h) for h in self.hosts]
+
+    def links(self, host: str, k: int) -> list[str]:
+        """The URLs page k of host links to."""
+        own = [j for j in (2 * k + 1, 2 * k + 2, k + 1) if j < self.pages]
+        out = [self.url(host, page_path(j)) for j in own]
+        others = [h for h in self.hosts if h != host]
+        rng = random.Random(f"{self.seed}|{host}|{k}")
+        for _ in range(2 if others else 0):
+            out.append(self.url(rng.choice(others), page_path(rng.randrange(self.pages))))
+        return out
+
+    def render(self, host: str, path: str) -> tuple[int, bytes]:
+        """(status, body) of a page in the current generation."""
+        k = _page_number(path, self.pages)
+        if k is None:
+            return 404, b"<html><body><p>Not found</p></body></html>"
+        with self.lock:
+            gone = self.gone.get((host, path))
+            version = self._version.get((host, path), 0)
+        if gone:
+            return gone, b"<html><body><p>Gone</p></body></html>"
+        pool = paragraphs()
+        rng = random.Random(f"{self.seed}|{host}|{k}|{version}")
+        paras = []
+        for p in rng.sample(pool, 3):
+            words = p.split()
+            paras.append("<p>" + " ".join(rng.sample(words, len(words))) + "</p>")
+        links = "".join(f'<li><a href="{u}">page</a></li>' for u in self.links(host, k))
+        doc = (f'<!DOCTYPE html><html><head><meta charset="utf-8"><meta name="page-id" '
+               f'content="h{self.hosts.index(host)}-p{k}"><title>{host} page {k}</title>'
+               f"</head><body><main>{''.join(paras)}</main><ul>{links}</ul></body></html>")
+        return 200, doc.encode()
+
+    def robots(self) -> bytes:
+        """The robots.txt of every host."""
+        return f"User-agent: *\nCrawl-delay: {self.delay}\n".encode()
+
+    def advance(self, fraction: float = 0.2, seed: int = 1, gone: float = 0.05) -> None:
+        """A new generation: ``fraction`` of the pages get new text and ``gone`` of the
+        others answer 404 or 410 (home pages never go); ``changed`` and ``gone`` say which."""
+        if not (0 <= fraction <= 1 and 0 <= gone <= 1 and fraction + gone <= 1):
+            raise ValueError(f"fraction={fraction}, gone={gone}: each in [0, 1], sum <= 1")
+        pages = sorted(self.all_pages())
+        rng = random.Random(f"advance|{self.seed}|{seed}|{self.generation}")
+        rng.shuffle(pages)
+        n_changed = round(fraction * len(pages))
+        candidates = [p for p in pages[n_changed:] if p[1] != "/" and p not in self.gone]
+        dead = candidates[:round(gone * len(pages))]
+        with self.lock:
+            self.generation += 1
+            self.changed = set(pages[:n_changed]) - set(self.gone)
+            for p in self.changed:
+                self._version[p] = self._version.get(p, 0) + 1
+            for i, p in enumerate(dead):
+                self.gone[p] = 404 if i % 2 == 0 else 410
+
+    # --- politeness ----------------------------------------------------------------------
+
+    def answer(self, host: str, path: str, agent: str) -> tuple[int, bytes, dict[str, str]]:
+        """Log one request and decide its answer: (status, body, extra headers)."""
+        now = time.monotonic()
+        window = 0.0
+        if path != "/robots.txt":
+            with self.lock:
+                if host in self.limited:
+                    if now < self._blocked.get(host, 0.0):
+                        window = self._blocked[host] - now
+                    elif now - self._last.get(host, -1e18) < self.delay_seconds():
+                        window = self.retry_after
+                        self._blocked[host] = now + window
+                self._last[host] = now
+        if path == "/robots.txt":
+            status, body, headers = 200, self.robots(), {"Content-Type": "text/plain"}
+        elif window:
+            status, body = self.limit_status, b"<html><body><p>Slow down</p></body></html>"
+            when = (formatdate(time.time() + window, usegmt=True) if self.retry_as == "date"
+                    else str(max(1, round(window))))
+            headers = {"Content-Type": "text/html", "Retry-After": when}
+        else:
+            status, body = self.render(host, path)
+            headers = {"Content-Type": "text/html; charset=utf-8"}
+        with self.lock:
+            self.log.append(Hit(host, path, agent, status, now, window, self.generation))
+        return status, body, headers
+
+    def hits(self) -> list[Hit]:
+        """A copy of the log."""
+        with self.lock:
+            return list(self.log)
+
+    # --- serving -------------------------------------------------------------------------
+
+    def start(self, tries: int = 20) -> Web:
+        """Serve every host (one port for all if it can be had in ``tries``); returns self."""
+        for _ in range(tries):
+            try:
+                self._bind_all(same_port=True)
+                break
+            except OSError:
+                self._close_servers()
+        else:
+            self._bind_all(same_port=False)
+        for srv in self._servers:
+            t = threading.Thread(target=srv.serve_forever, name="crawlweb", daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def _bind_all(self, same_port: bool) -> None:
+        port = 0
+        for host in self.hosts:
+            srv = _Server((host, port), self)
+            self._servers.append(srv)
+            self.ports[host] = srv.server_address[1]
+            if same_port:
+                port = srv.server_address[1]
+
+    def _close_servers(self) -> None:
+        for srv in self._servers:
+            srv.server_close()
+        self._servers = []
+
+    def close(self) -> None:
+        """Stop every server and release the hold."""
+        self.hold.set()
+        for srv in self._servers:
+            srv.shutdown()
+        self._close_servers()
+        for t in self._threads:
+            t.join(5)
+        self._threads = []
+
+    def __enter__(self) -> Web:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _page_number(path: str, pages: int) -> int | None:
+    if path == "/":
+        return 0
+    rest = path.removeprefix("/p/")
+    if rest != path and rest.isdigit() and 0 < int(rest) < pages:
+        return int(rest)
+    return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        web = self.server.web
+        web.hold.wait(HOLD_MAX)
+        host = self.server.server_address[0]
+        path = self.path.split("?", 1)[0]
+        status, body, headers = web.answer(host, path, self.headers.get("User-Agent", ""))
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        """Quiet: the web's log is ``Web.log``."""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], web: Web) -> None:
+        self.web = web
+        super().__init__(address, _Handler)
