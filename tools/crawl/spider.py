@@ -6,7 +6,8 @@ Each response that reaches the spider appends one JSON line (url, page id) to
 ``record`` at once (so a killed crawl leaves what it saw), and the crawl's stats are
 written to ``stats`` when it closes. Settings keep it local and quiet: no cookies
 (Scrapy's cookie middleware could fetch the public suffix list), no telnet console,
-no robots.txt.
+no robots.txt unless ``-s ROBOTSTXT_OBEY=True`` asks for it (Scrapy ranks command-line
+settings above a spider's ``custom_settings``, so every ``-s`` here wins).
 """
 
 from __future__ import annotations
