@@ -4,7 +4,9 @@ Layers, lowest first: the base (``exceptions``, ``_validate``, ``_files``, ``_di
 ``text``, ``search``, ``store``, then ``corpus``, ``spark`` and ``scrapy`` (beside each
 other), then ``hf`` and ``datatrove`` (on ``corpus``), then ``cli``. Nothing imports
 ``scrapy`` (a crawler loads it by name).
-Imports at any depth count, function-level ones included.
+Imports at any depth count, function-level ones included. No module imports a private
+name (a module or attribute starting with ``_``) of another subpackage: each subpackage's
+face is its public names.
 """
 
 from __future__ import annotations
@@ -123,3 +125,63 @@ def test_no_import_cycles():
         if m not in state:
             walk(m, [m])
     assert cycles == []
+
+
+def _subpackage(mod: str) -> str | None:
+    """The subpackage a module belongs to (``simstore.corpus.api`` -> ``corpus``); None for
+    the package's own top-level modules."""
+    parts = mod.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and MODS[mod].name == "__init__.py"):
+        return parts[1]
+    return None
+
+
+def _private_reaches(mod: str, path: Path) -> list[str]:
+    """The private names of other subpackages ``mod`` imports, or reads as an attribute
+    of a module it imported (``api._open_store``)."""
+    is_pkg = path.name == "__init__.py"
+    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    named, as_module = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            target = node.module or ""
+            if node.level:
+                target = ".".join(base[: len(base) - node.level + 1] + ([target] if target else []))
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                named.append(full)
+                if full in MODS:
+                    as_module[alias.asname or alias.name] = full
+        elif isinstance(node, ast.Import):
+            named.extend(a.name for a in node.names)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in as_module):
+            named.append(f"{as_module[node.value.id]}.{node.attr}")
+    own = _subpackage(mod)
+    return sorted(
+        full for full in set(named)
+        if full.startswith("simstore.") and len(full.split(".")) > 2
+        and full.split(".")[1] != own
+        and any(p.startswith("_") and not p.startswith("__") for p in full.split(".")[2:])
+    )
+
+
+def test_the_private_name_check_sees_a_reach(tmp_path):
+    """A module importing another subpackage's private name, or reading one off a module, is
+    caught; its own subpackage's private names are not (guards the test itself)."""
+    p = tmp_path / "m.py"
+    p.write_text("from ..corpus.api import _x, public\nfrom ..corpus import exact\n"
+                 "from . import _own\nexact._decide()\n")
+    assert _private_reaches("simstore.hf._m", p) == [
+        "simstore.corpus.api._x", "simstore.corpus.exact._decide"]
+
+
+@pytest.mark.parametrize("mod", sorted(m for m in MODS if _subpackage(m) is not None))
+def test_no_private_name_imported_across_subpackages(mod):
+    """No module imports (or reads off an imported module) a name starting with ``_`` from
+    another subpackage; a compiled module such as simstore.native._native is used only
+    inside its own package."""
+    assert _private_reaches(mod, MODS[mod]) == []
+

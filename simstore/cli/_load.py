@@ -11,11 +11,17 @@ from typing import Any
 
 import numpy as np
 
-from ..corpus import CorpusSummary, IndexSummary, Interrupted, dedup_corpus, index_corpus
-from ..corpus.api import drop_if_new_and_empty
+from ..corpus import (
+    DECOMPRESS_ERRORS,
+    CorpusSummary,
+    IndexSummary,
+    Interrupted,
+    dedup_corpus,
+    drop_if_new_and_empty,
+    index_corpus,
+)
 from ..corpus.records import BadRecord, check_doc_id
 from ..corpus.sources import (
-    _DECOMPRESS_ERRORS,
     CHUNK_DOCS,
     MAX_RECORD_BYTES,
     BadInputError,
@@ -86,7 +92,7 @@ def _records(path: str, name: str, int_ids: bool, on_bad: Any) -> Iterator[tuple
                 raw = next(lines)
             except StopIteration:
                 return
-            except _DECOMPRESS_ERRORS as exc:
+            except DECOMPRESS_ERRORS as exc:
                 on_bad(f"{name}:{lineno + 1}", f"the compressed data is truncated or corrupt "
                                                f"({exc})")
                 return

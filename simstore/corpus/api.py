@@ -31,26 +31,23 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._files import TempDir, sweep
 from .._validate import check_int
-from ..exceptions import NotExactStoreError, OutputPathError, SimstoreError, SimstoreValueError
+from ..exceptions import OutputPathError, SimstoreValueError
 from ..search.greedy import Representatives, representative_clusters
 from ..search.similar import check_threshold
-from ..store import DEFAULT_K, SimStore
+from ..store import SimStore
 from ..store.decisions import Decisions
-from ..text.fingerprinting import SIGNATURE_CONFIG
 from .exact import exact_dedup
 from .ingest import CorpusRun, Decided, Mode, Stream, committing, nearness, tally
 from .parquet import ROW_GROUP_BYTES, MissingDependencyError, store_table
 from .progress import SILENT, Progress
 from .readers import Chunk, bad_handler, check_all, iter_chunks
 from .sources import BadInputError, Inputs, ReadOptions
+from .stores import open_store
 from .summary import NEAR, NEW, REPEATED, STORED, CorpusSummary, IndexSummary, Interrupted
 from .twopass import check_keep_inputs, two_pass
 from .writers import Outputs, output_kind
@@ -118,69 +115,6 @@ def index_corpus(
             raise Interrupted(summary) from None
     summary.seconds = time.monotonic() - start
     return summary
-
-
-def drop_if_new_and_empty(path: str) -> None:
-    """Remove the store a failed run created at path, if it holds nothing (no empty store
-    directory stays behind a failure). The caller knows path did not exist before."""
-    try:
-        with SimStore(path, readonly=True) as s:
-            empty = len(s) == 0
-    except SimstoreError:
-        return
-    if empty:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _scratch_dir() -> TempDir:
-    """A new directory for a private scratch store in TMPDIR, flock-held while the run
-    lives: the scratch directories of runs killed with ``kill -9`` are removed first."""
-    base = os.path.join(tempfile.gettempdir(), "simstore-dedup")
-    sweep(base)
-    return TempDir(base)
-
-
-def _open_store(store: SimStore | str | os.PathLike[str] | None, k: int | None,
-                threshold: float | None, exact: bool = False
-                ) -> tuple[SimStore, bool, TempDir | None]:
-    """(the store, whether it is persistent, the scratch directory to discard); ``exact``:
-    the store must keep shingle sets (a new one is created so). Without ``store``, a
-    scratch store (:func:`_scratch_dir`)."""
-    if isinstance(store, SimStore):
-        handle = store
-    elif store is not None:
-        path = os.fspath(store)
-        new = not os.path.exists(path)
-        cfg = SIGNATURE_CONFIG if threshold is not None else None
-        handle = SimStore(path, config=cfg if new else None,
-                          k=max(k, DEFAULT_K) if (new and k is not None) else None,
-                          exact=True if (new and exact) else None)
-    else:
-        scratch = _scratch_dir()
-        cfg = SIGNATURE_CONFIG if threshold is not None else None
-        kk = max(k, DEFAULT_K) if k is not None else None
-        try:
-            handle = SimStore(os.path.join(scratch.tmp, "s"), config=cfg, k=kk, durable=False)
-        except BaseException:
-            scratch.discard()
-            raise
-        return handle, False, scratch
-    if threshold is not None and not handle.config.has_signature:
-        raise SimstoreValueError(
-            f"store {handle.path!r} keeps fingerprints only: a threshold needs a similarity "
-            "store (give k for Hamming, or a new store path)")
-    if exact and not handle.exact:
-        if not isinstance(store, SimStore):
-            handle.close()
-        raise NotExactStoreError(
-            f"store {handle.path!r} keeps no shingle sets, so it cannot decide by exact "
-            "Jaccard: give a new store path (created with exact=True), a store created with "
-            "SimStore(path, exact=True), or leave out --exact")
-    if k is not None and k > handle.k:
-        raise SimstoreValueError(
-            f"store {handle.path!r} serves k <= {handle.k}; k = {k} would scan every stored "
-            f"fingerprint per document: rebuild it first (simstore-cli rebuild PATH --k {k})")
-    return handle, True, None
 
 
 def dedup_corpus(
@@ -282,20 +216,8 @@ def _dedup(inputs: list[str], out: Outputs, *, threshold: float | None, k: int |
         run(None, False)
         summary.seconds = time.monotonic() - start
         return summary
-    new = (store is not None and not isinstance(store, SimStore)
-           and not os.path.exists(os.fspath(store)))
-    handle, persistent, scratch = _open_store(store, k, threshold, exact)
-    ok = False
-    try:
-        run(handle, persistent)
-        ok = True
-    finally:
-        if not isinstance(store, SimStore):
-            handle.close()
-        if scratch is not None:
-            scratch.discard()
-        if new and not ok:
-            drop_if_new_and_empty(os.fspath(store))  # type: ignore[arg-type]
+    with open_store(store, k=k, threshold=threshold, exact=exact) as opened:
+        run(opened.store, opened.persistent)
     summary.seconds = time.monotonic() - start
     return summary
 

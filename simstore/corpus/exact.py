@@ -15,9 +15,10 @@ corpus), and the greedy pass in priority order: input order for keep="first" (wh
 kept documents and the removed report, with each removed document's exact Jaccard
 to its representative.
 
-This is the mode without a persistent store. With one (keep="first"), the
-store itself keeps the sets (``SimStore(path, exact=True)``) and each chunk is
-decided by its ``add_if_new_many`` (:mod:`simstore.corpus.ingest`).
+:class:`ExactPass` is that pass over any source of texts (``simstore.hf.dedup`` runs it
+over a dataset's rows). This is the mode without a persistent store. With one
+(keep="first"), the store itself keeps the sets (``SimStore(path, exact=True)``) and each
+chunk is decided by its ``add_if_new_many`` (:mod:`simstore.corpus.ingest`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import os
 from array import array
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,10 +36,11 @@ from .._files import TempFile
 from ..search.bandpairs import run_pairs
 from ..search.exact import keys_of_sets, set_digests
 from ..search.greedy import Representatives, representatives_from_pairs
-from ..text.fingerprinting import SIGNATURE_CONFIG, FingerprintConfig
+from ..text.fingerprinting import SIGNATURE_CONFIG
 from ..text.jaccard import ShingleSets, exact_jaccard, shingle_sets
 from .ingest import CorpusRun
-from .progress import Progress
+from .progress import SILENT, Progress
+from .stores import scratch_dir
 from .summary import NEW, Interrupted
 from .twopass import Decisions, Pass1, check_keep_field, write_pass
 
@@ -97,13 +99,6 @@ def _read_exactly(fd: int, into: np.ndarray, offset: int) -> None:
         view, offset = view[n:], offset + n
 
 
-def _chunk_sets(texts: list[str], cfg: FingerprintConfig, t: float
-                ) -> tuple[ShingleSets, np.ndarray, np.ndarray]:
-    """A chunk's shingle sets, their widened band keys and their digests."""
-    sets = shingle_sets(texts, cfg)
-    return sets, keys_of_sets(sets, cfg, t), set_digests(sets)
-
-
 class BandKeys:
     """Each document's widened band keys, one growing column per band (a chunk's keys are
     added band by band: the matrix is never copied whole)."""
@@ -129,39 +124,110 @@ class BandKeys:
         return (u // n).astype(np.int64), (u % n).astype(np.int64)
 
 
-def _read_pass(run: CorpusRun, t: float,
-               spill: SetSpill) -> tuple[Pass1, BandKeys, np.ndarray]:
-    """Pass 1: ids and places, and each document's keys and digest; sets to the spill."""
+class Prepared(NamedTuple):
+    """A chunk's shingle sets, their widened band keys and their digests."""
+
+    sets: ShingleSets
+    keys: np.ndarray
+    digests: np.ndarray
+
+
+class ExactPass:
+    """The exact pass: documents' shingle sets added chunk by chunk (spilled to a file, only
+    keys and digests kept in memory), then the greedy decision in a priority order.
+    ``dedup_corpus(exact=True)`` and ``simstore.hf.dedup(exact=True)`` both run it.
+
+    ``beside``: the spill file goes beside this path (flock-held like the outputs'
+    temporaries); None: in a private scratch directory in TMPDIR. Close it (or use it as a
+    context manager) to remove the file."""
+
+    def __init__(self, threshold: float, beside: str | None = None) -> None:
+        self.threshold = threshold
+        self._scratch = scratch_dir() if beside is None else None
+        try:
+            self._spill = SetSpill(beside if self._scratch is None
+                                   else os.path.join(self._scratch.tmp, "sets"))
+        except BaseException:
+            if self._scratch is not None:
+                self._scratch.discard()
+            raise
+        self._keys = BandKeys()
+        self._digests = array("Q")
+
+    def prepare(self, texts: list[str]) -> Prepared:
+        """A chunk's shingle sets, widened band keys and digests: the C work, which touches
+        nothing of the pass (run it on a worker thread), for :meth:`append`."""
+        sets = shingle_sets(texts, SIGNATURE_CONFIG)
+        return Prepared(sets, keys_of_sets(sets, SIGNATURE_CONFIG, self.threshold),
+                        set_digests(sets))
+
+    def append(self, chunk: Prepared) -> None:
+        """Add a prepared chunk's documents, after those added before."""
+        self._spill.append(chunk.sets)
+        self._keys.append(chunk.keys)
+        self._digests.frombytes(chunk.digests.tobytes())
+
+    def add(self, texts: list[str]) -> None:
+        """Prepare and append a chunk of texts."""
+        self.append(self.prepare(texts))
+
+    def decide(self, values: np.ndarray | None = None,
+               progress: Progress = SILENT) -> Representatives:
+        """Each document's representative at exact Jaccard >= threshold, the greedy pass in
+        priority order: input order (``values`` None, keep="first"), else the largest value
+        first, ties in input order. Call once, after the last chunk."""
+        sizes = self._spill.finish()
+        digests = np.frombuffer(self._digests, dtype=np.uint64)
+        n = len(digests)
+        group = _groups(digests, sizes, self._spill)
+        heads = np.flatnonzero(group == np.arange(n))
+        order = (np.arange(n, dtype=np.int64) if values is None
+                 else np.lexsort((np.arange(n), -np.asarray(values, dtype=np.float64))))
+        with progress.step(f"exact Jaccard among {n:,} documents"):
+            i, j, jac = _head_pairs(self._keys, heads, sizes, self._spill, self.threshold)
+            rep, via = representatives_from_pairs(n, i, j, -jac, order, group)
+        near = np.where(via >= 0, jac[np.maximum(via, 0)] if len(jac) else 1.0, 1.0)
+        return Representatives(rep, np.zeros(n, dtype=np.uint8), near)
+
+    def close(self) -> None:
+        """Remove the spill file (and the scratch directory)."""
+        try:
+            self._spill.close()
+        finally:
+            if self._scratch is not None:
+                self._scratch.discard()
+
+    def __enter__(self) -> ExactPass:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _read_pass(run: CorpusRun, exact: ExactPass) -> Pass1:
+    """Pass 1: ids and places into the first-pass record, each chunk's sets into ``exact``
+    (prepared on a worker thread while the next chunk is read)."""
     inp = run.inp
     p = Pass1(inp)
-    keys = BandKeys()
-    digests = array("Q")
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simstore-shingles")
-
-    def settle(fut: Future[Any]) -> None:
-        sets, k, d = fut.result()
-        spill.append(sets)
-        keys.append(k)
-        digests.frombytes(d.tobytes())
-
-    pending: Future[Any] | None = None
+    pending: Future[Prepared] | None = None
     try:
         with run.progress.bar("reading (pass 1 of 2)", inp.total_bytes) as bar:
             for c in run.chunks(with_rows=False):
                 base = p.add_chunk(c, run.keep)
                 for pos in range(base, base + len(c)):
                     p.status[pos] = NEW
-                fut = pool.submit(_chunk_sets, c.texts, SIGNATURE_CONFIG, t)
+                fut = pool.submit(exact.prepare, c.texts)
                 if pending is not None:
-                    settle(pending)
+                    exact.append(pending.result())
                 pending = fut
                 bar.update(c.nbytes, docs=len(p.ids))
             if pending is not None:
-                settle(pending)
+                exact.append(pending.result())
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     p.cand = array("q", range(len(p.ids)))
-    return p, keys, np.frombuffer(digests, dtype=np.uint64)
+    return p
 
 
 def exact_dedup(run: CorpusRun) -> None:
@@ -169,21 +235,16 @@ def exact_dedup(run: CorpusRun) -> None:
     complete or absent."""
     threshold, keep = run.mode.threshold, run.keep
     assert threshold is not None
-    spill = SetSpill(run.out.kept_path)
-    try:
+    with ExactPass(threshold, beside=run.out.kept_path) as exact:
         try:
-            p, keys, digests = _read_pass(run, threshold, spill)
-            sizes = spill.finish()
-            group = _groups(digests, sizes, spill)
-            heads = np.flatnonzero(group == np.arange(len(group)))
-            reps = _decide(p, keys, group, heads, sizes, spill, threshold, keep, run.progress)
+            p = _read_pass(run, exact)
+            values = None if keep == "first" else np.frombuffer(p.value, dtype=np.float64)
+            reps = exact.decide(values, run.progress)
         except KeyboardInterrupt:
             raise Interrupted(run.summary) from None
         if keep not in ("first", "longest"):
             run.summary.keep_missing = check_keep_field(p, run.inp, keep)
         write_pass(run, Decisions.of(p, reps, None))
-    finally:
-        spill.close()
 
 
 def _steps(sizes: np.ndarray, i: np.ndarray, j: np.ndarray) -> Iterator[slice]:
@@ -236,19 +297,3 @@ def _head_pairs(keys: BandKeys, heads: np.ndarray, sizes: np.ndarray, spill: Set
         keep_j.append(pj[ok])
         keep_s.append(jac[ok])
     return np.concatenate(keep_i), np.concatenate(keep_j), np.concatenate(keep_s)
-
-
-def _decide(p: Pass1, keys: BandKeys, group: np.ndarray, heads: np.ndarray,
-            sizes: np.ndarray, spill: SetSpill, threshold: float, keep: str,
-            progress: Progress) -> Representatives:
-    """The exact pairs and the greedy pass in keep's priority order."""
-    n = len(p.ids)
-    if keep == "first":
-        order = np.arange(n, dtype=np.int64)
-    else:
-        order = np.lexsort((np.arange(n), -np.frombuffer(p.value, dtype=np.float64)))
-    with progress.step(f"exact Jaccard among {n:,} documents"):
-        i, j, jac = _head_pairs(keys, heads, sizes, spill, threshold)
-        rep, via = representatives_from_pairs(n, i, j, -jac, order, group)
-    near = np.where(via >= 0, jac[np.maximum(via, 0)] if len(jac) else 1.0, 1.0)
-    return Representatives(rep, np.zeros(n, dtype=np.uint8), near)

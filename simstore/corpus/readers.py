@@ -23,8 +23,8 @@ from .parquet import parquet_chunks
 from .progress import Progress
 from .records import BadRecord, Chunk, OnBad, check_doc_id, keep_value, load_json
 from .sources import (
-    _DECOMPRESS_ERRORS,
     COMPRESSED,
+    DECOMPRESS_ERRORS,
     BadInputError,
     Inputs,
     ReadOptions,
@@ -96,7 +96,7 @@ def _text_document(src: Source, opts: ReadOptions, on_bad: OnBad) -> str | None:
     try:
         with open_binary(src.path) as fh:
             data = fh.read(limit + 1)
-    except _DECOMPRESS_ERRORS as exc:
+    except DECOMPRESS_ERRORS as exc:
         on_bad(src.name, f"cannot read it ({exc})")
         return None
     if len(data) > limit:
@@ -130,7 +130,7 @@ def _jsonl_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Chu
                 line = next(lines)
             except StopIteration:
                 break
-            except _DECOMPRESS_ERRORS as exc:
+            except DECOMPRESS_ERRORS as exc:
                 on_bad(f"{src.name}:{lineno + 1}",
                        f"cannot read on: the compressed data is truncated or corrupt ({exc})")
                 break

@@ -50,7 +50,8 @@ CHUNK_BYTES = 16 << 20
 # larger one is a bad record, found without holding it whole. A record costs several times
 # its size while parsed and fingerprinted; a .gz of a few hundred KB can hold gigabytes.
 MAX_RECORD_BYTES = 64 << 20
-_DECOMPRESS_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
+# What reading damaged compressed input raises (truncated or corrupt gzip, bz2, xz data).
+DECOMPRESS_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
 
 
 def size_text(n: int) -> str:
@@ -167,7 +168,7 @@ def is_binary(path: str) -> bool:
     try:
         with open_binary(path) as fh:
             head = fh.read(SNIFF_BYTES)
-    except (*_DECOMPRESS_ERRORS, ValueError):
+    except (*DECOMPRESS_ERRORS, ValueError):
         return False  # unreadable: reported when it is read
     return b"\0" in head
 

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from ..corpus.api import _open_store
+from ..corpus import open_store
 from ..corpus.ingest import Decided, Mode, Stream
 from ..corpus.records import BadRecord, Chunk, check_doc_id
 from ..corpus.summary import NEAR, REPEATED, STORED
@@ -63,14 +63,11 @@ class NearDedupFilter(PipelineStep):
     ) -> Iterator[Document]:
         if data is None:
             return
-        store, _, _ = _open_store(self.path, None, self.threshold, self.exact)
         writer = self.exclusion_writer
-        try:
+        with open_store(self.path, threshold=self.threshold, exact=self.exact) as opened:
             with writer if writer else contextlib.nullcontext() as excluded:
-                for dec, docs in self._decided(store, data):
+                for dec, docs in self._decided(opened.store, data):
                     yield from self._settle(dec, docs, excluded, rank)
-        finally:
-            store.close()
 
     def _decided(self, store: Any, data: Any) -> Iterator[tuple[Decided, list[Document]]]:
         """Each batch's decisions with its documents (the stream reads one batch ahead)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..corpus.api import _open_store, drop_if_new_and_empty
+from ..corpus import open_store
 from ..corpus.summary import REPEATED
 from ..exceptions import SimstoreTypeError, SimstoreValueError
 from ..search.similar import check_threshold
@@ -82,13 +82,8 @@ def dedup(
 
 
 def _scratch(rows: Rows, t: float) -> Outcome:
-    handle, _, scratch = _open_store(None, None, t)
-    try:
-        return streamed(rows, handle, t, persistent=False)
-    finally:
-        handle.close()
-        if scratch is not None:
-            scratch.discard()
+    with open_store(threshold=t) as opened:
+        return streamed(rows, opened.store, t, persistent=False)
 
 
 def _with_store(
@@ -96,18 +91,8 @@ def _with_store(
 ) -> Outcome:
     """The rows through a persistent store (a new path is created; removed again if the
     run fails before storing anything)."""
-    new = not isinstance(store, SimStore) and not os.path.exists(os.fspath(store))
-    handle, _, _ = _open_store(store, None, t, exact)
-    ok = False
-    try:
-        out = streamed(rows, handle, t, persistent=True)
-        ok = True
-        return out
-    finally:
-        if not isinstance(store, SimStore):
-            handle.close()
-        if new and not ok:
-            drop_if_new_and_empty(os.fspath(store))  # type: ignore[arg-type]
+    with open_store(store, threshold=t, exact=exact) as opened:
+        return streamed(rows, opened.store, t, persistent=True)
 
 
 def _removed(ds: Any, out: Outcome, id_column: str | None) -> Any:

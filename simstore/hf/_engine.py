@@ -10,26 +10,22 @@ same rows:
   (a row whose id the store held before is kept, a repeated id is removed);
 - keep="longest" or a column: :func:`simstore.corpus.representative_clusters` over
   every row's signature (~220 bytes a row in memory);
-- exact=True without a store: :mod:`simstore.corpus.exact` (shingle sets spilled to a
-  scratch file, exact pairs, the greedy pass in priority order).
+- exact=True without a store: :class:`simstore.corpus.ExactPass` (shingle sets spilled
+  to a scratch file, exact pairs, the greedy pass in priority order).
 
 What stays in memory is arrays of a few bytes per row (:class:`Outcome`), never texts.
 """
 
 from __future__ import annotations
 
-import os
-from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from ..corpus.api import _scratch_dir
-from ..corpus.exact import BandKeys, SetSpill, _chunk_sets, _decide, _groups
+from ..corpus import ExactPass
 from ..corpus.ingest import Mode, Stream
-from ..corpus.progress import SILENT
 from ..corpus.records import Chunk
 from ..corpus.summary import NEAR, NEW, REPEATED, STORED
 from ..search.greedy import representative_clusters
@@ -159,46 +155,13 @@ def _of_reps(out: Outcome, rep: np.ndarray, jaccard: Any) -> Outcome:
     return out
 
 
-class _Ranks(NamedTuple):
-    """What :func:`simstore.corpus.exact._decide` reads of its first pass: how many
-    documents and their keep values (float64 bytes)."""
-
-    ids: range
-    value: bytes
-
-
 def exact(rows: Rows, threshold: float, keep: str, values: np.ndarray | None) -> Outcome:
-    """exact=True without a store: :mod:`simstore.corpus.exact`'s pass over the rows."""
-    n = len(rows)
-    out = Outcome.empty(n)
-    if n == 0:
+    """exact=True without a store: the corpus workflow's :class:`ExactPass` over the rows."""
+    out = Outcome.empty(len(rows))
+    if len(rows) == 0:
         return out
-    scratch = _scratch_dir()
-    spill = SetSpill(os.path.join(scratch.tmp, "sets"))
-    try:
-        keys = BandKeys()
-        digests = array("Q")
+    with ExactPass(threshold) as exact_pass:
         for _, texts, _ in rows.batches():
-            sets, k, d = _chunk_sets(texts, SIGNATURE_CONFIG, threshold)
-            spill.append(sets)
-            keys.append(k)
-            digests.frombytes(d.tobytes())
-        sizes = spill.finish()
-        group = _groups(np.frombuffer(digests, dtype=np.uint64), sizes, spill)
-        heads = np.flatnonzero(group == np.arange(n))
-        value = (np.zeros(n) if values is None else values).astype(np.float64).tobytes()
-        reps = _decide(
-            _Ranks(range(n), value),  # type: ignore[arg-type]  # what _decide reads of a Pass1
-            keys,
-            group,
-            heads,
-            sizes,
-            spill,
-            threshold,
-            keep,
-            SILENT,
-        )
-    finally:
-        spill.close()
-        scratch.discard()
+            exact_pass.add(texts)
+        reps = exact_pass.decide(None if keep == "first" else values)
     return _of_reps(out, reps.rep, reps.jaccard)
