@@ -12,7 +12,7 @@ crawler runs for days.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -59,7 +59,7 @@ from . import (
     shingles as _shingles,
     writes as _writes,
 )
-from .env import Env, current_pid, translate
+from .env import Env, NamedDatabases, current_pid, translate
 from .format import MAX_DOC_ID_BYTES, PAGE, DocId, decode_id
 from .maintenance import layout_fit
 from .reads import Match, SimilarMatch
@@ -561,7 +561,8 @@ class SimStore:
         after: bytes | None = None
         while True:
             with self._env.reading() as txn:
-                cur = txn.cursor(self._h.docs)
+                cur = self._h.docs_guard.cursor(txn, self._h.docs, after or b"",
+                                                records=_READ_CHUNK + 1)
                 ok = cur.set_range(after) if after is not None else cur.first()
                 if ok and after is not None and cur.key() == after:
                     ok = cur.next()
@@ -583,7 +584,7 @@ class SimStore:
     def snapshot(self) -> tuple[list[DocId], np.ndarray]:
         """All doc ids and their fingerprints (uint64) from one consistent read."""
         with self._env.reading() as txn:
-            cols = self._h.codec.walk(txn.cursor(self._h.docs).iternext())
+            cols = self._h.codec.walk(self._h.docs_guard.cursor(txn, self._h.docs).iternext())
         assert cols.encs is not None
         return [F.decode_id(e) for e in cols.encs], cols.fps
 
@@ -658,7 +659,8 @@ class SimStore:
         self._similarity_config()
         t = check_threshold(threshold)
         with self._env.reading() as txn:
-            cols = self._h.codec.walk(txn.cursor(self._h.docs).iternext(), with_sketches=True)
+            cols = self._h.codec.walk(self._h.docs_guard.cursor(txn, self._h.docs).iternext(),
+                                     with_sketches=True)
         assert cols.encs is not None
         found = similar_pairs_arrays(cols.sketches, cols.bands, t)
         ids = [decode_id(e) for e in cols.encs]
@@ -803,6 +805,14 @@ class SimStore:
     def readonly(self) -> bool:
         """Whether this handle refuses writes."""
         return self._env.readonly
+
+    def databases(self, names: Sequence[bytes], what: str,
+                  setup: Callable[[Any, list[Any], Callable[[bytes], Any]], None] | None = None,
+                  ) -> NamedDatabases:
+        """The door to named databases beside the index (``crawl.*``, ``corpus.*``):
+        opened in a commit of their own, renewed after every reopen (see
+        :class:`~simstore.store.env.named.NamedDatabases`). ``what`` names them in errors."""
+        return NamedDatabases(self._env, names, what, setup)
 
     @property
     def durability(self) -> str:

@@ -10,5 +10,6 @@ from .environment import Env
 from .errors import translate
 from .forks import current_pid
 from .lockfile import StoreLock
+from .named import NamedDatabases
 
-__all__ = ["MAX_DBS", "Env", "StoreLock", "current_pid", "translate"]
+__all__ = ["MAX_DBS", "Env", "NamedDatabases", "StoreLock", "current_pid", "translate"]

@@ -1,0 +1,19 @@
+"""The crawl, framework-free: a frontier shared by every process on a store.
+
+:class:`Frontier` keeps a crawl's queue, leases, seen set, hosts and revisits in
+named databases of the store (``crawl.*``, docs/crawl.md gives every byte):
+a take is host-fair and polite across processes (:class:`Politeness`), a
+lease never outlives its deadline unnoticed, and fetched URLs come due again by
+what changed (:class:`Revisit`). :mod:`simstore.scrapy` is a thin adapter over it,
+and ``simstore-cli crawl`` shows and steers it.
+"""
+
+from __future__ import annotations
+
+from .frontier import DEFAULT_NAME, Done, Frontier, Popped, Push, Taken, check_name
+from .payload import PayloadError
+from .rules import Politeness, Revisit, parse_crawl_delay, parse_retry_after
+
+__all__ = ["DEFAULT_NAME", "Done", "Frontier", "PayloadError", "Politeness", "Popped",
+           "Push", "Revisit", "Taken", "check_name", "parse_crawl_delay",
+           "parse_retry_after"]

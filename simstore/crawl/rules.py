@@ -1,0 +1,130 @@
+"""The crawl's rules, free of storage: politeness per host and the revisit schedule.
+
+:class:`Politeness` says how hard all processes together may ask one host; the
+functions here read values hosts send (``Crawl-delay``, ``Retry-After``) and cap what a
+hostile host could make of them. :class:`Revisit` is the adaptive schedule of a URL:
+the first interval is the minimum, a page found unchanged doubles it (up to the
+maximum), a changed one halves it (down to the minimum); one gone (404/410) that many
+times in a row is not revisited again.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from ..exceptions import SimstoreValueError
+
+DEFAULT_MAX_DELAY = 600.0  # seconds: the cap on a Crawl-delay, a Retry-After or a backoff
+DEFAULT_BACKOFF = 2.0  # seconds of the first wait after a 429/503 without Retry-After
+GONE_STATUSES = (404, 410)
+THROTTLE_STATUSES = (429, 503)
+
+
+def _seconds(value: object, name: str, *, zero: bool = True) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < 0 or (not zero and value == 0):
+        raise SimstoreValueError(
+            f"{name!r} must be a finite number of seconds {'>= 0' if zero else '> 0'} "
+            f"(got {value!r})")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Politeness:
+    """How hard all processes together ask one host.
+
+    ``delay``: seconds between two requests to a host (the larger of this and its
+    robots.txt Crawl-delay when ``robots``); ``concurrency``: requests in flight to
+    a host at once; ``max_delay``: the cap on any wait a host asks for; ``backoff``:
+    the first wait after a 429/503 without Retry-After (doubled each time in a row);
+    ``robots``: a host is asked one request at a time until its robots.txt was read.
+    """
+
+    delay: float = 0.0
+    concurrency: int = 8
+    max_delay: float = DEFAULT_MAX_DELAY
+    backoff: float = DEFAULT_BACKOFF
+    robots: bool = False
+
+    def __post_init__(self) -> None:
+        _seconds(self.delay, "delay")
+        _seconds(self.max_delay, "max_delay", zero=False)
+        _seconds(self.backoff, "backoff", zero=False)
+        c = self.concurrency
+        if not isinstance(c, int) or isinstance(c, bool) or not 1 <= c <= 2**31 - 1:
+            raise SimstoreValueError(f"'concurrency' must be an int >= 1 (got {c!r})")
+
+    def cap(self, seconds: float) -> tuple[float, bool]:
+        """(seconds within 0 .. max_delay, whether it had to be changed)."""
+        if not math.isfinite(seconds) or seconds < 0:
+            return (self.max_delay if seconds == math.inf else 0.0), True
+        if seconds > self.max_delay:
+            return self.max_delay, True
+        return seconds, False
+
+    def backoff_for(self, throttles: int) -> float:
+        """The wait after the ``throttles``-th 429/503 in a row without Retry-After."""
+        return min(self.backoff * 2.0 ** min(max(throttles - 1, 0), 60), self.max_delay)
+
+
+def parse_crawl_delay(raw: str | None) -> float | None:
+    """A Crawl-delay value as seconds; None when absent; NaN when not a number."""
+    if raw is None:
+        return None
+    try:
+        return float(raw.strip())
+    except ValueError:
+        return math.nan
+
+
+def parse_retry_after(raw: str | bytes | None, now: float) -> float | None:
+    """Seconds a Retry-After header asks to wait (seconds, or an HTTP date), from now;
+    None when absent or unreadable (then the backoff applies)."""
+    if raw is None:
+        return None
+    text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
+    text = text.strip()
+    if not text:
+        return None
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.fromtimestamp(now, timezone.utc)).total_seconds())
+
+
+@dataclass(frozen=True)
+class Revisit:
+    """The adaptive revisit schedule: ``min`` and ``max`` seconds between two fetches of a
+    URL, ``gone_after`` answers 404/410 in a row before a URL is dropped."""
+
+    min: float
+    max: float
+    gone_after: int = 3
+
+    def __post_init__(self) -> None:
+        _seconds(self.min, "min")
+        _seconds(self.max, "max")
+        if self.max < self.min:
+            raise SimstoreValueError(f"revisit 'max' ({self.max}) is below 'min' ({self.min})")
+        g = self.gone_after
+        if not isinstance(g, int) or isinstance(g, bool) or not 1 <= g <= 255:
+            raise SimstoreValueError(f"'gone_after' must be an int in 1..255 (got {g!r})")
+
+    def next_interval(self, interval_ms: int | None, changed: bool) -> int:
+        """The next interval in ms: the minimum for a first fetch, else doubled when
+        unchanged, halved when changed, within min .. max."""
+        lo, hi = int(self.min * 1000), int(self.max * 1000)
+        if interval_ms is None:
+            return lo
+        nxt = interval_ms // 2 if changed else max(interval_ms * 2, 1)
+        return min(max(nxt, lo), hi)
