@@ -5,8 +5,8 @@ hosts saw them, across every client) and returns plain figures, :func:`render` p
 them. Definitions, so that the figures mean one thing everywhere:
 
 - a *gap* is the time between two consecutive request arrivals at one host; it *keeps
-  the delay* when it is >= the host's crawl delay less ``slack`` (clock and scheduling
-  noise of the measuring server). Gaps are counted over every request (``_all``) and
+  the delay* when it is >= the host's crawl delay less ``slack`` (default
+  :data:`tools.crawl.web.SLACK`, the margin the hosts themselves allow). Gaps are counted over every request (``_all``) and
   over page requests only (robots.txt left out, the figure the goal speaks of);
 - a request is *inside a Retry-After* when it reaches a host (robots.txt left out)
   before the end of the last window that host gave in a 429 or 503 answer;
@@ -25,11 +25,10 @@ from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from .web import Hit
+from .web import SLACK, Hit
 
 ROBOTS = "/robots.txt"
 LIMITED = (429, 503)
-SLACK = 0.005  # seconds: a gap 5 ms short of the delay still keeps it (timer noise)
 
 
 def _pct(part: int, whole: int) -> float | None:

@@ -14,7 +14,8 @@ Politeness, as a strict server would ask it:
   sent as given (a number, or a hostile ``banana``, ``1e9``, ``-1``);
 - the first ``limited`` hosts answer ``limit_status`` (429, or 503) with
   ``Retry-After`` when a page is asked sooner than the crawl delay after the previous
-  request to that host (robots.txt never limited, never counted), by any client; and
+  request to that host (less :data:`SLACK`; robots.txt never limited, never counted),
+  by any client; and
   every request inside the window so given is answered the same way. ``retry_as``:
   ``seconds`` or ``date`` (an HTTP date that far ahead).
 
@@ -29,6 +30,7 @@ daemon threads and stop with :meth:`Web.close` (or the ``with`` block).
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -39,6 +41,10 @@ from typing import Any
 from .site import paragraphs
 
 HOLD_MAX = 60.0  # seconds a request may wait for Web.hold before it is answered anyway
+# Seconds a gap may fall short of the crawl delay and still keep it: a client holding the
+# delay by its own send times is seen by the hosts a few ms early or late (connection set-up,
+# thread scheduling on a busy machine); the hosts limit and the figures count with it.
+SLACK = 0.01
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,7 @@ class Web:
         self._servers: list[ThreadingHTTPServer] = []
         self._threads: list[threading.Thread] = []
         self.ports: dict[str, int] = {}
+        paragraphs()  # loaded now, not by the first request (it would skew that host's gaps)
 
     # --- the pages -----------------------------------------------------------------------
 
@@ -188,7 +195,7 @@ class Web:
                 if host in self.limited:
                     if now < self._blocked.get(host, 0.0):
                         window = self._blocked[host] - now
-                    elif now - self._last.get(host, -1e18) < self.delay_seconds():
+                    elif now - self._last.get(host, -1e18) < self.delay_seconds() - SLACK:
                         window = self.retry_after
                         self._blocked[host] = now + window
                 self._last[host] = now
@@ -296,3 +303,8 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], web: Web) -> None:
         self.web = web
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet about clients gone mid-request (a killed crawler); loud about the rest."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
