@@ -9,6 +9,7 @@ import sys
 
 from ..search import layout as _layout
 from ..store import SimStore, upgrade
+from ..store.verify import needs_restore
 from ._common import PROG, CliError, Out, open_store, progress_of, signature_config
 
 
@@ -59,11 +60,12 @@ def cmd_verify(args: argparse.Namespace, out: Out) -> int:
     if problems:
         for p in problems:
             out.record({"problem": p}, f"PROBLEM: {p}")
-        print(
-            f"{PROG}: {args.path} has {len(problems)} problem(s); "
-            f"'{PROG} rebuild {args.path}' re-lays the tables from the docs table",
-            file=sys.stderr,
+        fix = (
+            "its file is damaged: restore data.mdb from a copy (a rebuild reads the same "
+            "damaged pages)" if needs_restore(problems)
+            else f"'{PROG} rebuild {args.path}' re-lays the tables from the docs table"
         )
+        print(f"{PROG}: {args.path} has {len(problems)} problem(s); {fix}", file=sys.stderr)
         return 1
     out.record({"ok": True, "documents": n}, f"ok: {n} documents, every invariant holds")
     return 0

@@ -225,7 +225,7 @@ def _stored_hamming(txn: Any, h: Handles, fps: np.ndarray, k: int) -> dict[int, 
         search = h.tables.search
         rows = [search(txn, q, k) for q in qs]
     else:
-        cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_ids=False)
+        cols = h.codec.walk(h.docs_guard.cursor(txn, h.docs).iternext(), with_ids=False)
         all_fps, all_keys = cols.fps, cols.keys
         rows = []
         for q in qs:

@@ -79,7 +79,7 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
         h = handles()
         txn = env.begin(True)
         try:
-            cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_sketches=True)
+            cols = h.codec.walk(h.docs_guard.cursor(txn, h.docs).iternext(), with_sketches=True)
             assert cols.encs is not None
             size = max(len(cols.fps), 1) if expected_size is None else expected_size
             layout = plan(k, size).layout

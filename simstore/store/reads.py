@@ -205,7 +205,7 @@ class Scanner:
         cacheable = txn is not env.wtxn and tag[1] <= env.last_txnid()
         if cacheable and self._cache is not None and self._cache[0] == tag:
             return self._cache[1], self._cache[2]
-        cols = h.codec.walk(txn.cursor(h.docs).iternext(), with_ids=False)
+        cols = h.codec.walk(h.docs_guard.cursor(txn, h.docs).iternext(), with_ids=False)
         if cacheable:
             self._cache = (tag, cols.iids, cols.fps)
         return cols.iids, cols.fps
@@ -230,7 +230,7 @@ def stored_before(h: Handles, txn: Any, before: int, start: bytes, limit: int
     """The encoded ids of docs stored before ``before`` (ms) among at most ``limit``
     docs records from internal id ``start`` (b"": the first) on, and where the next
     slice starts (None: the table's end)."""
-    cur = txn.cursor(h.docs)
+    cur = h.docs_guard.cursor(txn, h.docs, start, limit)
     if not (cur.set_range(start) if start else cur.first()):
         return [], None
     a, b = h.codec.at_start, h.codec.id_start

@@ -21,6 +21,7 @@ from ..exceptions import (
 from ..search.layout import Layout
 from ..text.fingerprinting import FingerprintConfig
 from . import format as F
+from .check.ranges import TreeGuard
 from .docsmap import DocsMap
 from .engine import BandIndex, TableEngine
 from .runs import RunBands, RunIds, RunTables
@@ -40,6 +41,8 @@ class Handles:
     bands: BandIndex | None
     format_version: int
     idx: RunIds  # where a doc id's internal id is found
+    # checks the docs pages a cursor will step on (simstore.store.check.ranges)
+    docs_guard: TreeGuard
     # an exact store's shingles database (simstore.store.shingles); None in other stores
     shingles: Any = None
     # the docs records where LMDB maps them (simstore.store.docsmap); None: read through
@@ -104,6 +107,7 @@ def bind(
         format_version=int(fmt["version"]),
         shingles=env.open_db(SHINGLES_DB, txn=txn, create=create) if exact else None,
         idx=RunIds(docs, codec, tables),
+        docs_guard=TreeGuard(env, b"docs"),
         docmap=DocsMap(env, docs, b"docs", map_epoch) if map_epoch is not None and sig
         else None,
     )

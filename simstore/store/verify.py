@@ -66,6 +66,17 @@ class Report:
     txnid: int | None = None
 
 
+# Problems of the file itself (its pages, a docs record): a rebuild reads the same pages and
+# records, so only a copy of data.mdb mends them; the others a rebuild re-derives.
+_FILE_DAMAGE = ("data.mdb: ", "the store's file is damaged", "docs record ")
+
+
+def needs_restore(problems: list[str]) -> bool:
+    """Whether verify's problems name damage a rebuild cannot mend (data.mdb's pages, a
+    docs record): then data.mdb must be restored from a copy."""
+    return any(p.startswith(_FILE_DAMAGE) for p in problems)
+
+
 # --------------------------------------------------------------------------- the caller
 
 

@@ -44,6 +44,7 @@ import numpy as np
 
 from ...native import core as _core, probe as _probe
 from ...search.layout import Layout
+from ..check.ranges import TreeGuard
 from ..env.readahead import release_map
 from ..format import PAGE, id_hashes, iid_bytes
 from .cache import LevelCache, OneDoc
@@ -106,11 +107,12 @@ class _Walked(NamedTuple):
     idh: np.ndarray | None = None  # their ids' hashes (uint64), unless not asked for
 
 
-def walk_docs(docs: Any, codec: Any, nbands: int, txn: Any, start: int,
+def walk_docs(guard: TreeGuard, docs: Any, codec: Any, nbands: int, txn: Any, start: int,
               ids: bool = True) -> _Walked:
     """(iids, fps, band keys, id hashes unless not ids) of the docs with iid >= start in
-    the docs table docs, in iid order."""
-    cur = txn.cursor(docs)
+    the docs table docs, in iid order (their pages checked by guard first: a damaged one
+    is CorruptStoreError, not an abort inside LMDB's cursor)."""
+    cur = guard.cursor(txn, docs, iid_bytes(start))
     sig = bool(nbands)
     if not cur.set_range(iid_bytes(start)):
         return _Walked(EMPTY, EMPTY, np.empty((0, nbands), dtype=np.uint32) if sig else None,
@@ -148,6 +150,7 @@ class RunTables:
         self.per_doc = [1] * n + ([nbands] if nbands else []) + [1]
         self._meta = env.open_db(STATE_DB, txn=txn, create=create)
         self._docs = docs
+        self._docs_guard = TreeGuard(env, b"docs")
         self._codec = codec
         self._in_place = map_epoch is not None
         self._data_file = os.path.join(env.path(), "data.mdb")
@@ -162,7 +165,8 @@ class RunTables:
             # Band entries (band << 32 | key32) and id hashes are looked up exactly
             bprober=_probe.Prober([(b"\0", b"\x40", b"\0")], [64]) if nbands else None,
             iprober=_probe.Prober([(b"\0", b"\x40", b"\0")], [64]),
-            walk=functools.partial(walk_docs, docs, codec, nbands), map_epoch=map_epoch)
+            walk=functools.partial(walk_docs, self._docs_guard, docs, codec, nbands),
+            map_epoch=map_epoch)
         # the cache and the merger hold no strong reference back: a dropped store's
         # tables (and their LMDB environment) go at once, not at the next collection
         self.merger = Merger(weakref.proxy(self), self._meta, docs)
@@ -280,7 +284,8 @@ class RunTables:
     def _walk(self, txn: Any, start: int, ids: bool = True) -> _Walked:
         """(iids, fps, band keys, id hashes unless not ids) of the docs with iid >= start,
         in iid order."""
-        return walk_docs(self._docs, self._codec, self.nbands, txn, start, ids)
+        return walk_docs(self._docs_guard, self._docs, self._codec, self.nbands, txn, start,
+                         ids)
 
     def _rows(self, w: _Walked) -> list[tuple[np.ndarray, np.ndarray]]:
         """Sorted (keys, vals) of docs in every run database."""
