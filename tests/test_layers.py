@@ -34,7 +34,7 @@ ALLOWED = {
     "hf": {"base", "native", "text", "search", "store", "corpus"},
     "datatrove": {"base", "native", "text", "search", "store", "corpus"},
     "cli": {"base", "native", "text", "search", "store", "corpus", "spark", "face"},
-    # The package face and the simstore.batch alias re-export the lower layers.
+    # The package face re-exports the lower layers.
     "face": {"base", "text", "search", "store"},
 }
 
@@ -56,7 +56,7 @@ def _layer(mod: str) -> str:
     parts = mod.split(".")
     if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED):
         return parts[1]
-    return "face"  # simstore, simstore.__main__, simstore.batch
+    return "face"  # simstore
 
 
 def _imports(mod: str, path: Path, mods: dict[str, Path]) -> set[str]:

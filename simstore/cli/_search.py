@@ -12,7 +12,7 @@ import numpy as np
 from ..corpus.readers import iter_chunks, raise_bad
 from ..corpus.sources import Inputs
 from ..search.greedy import representative_clusters, representatives_from_pairs
-from ..search.hamming import clusters as components_of
+from ..search.hamming import clusters
 from ..store import SimStore
 from ..text.fingerprinting import DEFAULT_CONFIG, fingerprints
 from ..text.minhash import signatures
@@ -148,7 +148,7 @@ def _similar_pairs_by_index(store: SimStore, ids: list[Any], t: float
 def _components(store: SimStore, ids: list[Any], fps: np.ndarray, k: int,
                 t: float | None) -> list[list[Any]]:
     if t is None:
-        labels = components_of(fps, k)
+        labels = clusters(fps, k)
     else:
         from ..native.core import components
 

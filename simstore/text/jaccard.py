@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import InvalidConfigError, SimstoreTypeError, SimstoreValueError
-from ..native import core as _core, jaccard as _sets, single as _single
+from ..native import core as _core, jaccard as _jaccard, single as _single
 from . import parallel
 from .fingerprinting import (
     _ENCODE,
@@ -114,7 +114,7 @@ def shingle_sets(
     parts: dict[int, ShingleSets] = {}
 
     def work(start: int, blob: bytes, offsets: np.ndarray) -> None:
-        hashes, off = _sets.shingle_sets(blob, offsets, cfg.ngram, cfg.seed, UNICODE_IN_C)
+        hashes, off = _jaccard.shingle_sets(blob, offsets, cfg.ngram, cfg.seed, UNICODE_IN_C)
         empty = np.flatnonzero(off[1:] == off[:-1])
         if len(empty):
             # no token: the one feature is the hash of the whole normalized text
@@ -168,7 +168,7 @@ def exact_jaccard(
     jj = _index_array(j, "j", len(other))
     if len(ii) != len(jj):
         raise SimstoreValueError(f"'i' and 'j' differ in length ({len(ii)} vs {len(jj)})")
-    return _sets.jaccard_pairs(
+    return _jaccard.jaccard_pairs(
         a.hashes, a.offsets, other.hashes, other.offsets, ii, jj, float(threshold)
     )
 

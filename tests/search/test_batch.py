@@ -1,4 +1,4 @@
-"""Batch near-duplicate search (simstore.batch) against a brute-force oracle."""
+"""Batch near-duplicate search (simstore.search.hamming) against a brute-force oracle."""
 
 from __future__ import annotations
 
