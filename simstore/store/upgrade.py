@@ -22,6 +22,7 @@ from ..exceptions import CorruptStoreError, FormatVersionError, NotAStoreError
 from ..search.layout import Layout
 from ..text.fingerprinting import FingerprintConfig
 from . import format as F
+from .check.pages import check_alone
 from .env import MAX_DBS, StoreLock, translate
 from .runs import RunTables
 from .schema import SHINGLES_DB, write_meta
@@ -47,6 +48,11 @@ def upgrade(path: str | bytes | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _upgrade_alone(path: str) -> dict[str, Any]:
+    damage = check_alone(path)  # before LMDB maps a page: a damaged one must not kill us
+    if damage:
+        raise CorruptStoreError(
+            f"store {path!r} looks damaged: {damage[0]}; restore data.mdb from a copy "
+            "before upgrading it (nothing was changed)")
     size = os.path.getsize(os.path.join(path, "data.mdb"))
     map_size = 2 * size + (64 << 20)
     for _ in range(8):

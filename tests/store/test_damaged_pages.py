@@ -123,3 +123,56 @@ def test_a_sound_store_walks_as_before(sound, tmp_path):
         assert s.query(12345, 0)[0].doc_id == "r0"
         assert len(list(s.items())) == len(FPS) + 200
         assert s.rebuild()["count"] == len(FPS) + 200
+
+
+# --------------------------------------------------------------------------- upgrade
+
+DEV = ROOT / "tests" / "data" / "dev-stores" / "dev17-similarity"  # a 2-level docs tree
+
+
+def _last_page_past_the_end(data: Path) -> None:
+    metas = read_metas(str(data), PSIZE)
+    slot = max(range(2), key=lambda i: metas[i].txnid)  # type: ignore[union-attr]
+    with open(data, "r+b") as fh:
+        fh.seek(slot * PSIZE + 136)  # the newest meta's last page number
+        fh.write((metas[slot].last_pg + 40).to_bytes(8, "little"))  # type: ignore[union-attr]
+
+
+def _write_at_last_leaf(payload: bytes):
+    def damage(data: Path) -> None:
+        leaf = _last_docs_leaf(data)
+        with open(data, "r+b") as fh:
+            fh.seek(leaf * PSIZE)
+            fh.write(payload)
+    return damage
+
+
+def _truncate_half(data: Path) -> None:
+    with open(data, "r+b") as fh:
+        fh.truncate(data.stat().st_size // 2)
+
+
+UPGRADE_DAMAGE = {
+    "zeroed docs leaf": _write_at_last_leaf(bytes(PSIZE)),
+    "random docs leaf": _write_at_last_leaf(random.Random(4).randbytes(PSIZE)),
+    "last page past the end": _last_page_past_the_end,
+    "truncated to half": _truncate_half,
+}
+
+
+@pytest.mark.parametrize("case", sorted(UPGRADE_DAMAGE))
+def test_upgrade_refuses_a_damaged_development_store_in_one_line(tmp_path, case):
+    """simstore-cli upgrade runs the structural check before LMDB maps a page: a damaged
+    store is refused with one line and exit 1 (no SIGBUS/SIGABRT), and left unchanged."""
+    path = tmp_path / "dev"
+    path.mkdir()
+    (path / "data.mdb").write_bytes((DEV / "data.mdb").read_bytes())
+    UPGRADE_DAMAGE[case](path / "data.mdb")
+    before = (path / "data.mdb").read_bytes()
+    r = subprocess.run([sys.executable, "-m", "simstore", "--quiet", "upgrade", str(path)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 1, f"exit {r.returncode} (negative: a signal): {r.stderr[-500:]}"
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "looks damaged: data.mdb: " in lines[0], r.stderr
+    assert "restore data.mdb from a copy" in lines[0]
+    assert (path / "data.mdb").read_bytes() == before
