@@ -17,7 +17,7 @@ document:
    popcount per document);
 2. the greedy pass in input order over those answers plus the call's own
    earlier kept documents (band keys shared within the call and a C sketch
-   distance, or the batch pair search :func:`simstore.batch.find_all`),
+   distance, or the batch pair search :func:`simstore.find_all`),
    tracking which entries are live;
 3. kept documents with new ids written together by the bulk path
    (:func:`simstore.store.writes.add_many`: the records, internal ids and table

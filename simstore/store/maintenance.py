@@ -17,7 +17,7 @@ import numpy as np
 from .._files import TempDir, sweep
 from .._validate import check_path
 from ..exceptions import StoreAccessError, StoreError
-from ..search import hamming as batch
+from ..search import hamming
 from ..search.layout import Layout, evaluate, plan
 from . import format as F, verify as _verify
 from .env import Env, translate
@@ -155,7 +155,7 @@ def compact(env: Env, dest: str | bytes | os.PathLike[str]) -> None:
 def pairs(snapshot: Snapshot, k: int) -> Iterator[tuple[Any, Any, int]]:
     """Every pair of stored docs within k, as (doc_id_a, doc_id_b, distance)."""
     ids, fps = snapshot()
-    found = batch.find_all(fps, k)
+    found = hamming.find_all(fps, k)
     for i, j, d in zip(found.i.tolist(), found.j.tolist(), found.distance.tolist(), strict=True):
         yield ids[i], ids[j], d
 
@@ -163,7 +163,7 @@ def pairs(snapshot: Snapshot, k: int) -> Iterator[tuple[Any, Any, int]]:
 def clusters(snapshot: Snapshot, k: int) -> list[list[Any]]:
     """Groups (size >= 2) of docs connected by distance <= k, in insertion order."""
     ids, fps = snapshot()
-    labels = batch.clusters(fps, k)
+    labels = hamming.clusters(fps, k)
     groups: dict[int, list[Any]] = {}
     for i, label in enumerate(labels.tolist()):
         groups.setdefault(label, []).append(ids[i])
