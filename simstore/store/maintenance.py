@@ -21,8 +21,7 @@ from ..search import hamming
 from ..search.layout import Layout, evaluate, plan
 from . import format as F, verify as _verify
 from .env import Env, translate
-from .runs import RunTables
-from .schema import Handles, write_meta
+from .schema import Handles, table_engine, write_meta
 
 # stats() advises a rebuild once the cost model puts a query on the store's layout at this
 # many times a query on the layout planned for its size (docs/bench/journal.md, "A store
@@ -87,8 +86,7 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
             h.tables.drop(txn)
             write_meta(txn, h.meta, layout)
             sig = h.bands is not None
-            fresh = RunTables(env.env, txn, layout, h.docs, h.codec, create=True,
-                              nbands=h.config.bands if sig else 0)
+            fresh = table_engine(env.env, txn, layout, h.docs, h.codec, h.config, create=True)
             fresh.init(txn, old_next)
             fresh.fill(txn, cols.fps, cols.iids, bands=cols.bands if sig else None,
                        idh=F.id_hashes(cols.encs))

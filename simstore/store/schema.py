@@ -79,6 +79,22 @@ def _exact_recorded(txn: Any, meta: Any, path: str) -> bool:
     return True
 
 
+def record_codec(config: FingerprintConfig) -> F.RecordCodec:
+    """The docs records' codec of a config (with sketch and bands in a similarity store)."""
+    if config.has_signature:
+        return F.RecordCodec(config.sketch_bits // 64, config.bands)
+    return F.RecordCodec()
+
+
+def table_engine(env: Any, txn: Any, layout: Layout, docs: Any, codec: F.RecordCodec,
+                 config: FingerprintConfig, *, create: bool,
+                 map_epoch: Callable[[], int] | None = None) -> RunTables:
+    """The store's table engine over ``docs``, built here only (open, rebuild, upgrade):
+    the run tables of ``layout``, with band keys for a similarity config."""
+    return RunTables(env, txn, layout, docs, codec, create=create,
+                     nbands=config.bands if config.has_signature else 0, map_epoch=map_epoch)
+
+
 def bind(
     env: Any, txn: Any, path: str, layout: Layout, config: FingerprintConfig, *, create: bool,
     fmt: dict[str, Any], map_epoch: Callable[[], int] | None = None, exact: bool = False,
@@ -90,11 +106,11 @@ def bind(
     exact: the store keeps shingle sets (its ``shingles`` database is bound too).
     """
     sig = config.has_signature
-    codec = F.RecordCodec(config.sketch_bits // 64, config.bands) if sig else F.RecordCodec()
+    codec = record_codec(config)
     meta = env.open_db(b"meta", txn=txn, create=create)
     docs = env.open_db(b"docs", txn=txn, create=create)
-    tables = RunTables(env, txn, layout, docs, codec, create=create,
-                       nbands=config.bands if sig else 0, map_epoch=map_epoch)
+    tables = table_engine(env, txn, layout, docs, codec, config, create=create,
+                          map_epoch=map_epoch)
     return Handles(
         path=path,
         layout=layout,

@@ -24,8 +24,7 @@ from ..text.fingerprinting import FingerprintConfig
 from . import format as F
 from .check.pages import check_alone
 from .env import MAX_DBS, StoreLock, translate
-from .runs import RunTables
-from .schema import SHINGLES_DB, write_meta
+from .schema import SHINGLES_DB, record_codec, table_engine, write_meta
 
 _KEPT = (b"meta", b"docs", SHINGLES_DB)
 _CHUNK = 50_000  # records rewritten per cursor pass
@@ -91,14 +90,12 @@ def _rewrite(env: Any, path: str) -> dict[str, Any]:
         config = FingerprintConfig.from_dict(
             F.from_json(txn.get(b"fingerprint", db=meta), "fingerprint"))
         sig = config.has_signature
-        codec = F.RecordCodec(config.sketch_bits // 64, config.bands) if sig else \
-            F.RecordCodec()
+        codec = record_codec(config)
         docs = env.open_db(b"docs", txn=txn, create=False)
         count = _restamp(txn, docs, codec, _OLD_TAGS[sig], F.now_ms())
         _drop_tables(env, txn)
         write_meta(txn, meta, layout, config)
-        tables = RunTables(env, txn, layout, docs, codec, create=True,
-                           nbands=config.bands if sig else 0)
+        tables = table_engine(env, txn, layout, docs, codec, config, create=True)
         cur = txn.cursor(docs)
         tables.init(txn, int.from_bytes(cur.key(), "big") + 1 if cur.last() else 0)
         cols = codec.walk(txn.cursor(docs).iternext(), with_bands=sig)
