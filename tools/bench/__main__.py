@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "datatrove": "datatrove",
     "single": "single",
     "bulk-memory": "bulk_memory",
+    "durability": "durability",
 }
 
 

@@ -27,7 +27,14 @@ kill instants depend on the machine's speed, not only on the seed).
   finishes: its kept output must equal an uninterrupted run's, line for line
   (the store's ids for ``index``).
 
-Modules: one per job (``kills``, ``ops``, ``damage``, ``corpus_kills``), ``constants``
+* ``powerloss``: OS crashes and power cuts replayed from a recorded trace of a store's
+  writes and flushes (an ``LD_PRELOAD`` recorder, ``writes_shim.c``, built with cc at run
+  time): crash states with lost, reordered and torn writes after the last flush, each
+  opened, verified and compared with the calls acknowledged (``--control``: the unsafe
+  mode must fail). docs/durability.md.
+
+Modules: one per job (``kills``, ``ops``, ``damage``, ``corpus_kills``, ``powerloss`` with
+``crash_states``), ``constants``
 (the simstore constants a worker shrinks), ``__main__`` (the CLI). The suite runs short,
 bounded versions (tests/store/test_crash.py, test_concurrency.py); ``--kills 1000`` is
 the long run.

@@ -10,7 +10,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-from . import corpus_kills, damage
+from . import corpus_kills, damage, powerloss
 from .kills import OPS, crash_round, run_worker
 from .ops import run_ops
 
@@ -58,6 +58,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kill within this many seconds of a run starting (default 1.5)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
+    p = sub.add_parser("powerloss", help="replay OS crashes from a trace of the store's writes",
+                       description=powerloss.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--states", type=int, default=300, help="crash states a mode (default 300)")
+    p.add_argument("--modes", default="full,normal",
+                   help=f"comma-separated subset of {tuple(powerloss.MODES)} (default full,normal)")
+    p.add_argument("--control", action="store_true",
+                   help="also run durable='unsafe', which must show a corrupt or lost state")
+    p.add_argument("--ops", type=int, default=300, help="calls of the workload (default 300)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--keep", default=None, metavar="DIR",
+                   help="copy each failing state (data.mdb and why.txt) under DIR")
+    p = sub.add_parser("powerloss-worker", help="internal: the traced child of powerloss")
+    for name in ("store", "io", "log", "mode"):
+        p.add_argument(name)
+    p.add_argument("seed", type=int)
+    p.add_argument("ops", type=int)
+    sub.add_parser("powerloss-check", help="internal: the state checker of powerloss")
     p = sub.add_parser("worker", help="internal: the writer child that kills starts")
     p.add_argument("store")
     p.add_argument("op", choices=OPS)
@@ -158,6 +176,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_damage(args, argv)
     if args.command == "corpus-kills":
         return _cmd_corpus_kills(args)
+    if args.command == "powerloss":
+        modes = args.modes.split(",")
+        if set(modes) - set(powerloss.MODES):
+            print(f"tools.stress powerloss: choose modes from {tuple(powerloss.MODES)}",
+                  file=sys.stderr)
+            return 2
+        return powerloss.run(modes, args.states, args.seed, args.ops, args.keep, args.control)
+    if args.command == "powerloss-worker":
+        powerloss.worker(args.store, args.io, args.log, args.mode, args.seed, args.ops)
+        return 0
+    if args.command == "powerloss-check":
+        powerloss.checker()
+        return 0
     return _cmd_ops(args)
 
 
