@@ -119,7 +119,8 @@ def open_store(args: argparse.Namespace, readonly: bool = False, create: bool = 
                config: FingerprintConfig | None = None, k: int | None = None) -> SimStore:
     """The store at args.path (created if `create`, with `config` and `k` when new)."""
     exists = os.path.exists(args.path)
-    if not create and not exists:
+    empty = os.path.isdir(args.path) and not os.path.exists(os.path.join(args.path, "data.mdb"))
+    if not create and (not exists or empty):
         raise CliError(f"no store at {args.path!r}; create one with '{PROG} init {args.path}'")
     if exists:
         return SimStore(args.path, readonly=readonly)

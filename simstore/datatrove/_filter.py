@@ -20,11 +20,12 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
+from .._validate import check_int, check_path
 from ..corpus import open_store
 from ..corpus.ingest import Decided, Mode, Stream
 from ..corpus.records import BadRecord, Chunk, check_doc_id
 from ..corpus.summary import NEAR, REPEATED, STORED
-from ..exceptions import SimstoreValueError
+from ..exceptions import SimstoreTypeError, SimstoreValueError
 from ..search.similar import check_threshold
 from ._deps import DiskWriter, Document, DocumentsPipeline, PipelineStep, StatHints, batched
 
@@ -52,11 +53,13 @@ class NearDedupFilter(PipelineStep):
         batch_size: int = 1000,
     ) -> None:
         super().__init__()
-        self.path = os.fspath(path)
+        self.path = check_path(path, "path")
         self.threshold = check_threshold(threshold)
-        self.exact = bool(exact)
+        if not isinstance(exact, bool):
+            raise SimstoreTypeError(f"'exact' must be True or False (got {type(exact).__name__})")
+        self.exact = exact
         self.exclusion_writer = exclusion_writer
-        self.batch_size = int(batch_size)
+        self.batch_size = check_int(batch_size, "batch_size", 1)
 
     def run(
         self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1

@@ -32,7 +32,7 @@ from ..native import core as _core
 from ..search.bandpairs import run_pairs
 from ..search.greedy import representatives_from_pairs
 from ..search.similar import check_threshold
-from ..text.fingerprinting import SIGNATURE_CONFIG, FingerprintConfig
+from ..text.fingerprinting import SIGNATURE_CONFIG, FingerprintConfig, check_config
 from ..text.minhash import jaccard_table, signatures
 from ._deps import (
     DataFolderLike,
@@ -119,7 +119,7 @@ class NearDedupSignature(PipelineStep):
     ) -> None:
         super().__init__()
         self.output_folder = _folder(output_folder)
-        self.config = config
+        self.config = check_config(config)
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> None:
         bands, sketches = [], []
@@ -164,7 +164,7 @@ class NearDedupBuckets(PipelineStep):
         self.input_folder = _folder(input_folder)
         self.output_folder = _folder(output_folder)
         self.threshold = check_threshold(threshold)
-        self.config = config
+        self.config = check_config(config)
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> None:
         bands = self.config.bands

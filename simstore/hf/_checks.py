@@ -8,7 +8,7 @@ checked one by one), never converted whole.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..corpus.records import BadRecord, check_doc_id
@@ -114,6 +114,22 @@ def check_ids(ds: Any, id_column: str) -> None:
             except BadRecord as exc:
                 raise SimstoreValueError(f"row {at + i}: {exc}") from None
         at += len(col)
+
+
+def check_batch(batch: Any, column: str) -> list[Any]:
+    """The text values of a map function's batch (a dict of columns) in its column."""
+    if not isinstance(batch, Mapping):
+        raise SimstoreTypeError(f"'batch' must be a dict of columns (got {type(batch).__name__})")
+    if not isinstance(column, str):
+        raise SimstoreTypeError(f"'column' must be a column name (got {type(column).__name__})")
+    if column not in batch:
+        raise SimstoreValueError(
+            f"the batch has no column {column!r} ('column'); its columns are "
+            f"{', '.join(map(repr, batch)) or 'none'}"
+        )
+    texts = batch[column]
+    check_text_values(texts, column)
+    return texts
 
 
 def check_text_values(texts: list[Any], column: str) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import check_path
 from ..corpus import open_store
 from ..corpus.summary import REPEATED
 from ..exceptions import SimstoreTypeError, SimstoreValueError
@@ -58,6 +59,8 @@ def dedup(
         raise SimstoreTypeError(f"'exact' must be True or False (got {type(exact).__name__})")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise SimstoreValueError(f"'batch_size' must be an int >= 1 (got {batch_size!r})")
+    if store is not None and not isinstance(store, SimStore):
+        check_path(store, "store")
     if store is not None and id_column is None:
         raise SimstoreValueError(
             "store= needs each row's id: give id_column, a column of unique str or int ids"

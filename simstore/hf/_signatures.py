@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ..text.fingerprinting import SIGNATURE_CONFIG, FingerprintConfig
+from .._validate import check_int
+from ..text.fingerprinting import SIGNATURE_CONFIG, FingerprintConfig, check_config
 from ..text.minhash import Signatures, signatures
-from ._checks import check_dataset, check_text_values
+from ._checks import check_batch, check_dataset
 from ._deps import datasets
 
 COLUMNS = ("fingerprint", "sketch", "bands")
@@ -41,8 +42,7 @@ def sign(
     config: FingerprintConfig = SIGNATURE_CONFIG,
 ) -> dict[str, np.ndarray]:
     """The signature columns of a batch: ``ds.map(sign, batched=True, fn_kwargs=...)``."""
-    texts = batch[column]
-    check_text_values(texts, column)
+    texts = check_batch(batch, column)
     sigs = signatures(texts, config, threads=threads)
     return {"fingerprint": sigs.fingerprints, "sketch": sigs.sketches, "bands": sigs.bands}
 
@@ -58,6 +58,10 @@ def add_signatures(
     """``ds`` with :func:`sign`'s three columns added (checked first: a missing, null or
     non-string text column is refused before any work)."""
     check_dataset(ds, column)
+    check_config(config)
+    check_int(batch_size, "batch_size", 1)
+    if num_proc is not None:
+        check_int(num_proc, "num_proc", 1)
     features = datasets.Features({**ds.features, **signature_features(config)})
     return ds.map(
         sign,

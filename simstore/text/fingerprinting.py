@@ -151,11 +151,18 @@ SIGNATURE_CONFIG = FingerprintConfig(sketch_bits=640, bands=16, rows=8)
 """The default config of ``signature()`` / ``signatures()``: DEFAULT_CONFIG plus a signature."""
 
 
-def _config(config: FingerprintConfig | None, options: Mapping[str, Any]) -> FingerprintConfig:
-    if config is not None and not isinstance(config, FingerprintConfig):
+def check_config(config: Any) -> FingerprintConfig:
+    """A FingerprintConfig: THE check of every ``config`` argument."""
+    if not isinstance(config, FingerprintConfig):
         raise SimstoreTypeError(
             f"'config' must be a FingerprintConfig (got {type(config).__name__})"
         )
+    return config
+
+
+def _config(config: FingerprintConfig | None, options: Mapping[str, Any]) -> FingerprintConfig:
+    if config is not None:
+        check_config(config)
     base = config or DEFAULT_CONFIG
     if not options:
         return base
