@@ -23,7 +23,8 @@ from scrapy.http import Request, Response
 from scrapy.utils.misc import load_object
 
 from ._commit import Committer, awaitable
-from ._crawler import Checker, logger
+from ._crawler import Checker
+from ._settings import logger
 from ._gate import Gate, Verdict
 from ._page import page_text, text_or_reason
 

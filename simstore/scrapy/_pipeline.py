@@ -8,7 +8,8 @@ from typing import Any
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
-from ._crawler import Checker, logger
+from ._crawler import Checker
+from ._settings import logger
 from ._gate import UNCHANGED, Gate
 
 

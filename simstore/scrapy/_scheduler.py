@@ -1,78 +1,67 @@
-"""Scheduler: Scrapy's scheduler on the store's shared crawl frontier.
+"""Scheduler: Scrapy's scheduler on the store's shared, polite crawl frontier.
 
-``SCHEDULER = "simstore.scrapy.Scheduler"`` with ``SIMSTORE_PATH``: the requests of
-every ``scrapy crawl`` process on the machine naming the store go into one queue
-(:class:`simstore.store.frontier.Frontier`), filtered by one seen set, and each
-process takes the next from it. A request taken is leased to its process for
-``SIMSTORE_LEASE`` seconds (default 60; renewed every third of it while the process
-works on it) and acknowledged only once the engine is done with it: its response's
-callback output all scheduled (so its child requests are in the queue first), or its
-failure handled, or its redirect or retry scheduled. A process killed before that
-leaves the lease to expire, and another process (or a rerun) takes the request
-again: a kill loses no request. A rerun into the same store resumes its frontier.
+``SCHEDULER = "simstore.scrapy.Scheduler"`` with ``SIMSTORE_PATH``: the requests of every
+``scrapy crawl`` process naming the store go into one frontier (:mod:`simstore.crawl`),
+filtered by one seen set; each process takes the next request whose host may be asked
+now, so politeness holds across processes: ``DOWNLOAD_DELAY`` and robots.txt's
+``Crawl-delay`` (with ``ROBOTSTXT_OBEY``) space the requests to a host of all processes
+together, ``CONCURRENT_REQUESTS_PER_DOMAIN`` bounds them, and a 429 or 503 blocks the
+host for everyone (its ``Retry-After``, or a backoff), the request queued again without
+spending a retry.
 
-The filter and the queue are one transaction per request: a request is never
-marked seen without being queued. Requests that cannot be serialized (a callback
-that is not a spider method) stay in this process's memory, as with Scrapy's disk
-queues, and are counted. The order is by priority, first in first out within one.
+A request taken is leased for ``SIMSTORE_LEASE`` seconds (renewed while the process
+works on it) and acknowledged once the engine is done with it (its callback's children
+are in the queue first); a killed process's requests come back when their lease runs
+out. Children are queued, finished requests acknowledged and the next ones taken in one
+commit. With ``SIMSTORE_REVISIT = "adaptive"`` each fetched URL comes due again by what
+changed, and a run queues the URLs due at its start. Requests are stored as JSON data;
+one that cannot be (a callback that is not a spider method, objects in ``meta``) stays in
+this process's memory and is counted.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import itertools
 import math
 import os
-import pickle
 import socket
 import time
 import uuid
 from typing import Any
 
+from protego import Protego
 from scrapy import signals
-from scrapy.exceptions import CloseSpider, DontCloseSpider
+from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.asyncio import call_later, create_looping_call
+from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
-try:  # Scrapy >= 2.14: asyncio's looping call where asyncio runs without a reactor
-    from scrapy.utils.asyncio import create_looping_call
-except ImportError:  # pragma: no cover - Scrapy 2.13
-    from twisted.internet.task import LoopingCall as create_looping_call
-
-from ..exceptions import SimstoreError, SimstoreValueError
+from ..crawl import Done, Frontier, PayloadError, Popped, Push, parse_crawl_delay
+from ..crawl.payload import decode, encode
+from ..crawl.rules import THROTTLE_STATUSES, parse_retry_after
+from ..exceptions import SimstoreError
 from ..store import SimStore
-from ..store.frontier import Frontier
-from ._dupefilter import DupeFilter, logger, open_frontier
+from ._dupefilter import DupeFilter, open_frontier
+from ._gate import CHANGED, NEW, UNCHANGED
+from ._settings import CrawlSettings, crawl_settings, logger, refusal, refuse
 from ._stores import release
 
-DEFAULT_LEASE = 60.0
-POLL = 0.1  # seconds between looks at the frontier while other processes hold its work
-PAYLOAD_PICKLE = b"\x01"  # payload = this byte + pickle (protocol 5) of Request.to_dict
+TICK = 0.25  # seconds between two looks at leases, children and other processes' work
+FLUSH_AT = 256  # children queued in memory before they are written without waiting
 STATS = "simstore/frontier/"
-REFUSED = "simstore_refused"  # the finish reason of a crawl whose settings were refused
+HOST_STATS = "simstore/hosts/"
 START_CHECKED = "simstore_start_checked"  # meta of a start request once filtered
-
-
-def lease_setting(settings: Any) -> float:
-    """SIMSTORE_LEASE in seconds (default 60): a finite number > 0."""
-    raw = settings.get("SIMSTORE_LEASE")
-    if raw is None or raw == "":
-        return DEFAULT_LEASE
-    try:
-        lease = float(raw)
-    except (TypeError, ValueError):
-        lease = math.nan
-    if not (lease > 0 and math.isfinite(lease)):
-        raise SimstoreValueError(
-            f"setting SIMSTORE_LEASE must be a number of seconds > 0 (got {raw!r})")
-    return lease
+THROTTLED = "simstore_throttled"  # meta: 429/503 answers this request had (no retry spent)
+FREE_THROTTLES = 8  # 429/503 answers per request that cost no retry
+WAIT_LOG_EVERY = 10.0  # seconds between two "waiting for leases" lines
 
 
 def filters(request: Any) -> bool:
     """Whether the seen set filters this request: unless ``dont_filter``, but a start
     request (``is_start_request``) is filtered the first time it is scheduled, since the
-    frontier outlives the process: every crawler naming the same start URL, and every
-    rerun, would fetch it again. Its retries and redirects (copies carrying START_CHECKED
-    in their meta) are not."""
+    frontier outlives the process; its retries and redirects are not."""
     meta = request.meta
     if meta.get("is_start_request") and not meta.get(START_CHECKED):
         meta[START_CHECKED] = True
@@ -80,35 +69,27 @@ def filters(request: Any) -> bool:
     return not request.dont_filter
 
 
-def encode(request: Any, spider: Any) -> bytes | None:
-    """The payload of a request, or None if it cannot be serialized."""
-    try:
-        return PAYLOAD_PICKLE + pickle.dumps(request.to_dict(spider=spider),
-                                             protocol=5)
-    except (ValueError, TypeError, AttributeError, pickle.PicklingError):
-        return None
+def host_of(request: Any) -> str:
+    """The host a request is polite to: its URL's host name, as Scrapy's download slots."""
+    return (urlparse_cached(request).hostname or "").lower()
 
 
-def decode(payload: bytes, spider: Any) -> Any:
-    """The request of a payload (ValueError when it is not one this version wrote)."""
-    if payload[:1] != PAYLOAD_PICKLE:
-        raise ValueError(f"unknown payload kind {payload[:1]!r}")
-    return request_from_dict(pickle.loads(payload[1:]), spider=spider)
+def engine_slot(crawler: Any) -> Any:
+    """Scrapy's engine slot: the one place its private ``_slot`` is read (its
+    ``inprogress`` set is where a request stays until its callback's output is handled,
+    and its ``nextcall`` wakes the engine)."""
+    engine = getattr(crawler, "engine", None)
+    return None if engine is None else getattr(engine, "_slot", None)
 
 
 class _Refused:
-    """The scheduler of a crawl whose settings or store were refused: open() says why and
-    closes the spider."""
+    """The scheduler of a refused crawl: touches no store, gives nothing."""
 
-    def __init__(self, error: SimstoreError) -> None:
-        self.error = error
-
-    def spider_opened(self, spider: Any = None) -> None:
-        logger.error("simstore: %s", self.error, extra={"spider": spider})
-        raise CloseSpider(REFUSED)
+    def open(self, spider: Any) -> None:
+        """Nothing: the crawl closes at its start."""
 
     def close(self, reason: str) -> None:
-        pass
+        """Nothing to let go."""
 
     def has_pending_requests(self) -> bool:
         return False
@@ -127,194 +108,376 @@ class Scheduler:
     """Scrapy's BaseScheduler on a shared frontier of the store (see the module doc)."""
 
     def __init__(self, crawler: Any, store: SimStore, frontier: Frontier,
-                 lease: float) -> None:
+                 cfg: CrawlSettings) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
         self.store = store
         self.frontier = frontier
-        self.lease = lease
+        self.lease = cfg.lease
+        self.revisit = cfg.revisit is not None
+        self.robots = cfg.politeness.robots
+        settings = crawler.settings
+        self.agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
+        self.concurrency = max(1, settings.getint("CONCURRENT_REQUESTS", 16))
         self.owner = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:12]}"
-        self.df = DupeFilter(None, frontier, crawler.request_fingerprinter, crawler.stats,
-                             crawler.settings.getbool("DUPEFILTER_DEBUG"))
+        self.df = DupeFilter(None, frontier, settings.getbool("DUPEFILTER_DEBUG"),
+                             fingerprinter=crawler.request_fingerprinter)
         self.spider: Any = None
-        self._held: dict[int, tuple[Any, bytes]] = {}  # id(request) -> (request, lease key)
+        self._held: dict[int, tuple[Any, bytes, bytes]] = {}  # id(req) -> (req, key, fp)
+        self._ready: list[Any] = []  # requests taken, not yet handed to the engine
+        self._pushes: list[tuple[Push, Any]] = []  # children not yet written
+        self._outcomes: dict[int, tuple[int, int, bool | None]] = {}  # status, digest, changed
+        self._undecodable: list[bytes] = []
         self._memory: list[tuple[int, int, Any]] = []  # unserializable: (-priority, n, req)
         self._count = itertools.count()
         self._warned = False
         self._waiting = False
+        self._timer: Any = None
         self._renewed = time.monotonic()
+        self._wait_logged = 0.0
         self._loop: Any = None
+        self._taken = 0
+        self._quiet_until = 0.0  # no take before (nothing was fetchable, nothing changed)
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Any:
-        """Open the frontier SIMSTORE_FRONTIER of SIMSTORE_PATH; SIMSTORE_LEASE checked.
-
-        A bad setting or a store that cannot be opened ends the crawl at start with one
-        ERROR line saying why and the finish reason ``simstore_refused``: Scrapy builds
-        its scheduler where an exception would end the crawl in errors of its own.
-        """
+        """Open the frontier of the settings. A refused crawl (a bad setting here or in
+        another simstore component, a store that cannot be opened) gets a scheduler that
+        touches no store: the frontier stays as it was (see :mod:`._settings`)."""
+        if refusal(crawler) is not None:
+            return _Refused()
         try:
-            lease = lease_setting(crawler.settings)
-            store, frontier = open_frontier(crawler.settings, "simstore.scrapy.Scheduler")
+            cfg = crawl_settings(crawler.settings, "simstore.scrapy.Scheduler")
+            store, frontier = open_frontier(cfg)
         except SimstoreError as exc:
-            refused = _Refused(exc)
-            crawler.signals.connect(refused.spider_opened, signal=signals.spider_opened)
-            return refused
-        obj = cls(crawler, store, frontier, lease)
-        crawler.signals.connect(obj._idle, signal=signals.spider_idle)
-        crawler.signals.connect(obj._start_ticking, signal=signals.spider_opened)
+            refuse(crawler, exc)
+            return _Refused()
+        obj = cls(crawler, store, frontier, cfg)
+        connect = crawler.signals.connect
+        connect(obj._idle, signal=signals.spider_idle)
+        connect(obj._start_ticking, signal=signals.spider_opened)
+        connect(obj._downloaded, signal=signals.response_downloaded)
+        connect(obj._received, signal=signals.response_received)
         return obj
 
     # --- BaseScheduler ------------------------------------------------------------------
 
     def open(self, spider: Any) -> None:
-        """Note the spider (requests are read back with its methods as callbacks)."""
+        """Note the spider; queue the revisits due now; say what the frontier holds."""
         self.spider = spider
-        n = len(self.frontier)
-        if n:
-            logger.info("simstore: resuming frontier %r of %s (%d requests queued)",
-                        self.frontier.name, self.store.path, n, extra={"spider": spider})
+        due = self.frontier.queue_due() if self.revisit else 0
+        counts = self.frontier.counts()
+        extra = {"spider": spider}
+        if due:
+            logger.info("simstore: %d URLs due for a revisit queued", due, extra=extra)
+            self.stats.inc_value(STATS + "revisits_queued", due)
+        if counts["queued"] or counts["leased"]:
+            logger.info("simstore: resuming frontier %r of %s (%d requests queued, %d leased)",
+                        self.frontier.name, self.store.path, counts["queued"],
+                        counts["leased"], extra=extra)
 
     def _start_ticking(self, spider: Any = None) -> None:
-        """Once the spider runs: renew leases and watch for work other processes give back."""
+        """Once the spider runs: renew leases, write children, watch other processes."""
         self._loop = create_looping_call(self._tick)
-        self._loop.start(min(POLL, self.lease / 3), now=False)
+        self._loop.start(min(TICK, self.lease / 3), now=False)
 
     def close(self, reason: str) -> None:
-        """Acknowledge what is done, give back the leases of what is not, let go of the store."""
+        """Write the children, acknowledge what is done, give back the leases of what is
+        not, let go of the store."""
         if self._loop is not None and self._loop.running:
             self._loop.stop()
+        if self._timer is not None:
+            self._timer.cancel()
         try:
-            done = self._done()
-            self.frontier.ack([k for _, k in done], self.owner)
-            undone = [k for _, (_, k) in self._held.items()]
+            self._cycle(0)
+            undone = [key for _, key, _ in self._held.values()]
             if undone:
                 self.frontier.release(undone, self.owner)
                 self.stats.inc_value(STATS + "released", len(undone))
             self._held.clear()
+            self._ready.clear()
             if self._memory:
-                logger.warning("simstore: %d requests that cannot be serialized were not "
-                               "crawled (they lived in this process only)", len(self._memory),
+                logger.warning("simstore: %d requests that cannot be stored were not crawled "
+                               "(they lived in this process only)", len(self._memory),
                                extra={"spider": self.spider})
+            if not self._taken and reason == "finished":
+                logger.info("simstore: nothing queued or due in frontier %r of %s: the crawl "
+                            "in this store is done (SIMSTORE_EXPIRE or SIMSTORE_REVISIT fetch "
+                            "again; a new SIMSTORE_FRONTIER starts anew)", self.frontier.name,
+                            self.store.path, extra={"spider": self.spider})
         finally:
             release(self.store)
 
     def has_pending_requests(self) -> bool:
         """Whether this process or another has work queued or leased (not this one's)."""
-        return bool(self._memory) or self.frontier.pending(self.owner) > 0
+        if self._memory or self._ready or self._pushes:
+            return True
+        return self.frontier.pending() - len(self._held) > 0
 
     def enqueue_request(self, request: Any) -> bool:
-        """Queue the request unless its fingerprint was seen (by any process), adding it to
-        the seen set: one commit. ``dont_filter`` requests are queued all the same (and
-        marked seen); start requests are filtered even so, once (see :func:`filters`)."""
+        """Queue the request (written with the next take, or sooner when many wait) unless
+        its fingerprint is seen by then; ``dont_filter`` requests are queued all the same,
+        start requests filtered once (:func:`filters`)."""
         fp = self.df.fingerprint(request)
         only_new = filters(request)
-        if only_new and self.frontier.seen_contains(fp):  # most links: a read, no commit
-            return self._filtered(request)
-        payload = encode(request, self.spider)
-        if payload is None:
-            if self.frontier.seen_add_many([fp])[0] and only_new:
-                return self._filtered(request)
-            self._unserializable(request)
-            heapq.heappush(self._memory, (-request.priority, next(self._count), request))
-            self.stats.inc_value("scheduler/enqueued/memory")
-        else:
-            if self.frontier.push(request.priority, payload, fp, only_new=only_new) is None:
-                return self._filtered(request)
-            self.stats.inc_value(STATS + "enqueued")
-            self.stats.inc_value("scheduler/enqueued/disk")
-        self.stats.inc_value("scheduler/enqueued")
+        try:
+            payload = encode(request.to_dict(spider=self.spider))
+        except (PayloadError, ValueError, TypeError, AttributeError):
+            return self._keep_in_memory(request, fp, only_new)
+        self._pushes.append((Push(request.priority, payload, fp, only_new, host_of(request)),
+                             request))
+        if len(self._pushes) >= FLUSH_AT:
+            self._cycle(0)
         return True
 
     def next_request(self) -> Any:
-        """The next request: this process's memory first, else the frontier's first, leased
-        (acknowledging, in the same commit, the requests the engine is done with)."""
+        """The next request: this process's memory first, else one taken from the frontier
+        (as many as the downloader has room for, in one commit with the children and
+        acknowledgements waiting)."""
         if self._memory:
             request = heapq.heappop(self._memory)[2]
-            self.stats.inc_value("scheduler/dequeued/memory")
-            self.stats.inc_value("scheduler/dequeued")
+            self._dequeued("memory")
             return request
-        for _ in range(100):  # undecodable entries are dropped; a bound on the loop
-            done = self._done()
-            before = self.frontier.reclaimed
-            popped = self.frontier.pop(self.lease, self.owner, [k for _, k in done])
-            for rid, _ in done:
-                del self._held[rid]
-            if self.frontier.reclaimed > before:
-                self.stats.inc_value(STATS + "reclaimed", self.frontier.reclaimed - before)
-            if popped is None:
-                self._waiting = True
-                return None
-            try:
-                request = decode(popped.payload, self.spider)
-            except Exception as exc:  # noqa: BLE001 - a payload of a changed spider; dropped
-                logger.error("simstore: dropped a queued request that cannot be read back "
-                             "(%s)", exc, extra={"spider": self.spider})
-                self.frontier.ack([popped.key], self.owner)
-                self.stats.inc_value(STATS + "undecodable")
-                continue
-            self._waiting = False
-            self._held[id(request)] = (request, popped.key)
-            self.stats.inc_value(STATS + "dequeued")
-            self.stats.inc_value("scheduler/dequeued/disk")
-            self.stats.inc_value("scheduler/dequeued")
-            return request
-        return None
+        if not self._ready and (self._pushes or time.time() >= self._quiet_until
+                                or any(r not in self._busy() for r, _, _ in self._held.values())):
+            self._cycle(self._room())
+        if not self._ready:
+            self._waiting = True
+            return None
+        self._waiting = False
+        self._dequeued("disk")
+        return self._ready.pop(0)
 
     def __len__(self) -> int:
-        """Requests queued in the frontier (all processes) and in this process's memory."""
-        return len(self.frontier) + len(self._memory)
+        """Requests queued in the frontier (all processes) and in this process."""
+        return len(self.frontier) + len(self._memory) + len(self._ready) + len(self._pushes)
 
-    # --- leases -------------------------------------------------------------------------
+    # --- one commit: children, acknowledgements, takes --------------------------------------
 
-    def _done(self) -> list[tuple[int, bytes]]:
-        """(id, key) of the leased requests the engine is done with.
+    def _room(self) -> int:
+        engine = getattr(self.crawler, "engine", None)
+        active = len(getattr(getattr(engine, "downloader", None), "active", ()))
+        return max(1, self.concurrency - active)
 
-        The engine keeps a request in its slot's ``inprogress`` set from its download to
-        the end of its callback's output (children scheduled, items through the
-        pipelines) or of its failure's handling: the one place that covers responses,
-        errors, ignored requests and redirects alike (no signal marks that end).
-        """
+    def _cycle(self, n: int) -> None:
+        pushes, self._pushes = self._pushes, []
+        dones = self._dones()
+        if not (n or pushes or dones):
+            return
+        taken = self.frontier.take(n, self.lease, self.owner, push=[p for p, _ in pushes],
+                                   done=dones)
+        for (_, request), key in zip(pushes, taken.pushed, strict=True):
+            if key is None:
+                self._filtered(request)
+            else:
+                self.stats.inc_value(STATS + "enqueued")
+                self.stats.inc_value("scheduler/enqueued/disk")
+                self.stats.inc_value("scheduler/enqueued")
+        if taken.reclaimed:
+            self.stats.inc_value(STATS + "reclaimed", taken.reclaimed)
+        for popped in taken.popped:
+            self._hand_out(popped)
+        if n and not taken.popped:
+            self._wait(taken.wake)
+            self._quiet_until = min(taken.wake or math.inf, time.time() + TICK)
+
+    def _hand_out(self, popped: Popped) -> None:
+        try:
+            request = request_from_dict(decode(popped.payload), spider=self.spider)
+        except Exception as exc:  # noqa: BLE001 - a payload of a changed spider: dropped
+            logger.error("simstore: dropped a queued request that cannot be read back (%s)",
+                         exc, extra={"spider": self.spider})
+            self._undecodable.append(popped.key)
+            self.stats.inc_value(STATS + "undecodable")
+            return
+        self._held[id(request)] = (request, popped.key, self.df.fingerprint(request))
+        self._ready.append(request)
+        self._taken += 1
+
+    def _dones(self) -> list[Done | bytes]:
+        """The leased requests the engine is done with, with what came of each."""
+        out: list[Done | bytes] = list(self._undecodable)
+        self._undecodable.clear()
         if not self._held:
-            return []
-        busy = self.crawler.engine._slot.inprogress
-        return [(rid, key) for rid, (req, key) in self._held.items() if req not in busy]
+            return out
+        busy = self._busy()
+        ready = {id(r) for r in self._ready}
+        for rid, (request, key, fp) in list(self._held.items()):
+            if rid in ready or request in busy:
+                continue
+            del self._held[rid]
+            status, digest, changed = self._outcomes.pop(rid, (None, 0, None))
+            out.append(Done(key, status, fp, changed, digest))
+        return out
+
+    def _busy(self) -> Any:
+        """The requests the engine still works on (their callbacks' output not handled)."""
+        slot = engine_slot(self.crawler)
+        return () if slot is None else slot.inprogress
+
+    def _wait(self, wake: float | None) -> None:
+        """Nothing may be taken now: wake the engine when the first waiting host may go."""
+        if wake is None or self._timer is not None:
+            return
+        delay = max(0.0, wake - time.time()) + 0.001
+        if delay < TICK:
+            self._timer = call_later(delay, self._wake)
+
+    def _wake(self) -> None:
+        self._timer = None
+        slot = engine_slot(self.crawler)
+        if slot is not None:
+            slot.nextcall.schedule()
+
+    # --- what came of a request --------------------------------------------------------------
+
+    def _downloaded(self, response: Any, request: Any, spider: Any = None) -> None:
+        """Before the middlewares see an answer: a robots.txt sets its host's delay, a
+        429/503 blocks its host for every process."""
+        try:
+            if self.robots and urlparse_cached(request).path == "/robots.txt":
+                self._robots(request, response)
+            elif response.status in THROTTLE_STATUSES:
+                self._throttled(request, response)
+        except SimstoreError as exc:
+            logger.error("simstore: host state not written (%s)", exc, extra={"spider": spider})
+
+    def _robots(self, request: Any, response: Any) -> None:
+        raw = None
+        if response.status == 200:
+            body = response.body.decode("utf-8", "replace")
+            try:
+                rp = Protego.parse(body)
+                raw = rp.crawl_delay(self.agent)
+            except Exception:  # noqa: BLE001 - a robots.txt that protego cannot read
+                raw = None
+            if raw is None and "crawl-delay" in body.lower():
+                raw = parse_crawl_delay(_crawl_delay_line(body))
+        delay, changed = self.frontier.robots_read(host_of(request), raw)
+        self._pace_slot(request, delay)
+        if changed:
+            self.stats.inc_value(HOST_STATS + "crawl_delay_capped")
+            logger.warning("simstore: %s asks a Crawl-delay of %r: %g s used (the cap is "
+                           "SIMSTORE_MAX_HOST_DELAY)", host_of(request), raw, delay,
+                           extra={"spider": self.spider})
+
+    def _pace_slot(self, request: Any, delay: float) -> None:
+        """Space this process's own download slot of the host by its delay, unrandomized:
+        the request that made Scrapy fetch robots.txt then waits the delay after it, and
+        no request leaves later than the time the frontier gave it (the downloader's
+        ``slots`` are what Scrapy's AutoThrottle tunes too)."""
+        downloader = getattr(getattr(self.crawler, "engine", None), "downloader", None)
+        key = request.meta.get("download_slot") or urlparse_cached(request).hostname or ""
+        slot = getattr(downloader, "slots", {}).get(key)
+        if slot is not None:
+            slot.delay = max(slot.delay, delay)
+            slot.randomize_delay = False
+
+    def _throttled(self, request: Any, response: Any) -> None:
+        host = host_of(request)
+        wait = parse_retry_after(response.headers.get(b"Retry-After"), time.time())
+        blocked, capped = self.frontier.throttle(host, wait, response.status)
+        self.stats.inc_value(HOST_STATS + f"answers_{response.status}")
+        self.stats.inc_value(HOST_STATS + "blocked_seconds", round(blocked, 3))
+        if capped:
+            self.stats.inc_value(HOST_STATS + "retry_after_capped")
+        meta = request.meta
+        if meta.get(THROTTLED, 0) < FREE_THROTTLES:  # RetryMiddleware adds one: no retry spent
+            meta[THROTTLED] = meta.get(THROTTLED, 0) + 1
+            meta["retry_times"] = meta.get("retry_times", 0) - 1
+        logger.info("simstore: %s answered %d: blocked for every process for %.1f s", host,
+                    response.status, blocked, extra={"spider": self.spider})
+
+    def _received(self, response: Any, request: Any, spider: Any = None) -> None:
+        """An answer the engine got: its status, digest and verdict, for the revisit."""
+        rid = id(request)
+        if rid not in self._held or not self.revisit:
+            return
+        verdict = request.meta.get("simstore")
+        changed = {NEW: True, CHANGED: True, UNCHANGED: False}.get(verdict)
+        digest = int.from_bytes(hashlib.blake2b(response.body, digest_size=8).digest(), "big")
+        self._outcomes[rid] = (response.status, digest, changed)
+
+    # --- leases and waits ---------------------------------------------------------------------
 
     def _tick(self) -> None:
-        """Every POLL s: acknowledge and renew leases (every third of the lease), and wake
-        the engine while it waits for work other processes hold."""
+        """Every TICK s: write waiting children and acknowledgements, renew leases (every
+        third of the lease), and wake the engine while others may hold its work."""
         now = time.monotonic()
+        self._quiet_until = 0.0
+        if self._pushes or (self._held and not self._ready):
+            self._cycle(0)
         if now - self._renewed >= self.lease / 3:
             self._renewed = now
-            done = self._done()
-            if done:
-                self.frontier.ack([k for _, k in done], self.owner)
-                for rid, _ in done:
-                    del self._held[rid]
             if self._held:
-                self.frontier.renew([k for _, k in self._held.values()], self.lease,
+                self.frontier.renew([k for _, k, _ in self._held.values()], self.lease,
                                     self.owner)
         if self._waiting:
-            slot = self.crawler.engine._slot
-            if slot is not None:
-                slot.nextcall.schedule()
+            self._wake()
 
     def _idle(self, spider: Any = None) -> None:
         """Keep the spider open while other processes hold work that may come back."""
-        if self.frontier.pending(self.owner) > 0:
+        if self.has_pending_requests():
             self._waiting = True
+            self._log_wait()
             raise DontCloseSpider
 
-    def _filtered(self, request: Any) -> bool:
-        self.df.log(request, self.spider)
-        self.stats.inc_value(STATS + "filtered")
-        return False
+    def _log_wait(self) -> None:
+        now = time.monotonic()
+        if now - self._wait_logged < WAIT_LOG_EVERY:
+            return
+        self._wait_logged = now
+        status = self.frontier.status(hosts=0)
+        others = [o for o in status["owners"] if o["owner"] != self.owner]
+        if status["queued"] and not others:
+            when = status["next_wake"]
+            logger.info("simstore: %d requests queued, waiting for their hosts' delays "
+                        "(next at %s)", status["queued"], _clock(when),
+                        extra={"spider": self.spider})
+        for o in others:
+            logger.info("simstore: waiting for %d requests leased by %s (oldest %.0f s ago%s)",
+                        o["leases"], o["owner"], o["oldest_age"],
+                        f", {o['expired']} expired: taken back now" if o["expired"] else "",
+                        extra={"spider": self.spider})
 
-    def _unserializable(self, request: Any) -> None:
+    # --- counting ---------------------------------------------------------------------------
+
+    def _dequeued(self, where: str) -> None:
+        if where == "disk":
+            self.stats.inc_value(STATS + "dequeued")
+        self.stats.inc_value(f"scheduler/dequeued/{where}")
+        self.stats.inc_value("scheduler/dequeued")
+
+    def _keep_in_memory(self, request: Any, fp: bytes, only_new: bool) -> bool:
+        if self.frontier.seen_add_many([fp])[0] and only_new:
+            return self._filtered(request)
         self.stats.inc_value(STATS + "unserializable")
         if not self._warned:
             self._warned = True
-            logger.warning("simstore: request %s cannot be serialized (its callback is not a "
-                           "spider method?): kept in this process's memory, not shared; no "
-                           "more such requests will be logged", request,
-                           extra={"spider": self.spider})
+            logger.warning("simstore: request %s cannot be stored as data (its callback is "
+                           "not a spider method, or its meta holds objects): kept in this "
+                           "process's memory, not shared; no more such requests will be "
+                           "logged", request, extra={"spider": self.spider})
+        heapq.heappush(self._memory, (-request.priority, next(self._count), request))
+        self.stats.inc_value("scheduler/enqueued/memory")
+        self.stats.inc_value("scheduler/enqueued")
+        return True
+
+    def _filtered(self, request: Any) -> bool:
+        if self.spider is not None:
+            self.df.log(request, self.spider)
+        self.stats.inc_value(STATS + "filtered")
+        return False
+
+
+def _crawl_delay_line(body: str) -> str:
+    """The value of the first Crawl-delay line of a robots.txt."""
+    for line in body.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "crawl-delay":
+            return value.split("#")[0]
+    return ""
+
+
+def _clock(when: float | None) -> str:
+    return "-" if when is None else time.strftime("%H:%M:%S", time.localtime(when))

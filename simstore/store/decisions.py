@@ -21,9 +21,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-import lmdb
-
-from ..exceptions import CorruptStoreError, StoreError
+from ..exceptions import CorruptStoreError
 from .format import decode_id, encode_id
 
 PREFIX = "corpus."
@@ -41,47 +39,19 @@ class Decisions:
     stays the caller's: this never opens or closes it."""
 
     def __init__(self, store: Any) -> None:
-        self._store = store
-        self._dbs: tuple[Any, Any, Any] | None = None  # (env, kept, removed)
-        with store._env.lock:
-            self._handles()
-
-    def _handles(self) -> tuple[Any, Any, Any]:
-        """The two databases' handles, opened (and created) in a commit of their own after
-        each (re)open of the environment. The caller holds the environment's lock."""
-        env = self._store._env
-        live = env.live()
-        if self._dbs is not None and self._dbs[0] is live:
-            return self._dbs
-        if env.wtxn is not None:  # handles opened in a batch would die if it aborted
-            raise StoreError(f"store {self._store.path!r}: open Decisions outside batch()")
-        self._dbs = env.write(self._create)
-        return self._dbs
-
-    def _create(self, txn: Any) -> tuple[Any, Any, Any]:
-        env = self._store._env.env
-        try:
-            kept = env.open_db(KEPT_DB, txn=txn, create=True)
-            removed = env.open_db(REMOVED_DB, txn=txn, create=True)
-        except lmdb.DbsFullError as exc:
-            raise StoreError(
-                f"store {self._store.path!r}: no room for the corpus databases (LMDB's "
-                "limit of named databases)"
-            ) from exc
-        return env, kept, removed
+        self._path = store.path
+        self._dbs = store.databases([KEPT_DB, REMOVED_DB], "the corpus databases")
 
     def removed(self, doc_ids: Iterable[Any]) -> dict[Any, dict[str, Any]]:
         """The remembered records of those ids a run removed (the others are left out)."""
-        env = self._store._env
-        out: dict[Any, dict[str, Any]] = {}
-        with env.lock:
-            _, _, db = self._handles()
-            with env.reading() as txn:
-                for doc_id in doc_ids:
-                    raw = txn.get(encode_id(doc_id), db=db)
-                    if raw is not None:
-                        out[doc_id] = self._parse(raw, doc_id)
-        return out
+        def op(txn: Any, dbs: list[Any]) -> dict[Any, dict[str, Any]]:
+            out: dict[Any, dict[str, Any]] = {}
+            for doc_id in doc_ids:
+                raw = txn.get(encode_id(doc_id), db=dbs[1])
+                if raw is not None:
+                    out[doc_id] = self._parse(raw, doc_id)
+            return out
+        return self._dbs.read(op)
 
     def _parse(self, raw: Any, doc_id: Any) -> dict[str, Any]:
         try:
@@ -90,7 +60,7 @@ class Decisions:
             rec = None
         if not isinstance(rec, dict) or "kept" not in rec:
             raise CorruptStoreError(
-                f"store {self._store.path!r}: the corpus.removed record of {doc_id!r} is "
+                f"store {self._path!r}: the corpus.removed record of {doc_id!r} is "
                 f"not a JSON object naming the kept document ({bytes(raw)[:40]!r})"
             )
         return rec
@@ -101,19 +71,16 @@ class Decisions:
         """In the store's open batch (the chunk's write transaction): remember where each
         kept (id, place) was read, then each removed (id, kept id, nearness) with the kept
         document's place; the removed records, in order."""
-        env = self._store._env
-        with env.lock:
-            dbs = self._handles()
-            return env.write(_record, dbs, kept, removed)  # type: ignore[no-any-return]
+        return self._dbs.write(_record, kept, removed)
 
 
 def _record(
     txn: Any,
-    dbs: tuple[Any, Any, Any],
+    dbs: list[Any],
     kept: list[tuple[Any, str]],
     removed: list[tuple[Any, Any, dict[str, Any]]],
 ) -> list[dict[str, Any]]:
-    _, kept_db, removed_db = dbs
+    kept_db, removed_db = dbs
     for doc_id, place in kept:
         txn.put(encode_id(doc_id), place.encode(), db=kept_db)
     out = []

@@ -802,6 +802,11 @@ class SimStore:
         return self._h.exact
 
     @property
+    def closed(self) -> bool:
+        """Whether this handle was closed."""
+        return bool(self._env.closed)
+
+    @property
     def readonly(self) -> bool:
         """Whether this handle refuses writes."""
         return self._env.readonly

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("scrapy")
 
 import simstore  # noqa: E402
-from simstore.store.frontier import Frontier  # noqa: E402
+from simstore.crawl import Frontier  # noqa: E402
 from tools.crawl.site import Site, serve  # noqa: E402
 
 from .crawlers import TIMEOUT, Crawler  # noqa: E402

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("scrapy")
 
 import simstore  # noqa: E402
-from simstore.store.frontier import Frontier  # noqa: E402
+from simstore.crawl import Frontier  # noqa: E402
 from tools.crawl.site import Site, serve  # noqa: E402
 
 from .crawlers import TIMEOUT, Crawler  # noqa: E402
@@ -64,7 +64,8 @@ def crawl_together(tmp: Path, n: int, articles: int, **settings: object) -> None
     site = Site(articles=articles, variants=False)
     hold = threading.Event()
     with serve(site, delay=0.01, hold=hold) as (url, srv):
-        cs = crawlers(tmp, url, n, tmp / "store", CONCURRENT_REQUESTS=4, **settings)
+        cs = crawlers(tmp, url, n, tmp / "store", CONCURRENT_REQUESTS=4,
+                      CONCURRENT_REQUESTS_PER_DOMAIN=16, **settings)  # a host's, all processes
         release_when_ready(hold, cs)
         assert [c.wait() for c in cs] == [0] * n
         count = fetched(srv)

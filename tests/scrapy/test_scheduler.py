@@ -1,0 +1,180 @@
+"""The Scrapy components on the store's crawl frontier (DupeFilter, Scheduler) without a
+crawl: a fake engine slot, the frontier read back. The frontier itself is tested in
+tests/crawl/."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+import simstore
+from simstore.crawl import Frontier
+
+scrapy = pytest.importorskip("scrapy")
+
+from scrapy.http import Request  # noqa: E402
+from scrapy.utils.test import get_crawler  # noqa: E402
+
+from simstore.scrapy import DupeFilter, NearDuplicateMiddleware, Scheduler  # noqa: E402
+from simstore.scrapy._settings import lease_setting, refusal  # noqa: E402
+
+
+class Spider(scrapy.Spider):
+    name = "t"
+
+    def parse(self, response):
+        pass
+
+
+def crawler_of(tmp_path, **settings):
+    return get_crawler(Spider, settings_dict={"SIMSTORE_PATH": str(tmp_path / "store"),
+                                              **settings})
+
+
+def test_dupefilter_is_rfpdupefilter_on_the_store(tmp_path, caplog):
+    """DupeFilter is an RFPDupeFilter (same fingerprints, its log and count of the
+    filtered requests), and a second instance (another process, a later run) sees them."""
+    crawler = crawler_of(tmp_path)
+    df = DupeFilter.from_crawler(crawler)
+    assert isinstance(df, scrapy.dupefilters.RFPDupeFilter)
+    r = Request("http://x/a?b=1&a=2")
+    assert not df.request_seen(r) and df.request_seen(Request("http://x/a?a=2&b=1"))
+    assert not df.request_seen(Request("http://x/a", method="POST"))
+    caplog.set_level("DEBUG", logger="scrapy.dupefilters")  # RFPDupeFilter's own log
+    df.log(r, Spider.from_crawler(crawler))
+    df.log(r, Spider.from_crawler(crawler))
+    assert crawler.stats.get_value("dupefilter/filtered") == 2
+    assert caplog.text.count("Filtered duplicate request") == 1
+    df.close("finished")
+    again = DupeFilter.from_crawler(crawler_of(tmp_path))
+    assert again.request_seen(Request("http://x/a?b=1&a=2"))
+    again.close("finished")
+
+
+@pytest.mark.parametrize("raw,ok", [(None, 60.0), ("", 60.0), ("2.5", 2.5), (7, 7.0),
+                                    ("1", 1.0), ("86400", 86400.0), ("0", None), ("-1", None),
+                                    ("nan", None), ("inf", None), ("soon", None),
+                                    ("1e-9", None), ("0.5", None), ("1e300", None)])
+def test_lease_setting(raw, ok):
+    """SIMSTORE_LEASE: seconds from 1 to 86400, default 60; anything else (a lease that
+    would refetch a site many times, one that overflows a deadline) is refused naming it."""
+    s = scrapy.settings.Settings({"SIMSTORE_LEASE": raw})
+    if ok is None:
+        with pytest.raises(simstore.SimstoreValueError, match="SIMSTORE_LEASE"):
+            lease_setting(s)
+    else:
+        assert lease_setting(s) == ok
+
+
+def test_a_refused_scheduler_touches_no_store(tmp_path):
+    """A bad setting refuses the crawl: the scheduler gives nothing and creates no store."""
+    crawler = crawler_of(tmp_path, SIMSTORE_LEASE="0")
+    sched = Scheduler.from_crawler(crawler)
+    assert "SIMSTORE_LEASE" in str(refusal(crawler))
+    assert sched.next_request() is None and not sched.has_pending_requests()
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_refusal_elsewhere_leaves_the_frontier_as_it_was(tmp_path):
+    """A middleware refused before the scheduler is built: the scheduler opens no store, so
+    a queued frontier keeps every request."""
+    with simstore.SimStore(tmp_path / "store") as s:
+        Frontier(s).push_many([(0, b"\x02{}", b"fp%d" % i, True, "x") for i in range(3)])
+    crawler = crawler_of(tmp_path, SIMSTORE_MODE="Log",
+                         DOWNLOADER_MIDDLEWARES={"simstore.scrapy.NearDuplicateMiddleware": 575})
+    assert isinstance(NearDuplicateMiddleware.from_crawler(crawler),
+                      simstore.scrapy._crawler.Refused)
+    sched = Scheduler.from_crawler(crawler)
+    assert sched.next_request() is None
+    with simstore.SimStore(tmp_path / "store") as s:
+        assert len(Frontier(s)) == 3
+
+
+def engine_for(crawler):
+    """The two things the Scheduler reads of Scrapy's engine: its in-progress set, its wake."""
+    wakes = []
+    crawler.engine = SimpleNamespace(_slot=SimpleNamespace(
+        inprogress=set(), nextcall=SimpleNamespace(schedule=lambda: wakes.append(1))))
+    return crawler.engine._slot, wakes
+
+
+def test_scheduler_acknowledges_a_request_only_when_the_engine_is_done(tmp_path):
+    """A dequeued request stays leased while the engine has it in progress; once out, the
+    next pop acknowledges it in its transaction. Children enqueued meanwhile are queued."""
+    crawler = crawler_of(tmp_path, SIMSTORE_LEASE=30)
+    sched = Scheduler.from_crawler(crawler)
+    slot, _ = engine_for(crawler)
+    sched.open(Spider.from_crawler(crawler))
+    assert sched.enqueue_request(Request("http://x/1", priority=1))
+    assert sched.enqueue_request(Request("http://x/1"))  # filtered when written
+    assert sched.enqueue_request(Request("http://x/1", dont_filter=True))
+    first = sched.next_request()
+    slot.inprogress.add(first)
+    assert first.url == "http://x/1" and first.priority == 1
+    assert len(sched.frontier.leases()) == 2  # both taken in one commit: there is room
+    assert sched.enqueue_request(Request("http://x/child"))
+    slot.inprogress.discard(first)
+    second = sched.next_request()
+    slot.inprogress.add(second)
+    third = sched.next_request()  # one commit: the child written, the first acked, a take
+    slot.inprogress.add(third)
+    assert (second.url, third.url) == ("http://x/1", "http://x/child")
+    assert len(sched.frontier.leases()) == 2 and len(sched.frontier) == 0
+    assert not sched.has_pending_requests()
+    st = crawler.stats.get_stats()
+    assert (st["simstore/frontier/enqueued"], st["simstore/frontier/filtered"],
+            st["simstore/frontier/dequeued"]) == (3, 1, 3)
+    sched.close("shutdown")  # second and third are still in progress: their leases go back
+    with simstore.SimStore(tmp_path / "store") as s:
+        f = Frontier(s)
+        assert (len(f), f.leases()) == (2, [])
+
+
+def test_scheduler_keeps_unserializable_requests_in_memory(tmp_path):
+    """A request whose callback is not a spider method stays in this process (counted), and
+    comes out first; its fingerprint is still shared."""
+    crawler = crawler_of(tmp_path)
+    sched = Scheduler.from_crawler(crawler)
+    engine_for(crawler)
+    sched.open(Spider.from_crawler(crawler))
+    assert sched.enqueue_request(Request("http://x/disk"))
+    assert sched.enqueue_request(Request("http://x/mem", callback=lambda r: None))
+    assert not sched.enqueue_request(Request("http://x/mem", callback=lambda r: None))
+    assert len(sched) == 2 and len(sched.frontier) == 0  # the disk one not written yet
+    assert [sched.next_request().url for _ in range(2)] == ["http://x/mem", "http://x/disk"]
+    assert crawler.stats.get_value("simstore/frontier/unserializable") == 1
+    sched.close("finished")
+
+
+def test_scheduler_waits_for_work_other_processes_hold(tmp_path):
+    """While another owner holds a lease, the scheduler has pending requests and keeps the
+    spider open on idle; once that lease is acknowledged it lets the spider close."""
+    crawler = crawler_of(tmp_path)
+    sched = Scheduler.from_crawler(crawler)
+    engine_for(crawler)
+    sched.open(Spider.from_crawler(crawler))
+    sched.enqueue_request(Request("http://x/1"))
+    sched._cycle(0)  # written
+    other = sched.frontier.pop(30, "another process")
+    assert sched.next_request() is None and sched.has_pending_requests()
+    with pytest.raises(scrapy.exceptions.DontCloseSpider):
+        sched._idle()
+    sched.frontier.ack([other.key], "another process")
+    assert not sched.has_pending_requests()
+    sched._idle()
+    sched.close("finished")
+
+
+def test_scheduler_and_middleware_share_the_store_handle(tmp_path):
+    """In one process the scheduler takes the middleware's open store (LMDB allows one
+    handle), and the store closes when both let go."""
+    crawler = crawler_of(tmp_path)
+    mw = NearDuplicateMiddleware.from_crawler(crawler)
+    sched = Scheduler.from_crawler(crawler)
+    assert sched.store is mw.gate.store
+    mw.spider_closed()
+    sched.open(Spider.from_crawler(crawler))
+    sched.close("finished")
+    with pytest.raises(simstore.StoreClosedError):
+        len(mw.gate.store)
