@@ -8,6 +8,7 @@
 #define SIMSTORE_INTERNAL_H
 
 #include "simstore.h"
+#include "textscratch.h"
 
 /* Use the POPCNT instruction where the CPU has it, chosen at load time. The
  * choice is an ifunc, which glibc's loader resolves and musl's refuses
@@ -29,33 +30,6 @@ static inline uint64_t ss__fmix64(uint64_t k) {
     k ^= k >> 33;
     return k;
 }
-
-/* Scratch of the text pipeline (csrc/simhash.c), sized once for a batch by
- * its longest document and reused for every document; the Unicode tokenizer
- * (csrc/unicode.c) grows it when normalization lengthens a document. */
-typedef struct {
-    uint8_t *buf;       /* the tokens, lower-cased, one space apart */
-    size_t bufcap;
-    int64_t *starts, *ends;
-    uint64_t *hashes;   /* shingle hashes, then distinct ones in first-seen order */
-    int64_t *counts;    /* occurrences of each distinct hash */
-    size_t tokcap;      /* entries of starts, ends, hashes, counts */
-    uint32_t *slots;    /* open-addressing set: 1 + index into hashes, 0 = empty */
-    size_t nslots;      /* power of two >= 2 * tokcap */
-    uint32_t *cps;      /* Unicode path: the document's NFKC code points */
-    size_t cpscap;
-    uint32_t *seg;      /* Unicode path: one stretch being normalized */
-    size_t segcap;
-    uint64_t spread[256];
-} ss__text_scratch;
-
-/* Returns 0, or -1 on bad offsets or out of memory (nothing to free then). */
-int ss__text_scratch_alloc(ss__text_scratch *s, const int64_t *offsets,
-                           size_t ndocs);
-void ss__text_scratch_free(ss__text_scratch *s);
-/* Room for bytes of tokens in s->buf and for ntok tokens. Returns 0, -1 out
- * of memory (s stays valid). */
-int ss__text_scratch_reserve(ss__text_scratch *s, size_t bytes, size_t ntok);
 
 /* Tokenizers: one document src[0..len) to its tokens in s->buf (lower-cased,
  * one space apart; token t is s->buf[s->starts[t] .. s->ends[t])). Unicode
