@@ -24,9 +24,9 @@ from scrapy.utils.misc import load_object
 
 from ._commit import Committer, awaitable
 from ._crawler import Checker
-from ._settings import logger
 from ._gate import Gate, Verdict
 from ._page import page_text, text_or_reason
+from ._settings import logger
 
 META_KEY = "dont_simstore"
 VERDICT_KEY = "simstore"  # response.meta: the page's verdict, for spiders that want it

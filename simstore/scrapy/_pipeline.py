@@ -9,8 +9,8 @@ from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
 from ._crawler import Checker
-from ._settings import logger
 from ._gate import UNCHANGED, Gate
+from ._settings import logger
 
 
 class NearDuplicatePipeline(Checker):

@@ -239,7 +239,7 @@ def refuse(crawler: Any, error: SimstoreError) -> None:
     logger.error("simstore: %s", error)
     crawler.signals.connect(_Closer(crawler).spider_opened, signal=signals.spider_opened,
                             weak=False)
-    crawler.signals.connect(_Closer(crawler).engine_stopped, signal=signals.engine_stopped,
+    crawler.signals.connect(_Closer(crawler).spider_closed, signal=signals.spider_closed,
                             weak=False)
 
 
@@ -256,7 +256,7 @@ class _Closer:
         from scrapy.utils.defer import deferred_from_coro
         return deferred_from_coro(engine.close_spider_async(reason=REFUSED))
 
-    def engine_stopped(self) -> None:
+    def spider_closed(self, spider: Any = None, reason: str = "") -> None:
         # Scrapy's crawl and runspider commands exit 1 when a crawler ends without a
         # spider (a crawl that failed to start): a refused crawl did not start either.
         self.crawler.spider = None
