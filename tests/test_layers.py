@@ -1,8 +1,9 @@
 """The package's layers: no module imports a layer above its own, and no import cycles.
 
 Layers, lowest first: the base (``exceptions``, ``_validate``, ``_files``, ``_distinct``), ``native``,
-``text``, ``search``, ``store``, then ``corpus``, ``spark`` and ``scrapy`` (beside each
-other), then ``hf`` and ``datatrove`` (on ``corpus``), then ``cli``. Nothing imports
+``text``, ``search``, ``store``, then ``corpus``, ``spark``, ``crawl`` (on the base alone:
+it is handed a store) and ``scrapy`` (on ``crawl``), then ``hf`` and ``datatrove`` (on
+``corpus``), then ``cli``. Nothing imports
 ``scrapy`` (a crawler loads it by name).
 Imports at any depth count, function-level ones included. No module imports a private
 name (a module or attribute starting with ``_``) of another subpackage: each subpackage's
@@ -29,11 +30,13 @@ ALLOWED = {
     "store": {"base", "native", "text", "search"},
     "corpus": {"base", "native", "text", "search", "store"},
     "spark": {"base", "native", "text", "search", "store"},
-    "scrapy": {"base", "native", "text", "search", "store"},
+    # The crawl frontier is framework-free: it is handed an open store and asks its door.
+    "crawl": {"base"},
+    "scrapy": {"base", "native", "text", "search", "store", "crawl"},
     # The Hugging Face and datatrove integrations run the corpus workflow's engines.
     "hf": {"base", "native", "text", "search", "store", "corpus"},
     "datatrove": {"base", "native", "text", "search", "store", "corpus"},
-    "cli": {"base", "native", "text", "search", "store", "corpus", "spark", "face"},
+    "cli": {"base", "native", "text", "search", "store", "corpus", "spark", "crawl", "face"},
     # The package face re-exports the lower layers.
     "face": {"base", "text", "search", "store"},
 }
@@ -185,3 +188,15 @@ def test_no_private_name_imported_across_subpackages(mod):
     inside its own package."""
     assert _private_reaches(mod, MODS[mod]) == []
 
+
+
+def test_no_module_reaches_into_another_objects_environment():
+    """``x._env`` is read only as ``self._env``: other rooms use the store's doors
+    (``SimStore.databases``, ``closed``), never its environment."""
+    reaches = []
+    for mod, path in MODS.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and node.attr == "_env"
+                    and not (isinstance(node.value, ast.Name) and node.value.id == "self")):
+                reaches.append(f"{mod}:{node.lineno}")
+    assert reaches == []
