@@ -13,7 +13,7 @@ from ..corpus.parquet import ROW_GROUP_BYTES
 from ..corpus.sources import CHUNK_DOCS, MAX_RECORD_BYTES
 from ..native.core import MAX_K
 from ..text.fingerprinting import SIGNATURE_CONFIG
-from . import _spark
+from . import _crawl, _spark
 from ._admin import (
     cmd_compact,
     cmd_expire,
@@ -446,6 +446,12 @@ def build_parser() -> CliParser:
                       help="an age: seconds, or a number with a unit s, m, h, d, w (30d)")
     when.add_argument("--before", type=float, metavar="TIME", default=None,
                       help="a time: seconds since the Unix epoch")
+
+    p = add("crawl", _crawl.cmd_crawl, "show the shared crawl frontier: queued, leased by whom, "
+            "hosts and their waits; pause, resume, drop a host",
+            _examples("crawl pages.simstore", "crawl pages.simstore --json --hosts 100",
+                      "crawl pages.simstore --pause example.com"))
+    _crawl.add_arguments(p)
 
     p = add("verify", cmd_verify, "check every invariant; exit 1 with a report if any fails",
             _examples("verify pages.simstore", "verify big.simstore --timeout 3600"))
