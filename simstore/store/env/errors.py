@@ -35,8 +35,10 @@ def translate(exc: lmdb.Error, path: str) -> StoreError:
         )
     if isinstance(exc, lmdb.ReadersFullError):
         return StoreError(
-            f"store {path!r}: too many concurrent readers ({text}); open it with a larger "
-            "max_readers (first process to open sets it) or end stale processes"
+            f"store {path!r}: too many concurrent readers ({text}): each process with the "
+            "store open keeps a slot of LMDB's reader table; open it with a larger "
+            "max_readers in every process (the first to open it while no process has it "
+            "open sets the size; default 512), or close idle handles and end stale processes"
         )
     if isinstance(exc, lmdb.MapFullError):
         return StoreError(f"store {path!r}: the map is full ({text}); it could not be grown")
