@@ -108,7 +108,9 @@ def _polite(args: argparse.Namespace) -> int:
             print(f"-- {name}")
             print(render(result[name]))
             for p in result[name]["processes"]:
-                print(f"  process {p}")
+                print(f"  {p['agent']}: {p['end']}, exit {p['exit']}, finish "
+                      f"{p.get('finish_reason', '-')}, retries given up "
+                      f"{p.get('retry_max_reached', '-')}, errors {p.get('errors', '-')}")
     return 0
 
 
