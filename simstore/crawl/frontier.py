@@ -487,7 +487,9 @@ class _Txn:
         return key if key[:8] == hid and len(key) == 24 else None
 
     def delay_ms(self, h: Host) -> int:
-        return max(int(self.policy.delay * 1000), h.delay_ms)
+        """The spacing of host h's requests: its delay, plus the margin when it has one."""
+        d = max(int(self.policy.delay * 1000), h.delay_ms)
+        return d + int(self.policy.margin * 1000) if d else 0
 
     def place(self, hid: bytes, h: Host) -> None:
         """List host h where it belongs now (invariant 2); the caller saves it."""
@@ -768,8 +770,9 @@ class _Txn:
         h.name = h.name or name
         h.delay_ms = min(delay_ms, 2**32 - 1)
         h.flags |= DELAY_KNOWN
-        # robots.txt itself was a request to the host: the next one waits the delay
-        h.next_ms = max(h.next_ms, self.now + self.delay_ms(h))
+        # robots.txt was a request to the host, and the request that made the crawler
+        # fetch it follows one delay later: the next take waits for both
+        h.next_ms = max(h.next_ms, self.now + 2 * self.delay_ms(h))
         self.settle(hid, h)
 
     def throttle(self, name: str, wait: float | None, status: int) -> float:

@@ -19,6 +19,7 @@ from ..exceptions import SimstoreValueError
 
 DEFAULT_MAX_DELAY = 600.0  # seconds: the cap on a Crawl-delay, a Retry-After or a backoff
 DEFAULT_BACKOFF = 2.0  # seconds of the first wait after a 429/503 without Retry-After
+DEFAULT_MARGIN = 0.02  # seconds added to a host's delay: a request leaves a few ms after its take
 GONE_STATUSES = (404, 410)
 THROTTLE_STATUSES = (429, 503)
 
@@ -40,7 +41,9 @@ class Politeness:
     robots.txt Crawl-delay when ``robots``); ``concurrency``: requests in flight to
     a host at once; ``max_delay``: the cap on any wait a host asks for; ``backoff``:
     the first wait after a 429/503 without Retry-After (doubled each time in a row);
-    ``robots``: a host is asked one request at a time until its robots.txt was read.
+    ``robots``: a host is asked one request at a time until its robots.txt was read;
+    ``margin``: seconds added to a delay > 0, since a request leaves its process a few
+    milliseconds after the take that timed it (so the gaps a host sees stay >= its delay).
     """
 
     delay: float = 0.0
@@ -48,9 +51,11 @@ class Politeness:
     max_delay: float = DEFAULT_MAX_DELAY
     backoff: float = DEFAULT_BACKOFF
     robots: bool = False
+    margin: float = DEFAULT_MARGIN
 
     def __post_init__(self) -> None:
         _seconds(self.delay, "delay")
+        _seconds(self.margin, "margin")
         _seconds(self.max_delay, "max_delay", zero=False)
         _seconds(self.backoff, "backoff", zero=False)
         c = self.concurrency

@@ -180,14 +180,15 @@ def run(opts: Options, work: Path | None = None) -> dict[str, Any]:
     try:
         with web:
             settings = _settings(opts, store, redis and redis[1], timeout)
+            if opts.revisit:  # revisits are scheduled from the first crawl on
+                settings = settings | REVISIT | opts.settings
             c = _crawl(web, work, opts, settings, timeout, opts.kill_one)
             out["crawl"] = analyse(web.hits(), delays, web.all_pages(), c["wall_s"])
             out["crawl"]["processes"] = c["processes"]
             if opts.revisit:
                 first = len(web.hits())
                 web.advance(0.2, opts.seed, gone=0.05)
-                c = _crawl(web, work, opts, settings | REVISIT | opts.settings, timeout,
-                           False)
+                c = _crawl(web, work, opts, settings, timeout, False)
                 out["revisit"] = analyse(web.hits()[first:], delays, web.all_pages(),
                                          c["wall_s"], web.changed, web.gone)
                 out["revisit"]["processes"] = c["processes"]
