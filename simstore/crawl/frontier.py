@@ -42,6 +42,7 @@ from .records import (
     PAUSED,
     PREFIX,
     READY,
+    THROTTLED,
     U64,
     WAITING,
     Host,
@@ -52,7 +53,7 @@ from .records import (
     ms,
     queue_key,
 )
-from .rules import GONE_STATUSES, THROTTLE_STATUSES, Politeness, Revisit
+from .rules import GONE_STATUSES, THROTTLE_STATUSES, THROTTLED_DELAY, Politeness, Revisit
 from .upgrade import upgrade_v1
 
 FRONTIER_VERSION = 2
@@ -499,7 +500,7 @@ class _Txn:
         if h.queued <= 0 or h.flags & PAUSED:
             return
         conc = self.policy.concurrency
-        if self.policy.robots and not h.flags & DELAY_KNOWN:
+        if (self.policy.robots and not h.flags & DELAY_KNOWN) or h.flags & THROTTLED:
             conc = 1
         if h.inflight >= conc:
             return
@@ -786,6 +787,10 @@ class _Txn:
             h.n429 += 1
         if wait is None:
             wait = self.policy.backoff_for(h.throttles)
+        if self.now >= h.blocked_ms:  # a new episode (not one more answer of a burst)
+            cap = int(self.policy.max_delay * 1000)
+            h.delay_ms = min(max(2 * h.delay_ms, int(THROTTLED_DELAY * 1000)), cap)
+        h.flags |= THROTTLED
         h.blocked_ms = max(h.blocked_ms, self.now + int(wait * 1000))
         self.settle(hid, h)
         return wait

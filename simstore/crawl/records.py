@@ -102,6 +102,7 @@ class Lease:
 
 PAUSED = 1  # Host.flags: no request of the host is taken
 DELAY_KNOWN = 2  # Host.flags: its robots.txt was read (its Crawl-delay, or none, known)
+THROTTLED = 4  # Host.flags: it answered 429/503: one request at a time, its delay learnt
 
 NOWHERE, READY, WAITING = 0, 1, 2
 
