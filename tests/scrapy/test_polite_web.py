@@ -90,3 +90,18 @@ def test_advance_changes_some_pages_and_removes_others() -> None:
         else:
             assert now == (status, body)
     assert web.render(web.hosts[0], page_path(50))[0] == 404
+
+
+def test_advance_with_one_seed_changes_the_same_pages() -> None:
+    """One seed picks the same pages again (pages that keep changing), with new text each time."""
+    web = Web(hosts=2, pages=50)
+    web.ports = dict.fromkeys(web.hosts, 1)
+    web.advance(0.2, seed=3, gone=0.1)
+    changed, gone = set(web.changed), dict(web.gone)
+    page = next(iter(changed))
+    text = web.render(*page)
+    web.advance(0.2, seed=3, gone=0.0)
+    assert (web.changed, web.gone, web.generation) == (changed, gone, 2)
+    assert web.render(*page) != text
+    web.advance(0.2, seed=4, gone=0.0)
+    assert web.changed != changed

@@ -76,8 +76,14 @@ def _polite_parser(sub: argparse._SubParsersAction) -> None:
                    "temporary directory, removed)")
     p.add_argument("--kill-one", action="store_true",
                    help="SIGKILL one process when half the pages are fetched, start another")
-    p.add_argument("--revisit", action="store_true", help="then change 20%% of the pages, "
-                   "make 5%% 404/410, crawl again with SIMSTORE_REVISIT=adaptive")
+    p.add_argument("--revisit", action="store_true", help="crawl with SIMSTORE_REVISIT="
+                   "adaptive, then rounds of: wait, change 20%% of the pages (the same ones "
+                   "each round; 5%% go 404/410 in the first), crawl again")
+    p.add_argument("--revisit-rounds", type=int, default=d.revisit_rounds,
+                   help="revisit rounds after the first crawl (default %(default)s)")
+    p.add_argument("--revisit-min", type=float, default=d.revisit_min,
+                   help="SIMSTORE_REVISIT_MIN and the wait between rounds, seconds (default: "
+                   "2 x pages x delay + 5)")
     p.add_argument("--timeout", type=float, default=0.0, help="seconds a crawl may take "
                    "(default: 60 + 4 x pages x delay)")
     p.add_argument("--seed", type=int, default=d.seed, help="seed (default %(default)s)")
@@ -95,7 +101,8 @@ def _polite(args: argparse.Namespace) -> int:
         procs=args.procs, hosts=args.hosts, pages=args.pages, delay=args.delay,
         retry_after=args.retry_after, limited=args.limited, limit_status=args.limit_status,
         retry_as=args.retry_as, scheduler=args.scheduler, store=args.store,
-        kill_one=args.kill_one, revisit=args.revisit, timeout=args.timeout, seed=args.seed,
+        kill_one=args.kill_one, revisit=args.revisit, revisit_rounds=args.revisit_rounds,
+        revisit_min=args.revisit_min, timeout=args.timeout, seed=args.seed,
         settings=dict(s.split("=", 1) for s in args.settings))
     result = polite.run(opts, args.work)
     if args.json:
@@ -103,7 +110,7 @@ def _polite(args: argparse.Namespace) -> int:
         return 0
     print(f"{opts.scheduler}: {opts.procs} processes, {opts.hosts} hosts x {opts.pages} pages, "
           f"delay {opts.delay}; load {result['load_before']} -> {result['load_after']}")
-    for name in ("crawl", "revisit"):
+    for name in ["crawl"] + [k for k in result if k.startswith("revisit ")]:
         if name in result:
             print(f"-- {name}")
             print(render(result[name]))

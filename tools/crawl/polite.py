@@ -13,11 +13,15 @@ sharing one frontier by ``scheduler``:
 The hosts answer once every spider is built, so all processes start together; the
 wall time runs from then to the last exit. ``kill_one``: once half the pages are
 fetched, process 0 gets SIGKILL and a new one (``polite-0r``) starts on the same
-frontier. ``revisit``: after the crawl the web advances (20 % of the pages change,
-5 % answer 404/410) and the same processes crawl again with
-``SIMSTORE_REVISIT=adaptive``, ``SIMSTORE_REVISIT_MIN=0``, ``SIMSTORE_REVISIT_MAX=1d``,
-measured apart. Every wait is bounded: a process still running at the deadline is
-killed and the run says so. Figures: :mod:`tools.crawl.politeness`.
+frontier. ``revisit``: every crawl runs with ``SIMSTORE_REVISIT=adaptive``,
+``SIMSTORE_REVISIT_MIN`` = ``revisit_min`` seconds (default: twice the site's floor plus
+5 s, longer than a crawl takes), ``SIMSTORE_REVISIT_MAX=1d``; after the first crawl come
+``revisit_rounds`` rounds of: wait ``revisit_min`` (every URL fetched is due again, or its
+interval grew), advance the web (the same 20 % of the pages change every round, 5 % answer
+404/410 from the first round on), crawl again, measured apart. The first round has no
+history (everything is due); from the second on, an adaptive crawl refetches the pages
+that keep changing and leaves the others. Every wait is bounded: a process still
+running at the deadline is killed and the run says so. Figures: :mod:`tools.crawl.politeness`.
 """
 
 from __future__ import annotations
@@ -40,8 +44,7 @@ from .spider import MIDDLEWARE, command
 from .web import Web
 
 SCHEDULERS = ("simstore", "redis", "plain")
-REVISIT = {"SIMSTORE_REVISIT": "adaptive", "SIMSTORE_REVISIT_MIN": "0",
-           "SIMSTORE_REVISIT_MAX": "1d"}
+REVISIT_MAX_WAIT = 600.0  # seconds: the longest wait between two revisit rounds
 LEASE = 5  # SIMSTORE_LEASE of a kill run: a killed process's requests come back in 5 s
 POLL = 0.05  # seconds between looks at the processes
 
@@ -62,6 +65,8 @@ class Options:
     store: Path | None = None
     kill_one: bool = False
     revisit: bool = False
+    revisit_rounds: int = 2
+    revisit_min: float = 0.0  # 0: twice the site's floor + 5 s
     timeout: float = 0.0  # 0: 60 s + 4x the site's floor per crawl
     seed: int = 7
     settings: dict[str, str] = field(default_factory=dict)
@@ -180,18 +185,23 @@ def run(opts: Options, work: Path | None = None) -> dict[str, Any]:
     try:
         with web:
             settings = _settings(opts, store, redis and redis[1], timeout)
+            wait = min(opts.revisit_min or 2 * opts.pages * web.delay_seconds() + 5,
+                       REVISIT_MAX_WAIT)
             if opts.revisit:  # revisits are scheduled from the first crawl on
-                settings = settings | REVISIT | opts.settings
+                settings |= {"SIMSTORE_REVISIT": "adaptive", "SIMSTORE_REVISIT_MIN": f"{wait:g}",
+                             "SIMSTORE_REVISIT_MAX": "1d"} | opts.settings
+                out["revisit_min_s"] = wait
             c = _crawl(web, work, opts, settings, timeout, opts.kill_one)
             out["crawl"] = analyse(web.hits(), delays, web.all_pages(), c["wall_s"])
             out["crawl"]["processes"] = c["processes"]
-            if opts.revisit:
+            for r in range(opts.revisit_rounds if opts.revisit else 0):
+                time.sleep(wait)
                 first = len(web.hits())
-                web.advance(0.2, opts.seed, gone=0.05)
+                web.advance(0.2, opts.seed, gone=0.05 if r == 0 else 0.0)
                 c = _crawl(web, work, opts, settings, timeout, False)
-                out["revisit"] = analyse(web.hits()[first:], delays, web.all_pages(),
-                                         c["wall_s"], web.changed, web.gone)
-                out["revisit"]["processes"] = c["processes"]
+                out[f"revisit {r + 1}"] = analyse(web.hits()[first:], delays, web.all_pages(),
+                                                  c["wall_s"], web.changed, web.gone)
+                out[f"revisit {r + 1}"]["processes"] = c["processes"]
     finally:
         if redis is not None:
             redis[0].shutdown()

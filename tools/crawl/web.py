@@ -20,7 +20,8 @@ Politeness, as a strict server would ask it:
   ``seconds`` or ``date`` (an HTTP date that far ahead).
 
 Revisits: :meth:`Web.advance` starts a new generation in which a seeded fraction of
-the pages has new text and another answers 404 or 410 (alternately); what changed is
+the pages has new text (the same pages for the same seed) and another answers 404 or
+410 (alternately); what changed is
 kept in ``changed`` and ``gone``. Every request is logged as a :class:`Hit` (host, path,
 agent, status, ``time.monotonic()`` at arrival, the Retry-After window it was given),
 so :mod:`tools.crawl.politeness` measures exactly what the hosts saw. Servers run in
@@ -167,12 +168,14 @@ class Web:
 
     def advance(self, fraction: float = 0.2, seed: int = 1, gone: float = 0.05) -> None:
         """A new generation: ``fraction`` of the pages get new text and ``gone`` of the
-        others answer 404 or 410 (home pages never go); ``changed`` and ``gone`` say which."""
+        others answer 404 or 410 (home pages never go); ``changed`` and ``gone`` say which.
+
+        One seed picks the same pages every time (pages that keep changing, as a news
+        site's do): the same ones change again, and more go."""
         if not (0 <= fraction <= 1 and 0 <= gone <= 1 and fraction + gone <= 1):
             raise ValueError(f"fraction={fraction}, gone={gone}: each in [0, 1], sum <= 1")
         pages = sorted(self.all_pages())
-        rng = random.Random(f"advance|{self.seed}|{seed}|{self.generation}")
-        rng.shuffle(pages)
+        random.Random(f"advance|{self.seed}|{seed}").shuffle(pages)
         n_changed = round(fraction * len(pages))
         candidates = [p for p in pages[n_changed:] if p[1] != "/" and p not in self.gone]
         dead = candidates[:round(gone * len(pages))]
