@@ -85,7 +85,7 @@ def _polite_parser(sub: argparse._SubParsersAction) -> None:
                    help="SIMSTORE_REVISIT_MIN and the wait between rounds, seconds (default: "
                    "2 x pages x delay + 5)")
     p.add_argument("--timeout", type=float, default=0.0, help="seconds a crawl may take "
-                   "(default: 60 + 4 x pages x delay)")
+                   "(default: 60 + 4 x pages x delay, at most 1800)")
     p.add_argument("--seed", type=int, default=d.seed, help="seed (default %(default)s)")
     p.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE",
                    help="a Scrapy setting for every process (repeat for more)")

@@ -45,6 +45,7 @@ from .web import Web
 
 SCHEDULERS = ("simstore", "redis", "plain")
 REVISIT_MAX_WAIT = 600.0  # seconds: the longest wait between two revisit rounds
+MAX_TIMEOUT = 1800.0  # seconds: the longest a crawl may take unless --timeout says more
 LEASE = 5  # SIMSTORE_LEASE of a kill run: a killed process's requests come back in 5 s
 POLL = 0.05  # seconds between looks at the processes
 
@@ -177,7 +178,7 @@ def run(opts: Options, work: Path | None = None) -> dict[str, Any]:
     web = Web(opts.hosts, opts.pages, opts.delay, opts.retry_after, opts.limited,
               opts.limit_status, opts.retry_as, opts.seed)
     delays = dict.fromkeys(web.hosts, web.delay_seconds())
-    timeout = opts.timeout or 60 + 4 * opts.pages * web.delay_seconds()
+    timeout = opts.timeout or min(60 + 4 * opts.pages * web.delay_seconds(), MAX_TIMEOUT)
     redis = redis_server(work) if opts.scheduler == "redis" else None
     out: dict[str, Any] = {"options": {k: str(v) for k, v in vars(opts).items()},
                            "store": str(store), "work": str(work),
