@@ -48,7 +48,7 @@ def gate_from_settings(settings: Any) -> Gate:
             f"{settings.get('SIMSTORE_PATH')}: the pipeline would find every page the "
             "middleware stored 'unchanged' and drop every item; keep one of them")
     return Gate(settings.get("SIMSTORE_PATH"), k=k, threshold=threshold, durable=durable,
-                expire=expire)
+                expire=expire, allow_shared=flag(settings, "SIMSTORE_ALLOW_SHARED_STORE"))
 
 
 class Refused:

@@ -58,7 +58,7 @@ class Gate:
 
     def __init__(self, path: str | os.PathLike[str], *, k: int | None = None,
                  threshold: float | None = None, durable: bool = True,
-                 expire: float | None = None) -> None:
+                 expire: float | None = None, allow_shared: bool = True) -> None:
         if expire is not None and not (isinstance(expire, (int, float)) and expire > 0):
             raise SimstoreValueError(f"'expire' must be seconds > 0 (got {expire!r})")
         if k is not None and threshold is not None:
@@ -66,7 +66,7 @@ class Gate:
         kk = None if k is None else check_k(k)
         t = None if threshold is None else check_threshold(threshold)
         spath = os.fspath(path)
-        store = acquire(spath, k=kk, durable=durable)
+        store = acquire(spath, k=kk, durable=durable, allow_shared=allow_shared)
         try:
             self._sign = store.config.has_signature
             if t is not None and not self._sign:

@@ -74,12 +74,19 @@ def host_of(request: Any) -> str:
     return (urlparse_cached(request).hostname or "").lower()
 
 
+def engine_of(crawler: Any) -> Any:
+    """The crawler's engine, or None before the crawl starts."""
+    try:
+        return crawler.engine
+    except (AttributeError, RuntimeError):  # Scrapy >= 2.17 raises until it is set
+        return None
+
+
 def engine_slot(crawler: Any) -> Any:
     """Scrapy's engine slot: the one place its private ``_slot`` is read (its
     ``inprogress`` set is where a request stays until its callback's output is handled,
     and its ``nextcall`` wakes the engine)."""
-    engine = getattr(crawler, "engine", None)
-    return None if engine is None else getattr(engine, "_slot", None)
+    return getattr(engine_of(crawler), "_slot", None)
 
 
 class _Refused:
@@ -255,8 +262,7 @@ class Scheduler:
     # --- one commit: children, acknowledgements, takes --------------------------------------
 
     def _room(self) -> int:
-        engine = getattr(self.crawler, "engine", None)
-        active = len(getattr(getattr(engine, "downloader", None), "active", ()))
+        active = len(getattr(getattr(engine_of(self.crawler), "downloader", None), "active", ()))
         return max(1, self.concurrency - active)
 
     def _cycle(self, n: int) -> None:
@@ -366,7 +372,7 @@ class Scheduler:
         the request that made Scrapy fetch robots.txt then waits the delay after it, and
         no request leaves later than the time the frontier gave it (the downloader's
         ``slots`` are what Scrapy's AutoThrottle tunes too)."""
-        downloader = getattr(getattr(self.crawler, "engine", None), "downloader", None)
+        downloader = getattr(engine_of(self.crawler), "downloader", None)
         key = request.meta.get("download_slot") or urlparse_cached(request).hostname or ""
         slot = getattr(downloader, "slots", {}).get(key)
         if slot is not None:

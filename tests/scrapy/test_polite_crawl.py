@@ -13,7 +13,6 @@ from tools.crawl import polite  # noqa: E402
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="politeness lands with the crawl layer")
 def test_polite_crawl_simstore_scheduler(tmp_path: Path) -> None:
     """Two processes on one store keep each host's crawl delay, heed Retry-After, fetch every page
     once and share the work."""
@@ -26,3 +25,17 @@ def test_polite_crawl_simstore_scheduler(tmp_path: Path) -> None:
     assert r["inside_retry_after"] == 0, r
     assert r["once_pct"] >= 99, r
     assert len(r["agents"]) == 2 and r["min_share_pct"] >= 15, r
+
+
+@pytest.mark.slow
+def test_revisits_fetch_what_changed_and_leave_the_rest(tmp_path: Path) -> None:
+    """With SIMSTORE_REVISIT=adaptive, a second revisit round refetches every page that keeps
+    changing and no page that did not, and a gone page is asked only as often as it was due."""
+    opts = polite.Options(procs=2, hosts=2, pages=20, delay="0.05", limited=0, revisit=True,
+                          revisit_rounds=2, scheduler="simstore", timeout=40)
+    r = polite.run(opts, tmp_path)
+    first, second = r["revisit 1"]["revisit"], r["revisit 2"]["revisit"]
+    assert first["changed_refetched_pct"] == 100.0  # everything was due once
+    assert second["changed"] > 0 and second["changed_refetched_pct"] >= 90, second
+    assert second["unchanged_refetched"] <= 0.1 * second["unchanged"], second
+    assert r["revisit 2"]["fetched_twice"] == 0 and r["revisit 2"]["answers_429"] == 0
