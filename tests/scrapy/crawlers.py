@@ -7,6 +7,9 @@ import os
 import subprocess
 from pathlib import Path
 
+import scrapy
+from scrapy.utils.test import get_crawler
+
 from tools.crawl import spider
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,3 +61,17 @@ class Crawler:
         return (self.stats_file.parent / f"{self.agent}.log").read_text(errors="replace")
 
 
+
+
+class Spider(scrapy.Spider):
+    """A spider for components built without a crawl."""
+
+    name = "t"
+
+    def parse(self, response):
+        pass
+
+
+def crawler_of(path: Path, **settings: object):
+    """A crawler (no crawl) whose SIMSTORE_PATH is path."""
+    return get_crawler(Spider, settings_dict={"SIMSTORE_PATH": str(path), **settings})

@@ -14,28 +14,16 @@ from simstore.crawl import Frontier
 scrapy = pytest.importorskip("scrapy")
 
 from scrapy.http import Request  # noqa: E402
-from scrapy.utils.test import get_crawler  # noqa: E402
 
 from simstore.scrapy import DupeFilter, NearDuplicateMiddleware, Scheduler  # noqa: E402
 from simstore.scrapy._settings import lease_setting, refusal  # noqa: E402
-
-
-class Spider(scrapy.Spider):
-    name = "t"
-
-    def parse(self, response):
-        pass
-
-
-def crawler_of(tmp_path, **settings):
-    return get_crawler(Spider, settings_dict={"SIMSTORE_PATH": str(tmp_path / "store"),
-                                              **settings})
+from tests.scrapy.crawlers import Spider, crawler_of  # noqa: E402
 
 
 def test_dupefilter_is_rfpdupefilter_on_the_store(tmp_path, caplog):
     """DupeFilter is an RFPDupeFilter (same fingerprints, its log and count of the
     filtered requests), and a second instance (another process, a later run) sees them."""
-    crawler = crawler_of(tmp_path)
+    crawler = crawler_of(tmp_path / "store")
     df = DupeFilter.from_crawler(crawler)
     assert isinstance(df, scrapy.dupefilters.RFPDupeFilter)
     r = Request("http://x/a?b=1&a=2")
@@ -47,7 +35,7 @@ def test_dupefilter_is_rfpdupefilter_on_the_store(tmp_path, caplog):
     assert crawler.stats.get_value("dupefilter/filtered") == 2
     assert caplog.text.count("Filtered duplicate request") == 1
     df.close("finished")
-    again = DupeFilter.from_crawler(crawler_of(tmp_path))
+    again = DupeFilter.from_crawler(crawler_of(tmp_path / "store"))
     assert again.request_seen(Request("http://x/a?b=1&a=2"))
     again.close("finished")
 
@@ -69,7 +57,7 @@ def test_lease_setting(raw, ok):
 
 def test_a_refused_scheduler_touches_no_store(tmp_path):
     """A bad setting refuses the crawl: the scheduler gives nothing and creates no store."""
-    crawler = crawler_of(tmp_path, SIMSTORE_LEASE="0")
+    crawler = crawler_of(tmp_path / "store", SIMSTORE_LEASE="0")
     sched = Scheduler.from_crawler(crawler)
     assert "SIMSTORE_LEASE" in str(refusal(crawler))
     assert sched.next_request() is None and not sched.has_pending_requests()
@@ -81,7 +69,7 @@ def test_a_refusal_elsewhere_leaves_the_frontier_as_it_was(tmp_path):
     a queued frontier keeps every request."""
     with simstore.SimStore(tmp_path / "store") as s:
         Frontier(s).push_many([(0, b"\x02{}", b"fp%d" % i, True, "x") for i in range(3)])
-    crawler = crawler_of(tmp_path, SIMSTORE_MODE="Log",
+    crawler = crawler_of(tmp_path / "store", SIMSTORE_MODE="Log",
                          DOWNLOADER_MIDDLEWARES={"simstore.scrapy.NearDuplicateMiddleware": 575})
     assert isinstance(NearDuplicateMiddleware.from_crawler(crawler),
                       simstore.scrapy._crawler.Refused)
@@ -102,7 +90,7 @@ def engine_for(crawler):
 def test_scheduler_acknowledges_a_request_only_when_the_engine_is_done(tmp_path):
     """A dequeued request stays leased while the engine has it in progress; once out, the
     next pop acknowledges it in its transaction. Children enqueued meanwhile are queued."""
-    crawler = crawler_of(tmp_path, SIMSTORE_LEASE=30)
+    crawler = crawler_of(tmp_path / "store", SIMSTORE_LEASE=30)
     sched = Scheduler.from_crawler(crawler)
     slot, _ = engine_for(crawler)
     sched.open(Spider.from_crawler(crawler))
@@ -134,7 +122,7 @@ def test_scheduler_acknowledges_a_request_only_when_the_engine_is_done(tmp_path)
 def test_scheduler_keeps_unserializable_requests_in_memory(tmp_path):
     """A request whose callback is not a spider method stays in this process (counted), and
     comes out first; its fingerprint is still shared."""
-    crawler = crawler_of(tmp_path)
+    crawler = crawler_of(tmp_path / "store")
     sched = Scheduler.from_crawler(crawler)
     engine_for(crawler)
     sched.open(Spider.from_crawler(crawler))
@@ -150,7 +138,7 @@ def test_scheduler_keeps_unserializable_requests_in_memory(tmp_path):
 def test_scheduler_waits_for_work_other_processes_hold(tmp_path):
     """While another owner holds a lease, the scheduler has pending requests and keeps the
     spider open on idle; once that lease is acknowledged it lets the spider close."""
-    crawler = crawler_of(tmp_path)
+    crawler = crawler_of(tmp_path / "store")
     sched = Scheduler.from_crawler(crawler)
     engine_for(crawler)
     sched.open(Spider.from_crawler(crawler))
@@ -169,7 +157,7 @@ def test_scheduler_waits_for_work_other_processes_hold(tmp_path):
 def test_scheduler_and_middleware_share_the_store_handle(tmp_path):
     """In one process the scheduler takes the middleware's open store (LMDB allows one
     handle), and the store closes when both let go."""
-    crawler = crawler_of(tmp_path)
+    crawler = crawler_of(tmp_path / "store")
     mw = NearDuplicateMiddleware.from_crawler(crawler)
     sched = Scheduler.from_crawler(crawler)
     assert sched.store is mw.gate.store

@@ -12,24 +12,12 @@ import pytest
 
 scrapy = pytest.importorskip("scrapy")
 
-from scrapy.utils.test import get_crawler  # noqa: E402
-
 import simstore  # noqa: E402
 from simstore.crawl import Frontier, Push  # noqa: E402
 from simstore.scrapy import NearDuplicateMiddleware, Scheduler  # noqa: E402
 from simstore.scrapy._settings import refusal  # noqa: E402
 from simstore.scrapy._stores import acquire, release  # noqa: E402
-
-
-class Spider(scrapy.Spider):
-    name = "t"
-
-    def parse(self, response):
-        pass
-
-
-def crawler_of(path, **settings):
-    return get_crawler(Spider, settings_dict={"SIMSTORE_PATH": str(path), **settings})
+from tests.scrapy.crawlers import Spider, crawler_of  # noqa: E402
 
 
 def modes(path):
