@@ -423,6 +423,11 @@ class Frontier:
         """The frontier at a glance: counts, leases by owner, paused, the first hosts."""
         return self._read(lambda t: t.status(hosts))
 
+    def owners(self) -> list[dict[str, Any]]:
+        """Who holds leases: per owner, how many, the oldest one's age in seconds and how
+        many ran out."""
+        return self._read(lambda t: t.owners())
+
     def next_wake(self) -> float | None:
         """When the first waiting host may go (seconds since the epoch), or None."""
         return self._read(lambda t: t.first_wait())
@@ -876,7 +881,7 @@ class _Txn:
         rows.sort(key=lambda r: (-r["queued"], -r["in_flight"], r["host"]))
         return rows if limit is None else rows[:limit]
 
-    def status(self, hosts: int | None) -> dict[str, Any]:
+    def owners(self) -> list[dict[str, Any]]:
         owners: dict[str, dict[str, Any]] = {}
         for _, le in self.iter_leases():
             who = le.owner.decode("utf-8", "replace")
@@ -885,11 +890,14 @@ class _Txn:
             o["leases"] += 1
             o["oldest_age"] = max(o["oldest_age"], (self.now - le.taken_ms) / 1000)
             o["expired"] += le.deadline_ms < self.now
+        return sorted(owners.values(), key=lambda o: o["owner"])
+
+    def status(self, hosts: int | None) -> dict[str, Any]:
         out: dict[str, Any] = {"frontier": self.f.name, "version": FRONTIER_VERSION,
                                "now": self.now / 1000}
         out.update(self.counts())
         out["paused"] = self.txn.get(self.f._paused_key, db=self.meta) is not None
-        out["owners"] = sorted(owners.values(), key=lambda o: o["owner"])
+        out["owners"] = self.owners()
         out["next_wake"] = self.first_wait()
         rows = self.host_rows(None)
         out["host_count"] = len(rows)

@@ -55,7 +55,8 @@ HOST_STATS = "simstore/hosts/"
 START_CHECKED = "simstore_start_checked"  # meta of a start request once filtered
 THROTTLED = "simstore_throttled"  # meta: 429/503 answers this request had (no retry spent)
 FREE_THROTTLES = 8  # 429/503 answers per request that cost no retry
-WAIT_LOG_EVERY = 10.0  # seconds between two "waiting for leases" lines
+WAIT_QUIET = 1.0  # seconds without a take before the wait is explained
+WAIT_LOG_EVERY = 10.0  # seconds between two lines explaining a wait
 
 
 def filters(request: Any) -> bool:
@@ -142,6 +143,7 @@ class Scheduler:
         self._timer: Any = None
         self._renewed = time.monotonic()
         self._wait_logged = 0.0
+        self._empty_since: float | None = None
         self._loop: Any = None
         self._taken = 0
         self._quiet_until = 0.0  # no take before (nothing was fetchable, nothing changed)
@@ -283,7 +285,10 @@ class Scheduler:
             self.stats.inc_value(STATS + "reclaimed", taken.reclaimed)
         for popped in taken.popped:
             self._hand_out(popped)
-        if n and not taken.popped:
+        if taken.popped:
+            self._empty_since = None
+        elif n:
+            self._log_wait(taken.wake)
             self._wait(taken.wake)
             self._quiet_until = min(taken.wake or math.inf, time.time() + TICK)
 
@@ -395,9 +400,13 @@ class Scheduler:
                     response.status, blocked, extra={"spider": self.spider})
 
     def _received(self, response: Any, request: Any, spider: Any = None) -> None:
-        """An answer the engine got: its status, digest and verdict, for the revisit."""
+        """An answer the engine got: its status (counted on its host) and, for the revisit,
+        its digest and the middleware's verdict."""
         rid = id(request)
-        if rid not in self._held or not self.revisit:
+        if rid not in self._held:
+            return
+        if not self.revisit:
+            self._outcomes[rid] = (response.status, 0, None)
             return
         verdict = request.meta.get("simstore")
         changed = {NEW: True, CHANGED: True, UNCHANGED: False}.get(verdict)
@@ -425,20 +434,22 @@ class Scheduler:
         """Keep the spider open while other processes hold work that may come back."""
         if self.has_pending_requests():
             self._waiting = True
-            self._log_wait()
             raise DontCloseSpider
 
-    def _log_wait(self) -> None:
+    def _log_wait(self, wake: float | None) -> None:
+        """Say why nothing could be taken, once the wait has lasted WAIT_QUIET s, then every
+        WAIT_LOG_EVERY s: leases other processes hold (a killed one's run out), or hosts
+        that all wait (blocked, or on their delays)."""
         now = time.monotonic()
-        if now - self._wait_logged < WAIT_LOG_EVERY:
+        if self._empty_since is None:
+            self._empty_since = now
+        if now - self._empty_since < WAIT_QUIET or now - self._wait_logged < WAIT_LOG_EVERY:
             return
         self._wait_logged = now
-        status = self.frontier.status(hosts=0)
-        others = [o for o in status["owners"] if o["owner"] != self.owner]
-        if status["queued"] and not others:
-            when = status["next_wake"]
-            logger.info("simstore: %d requests queued, waiting for their hosts' delays "
-                        "(next at %s)", status["queued"], _clock(when),
+        others = [o for o in self.frontier.owners() if o["owner"] != self.owner]
+        if wake is not None and not others:
+            logger.info("simstore: every host with queued requests waits (its delay or a "
+                        "429/503 block); the next may be asked at %s", _clock(wake),
                         extra={"spider": self.spider})
         for o in others:
             logger.info("simstore: waiting for %d requests leased by %s (oldest %.0f s ago%s)",

@@ -166,3 +166,41 @@ def test_scheduler_and_middleware_share_the_store_handle(tmp_path):
     sched.close("finished")
     with pytest.raises(simstore.StoreClosedError):
         len(mw.gate.store)
+
+
+def test_a_wait_on_other_processes_leases_is_explained(tmp_path, caplog, monkeypatch):
+    """Nothing to take while another process holds leases: one INFO line names the owner,
+    how many it holds and how old the oldest is (issue 55 item 14)."""
+    monkeypatch.setattr(simstore.scrapy._scheduler, "WAIT_QUIET", 0.0)
+    crawler = crawler_of(tmp_path / "store")
+    sched = Scheduler.from_crawler(crawler)
+    engine_for(crawler)
+    sched.open(Spider.from_crawler(crawler))
+    sched.enqueue_request(Request("http://x/1"))
+    sched._cycle(0)
+    sched.frontier.pop(30, "host/4242/dead")
+    caplog.set_level("INFO", logger="simstore.scrapy")
+    assert sched.next_request() is None
+    waits = [r.getMessage() for r in caplog.records if "waiting for" in r.getMessage()]
+    assert len(waits) == 1 and "1 requests leased by host/4242/dead" in waits[0]
+    sched.close("shutdown")
+
+
+def test_a_rerun_with_nothing_to_do_says_so(tmp_path, caplog):
+    """A finished crawl run again: its start request is seen, nothing is taken, and closing
+    says the crawl in this store is done and how to fetch again."""
+    for run in range(2):
+        crawler = crawler_of(tmp_path / "store")
+        sched = Scheduler.from_crawler(crawler)
+        slot, _ = engine_for(crawler)
+        sched.open(Spider.from_crawler(crawler))
+        sched.enqueue_request(Request("http://x/", meta={"is_start_request": True},
+                                      dont_filter=True))
+        if run == 0:
+            slot.inprogress.add(sched.next_request())
+            slot.inprogress.clear()
+        else:
+            caplog.set_level("INFO", logger="simstore.scrapy")
+            assert sched.next_request() is None
+        sched.close("finished")
+    assert "the crawl in this store is done" in caplog.text
