@@ -35,6 +35,7 @@ from ..exceptions import (
     FormatVersionError,
     SimstoreTypeError,
     SimstoreValueError,
+    StoreError,
 )
 from .records import (
     DELAY_KNOWN,
@@ -205,6 +206,10 @@ class Frontier:
             raise SimstoreTypeError("'politeness' must be a simstore.crawl.Politeness")
         if revisit is not None and not isinstance(revisit, Revisit):
             raise SimstoreTypeError("'revisit' must be a simstore.crawl.Revisit")
+        if getattr(store, "durability", None) == "unsafe":
+            raise StoreError(
+                f"store {store.path!r} is open with durable='unsafe', which an OS crash may "
+                "corrupt: a crawl frontier is refused on it (open it with durable=False)")
         self.name = check_name(name)
         self.expire = expire
         self.politeness = politeness or Politeness()

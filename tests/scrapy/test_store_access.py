@@ -99,3 +99,13 @@ def test_acquire_shares_one_handle_and_the_last_release_closes(tmp_path):
     assert not b.closed
     release(b)
     assert b.closed
+
+
+def test_the_frontier_is_refused_on_a_store_that_an_os_crash_may_corrupt(tmp_path):
+    """durable='unsafe' (LMDB's NOSYNC) may corrupt the store in an OS crash: a frontier
+    refuses it, while durable=False (data flushed at commit) is accepted."""
+    with simstore.SimStore(tmp_path / "u", durable="unsafe") as s:
+        with pytest.raises(simstore.StoreError, match="unsafe"):
+            Frontier(s)
+    with simstore.SimStore(tmp_path / "n", durable=False) as s:
+        assert len(Frontier(s)) == 0
