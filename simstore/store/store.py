@@ -211,21 +211,23 @@ class SimStore:
     # --- writes ----------------------------------------------------------------------
 
     def _write(self, op: Any, *args: Any, need: int = 0) -> Any:
-        """op(txn, handles, *args) in a write transaction, with the handles of the live env.
+        """op(txn, handles, *args) in a write transaction, with the handles of the live env,
+        committed with the writes other threads queued meanwhile (group commit: one
+        flush for all, each call's result its own; see env/group.py).
 
         (After fork the environment is reopened first, and the handles with it.)
         """
-        with self._env.lock:
-            self._env.live()
-            out = self._env.write(op, self._h, *args, need=need)
-            self._repay()
-            return out
+        out = self._env.write_grouped(lambda txn: op(txn, self._h, *args), need=need)
+        self._repay()
+        return out
 
     def _repay(self) -> None:
         """After a commit outside batch(): the merging a bulk write left owed, in commits
         of their own (each as crash-safe as any: a killed process leaves the merge to the
         next writes), so the pages it frees are reused as it goes."""
         env = self._env
+        if not self._h.tables.owes():  # the lock spared: threads writing together queue
+            return
         with env.lock:
             if env.wtxn is not None:  # inside batch(): its end pays
                 return

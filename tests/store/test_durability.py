@@ -5,6 +5,8 @@ flags keep after an OS crash: tests/store/test_powerloss.py)."""
 from __future__ import annotations
 
 import pickle
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -71,22 +73,29 @@ class _CountingEnv:
         return getattr(self._env, name)
 
 
+@contextmanager
+def counting_flushes(store: SimStore) -> Iterator[_CountingEnv]:
+    """The store's shared lmdb environment counting the flushes simstore forces."""
+    shared = store._env.shared
+    real = shared.env
+    shared.env = counting = _CountingEnv(real)
+    try:
+        yield counting
+    finally:
+        shared.env = real
+
+
 def test_a_full_handle_flushes_the_meta_page_of_a_normal_environment(tmp_path) -> None:
     """A durable=True handle joining a durable=False environment flushes after each of its
     commits; the durable=False handle does not."""
     with SimStore(tmp_path / "s", durable=False) as normal, \
             SimStore(tmp_path / "s", durable=True) as full:
-        shared = normal._env.shared
-        real = shared.env
-        shared.env = counting = _CountingEnv(real)
-        try:
+        with counting_flushes(normal) as counting:
             normal.add("a", 1)
             assert counting.flushes == 0
             full.add("b", 2)
             full.remove("a")
             assert counting.flushes == 2
-        finally:
-            shared.env = real
         assert dict(full.items()) == {"b": 2}
 
 

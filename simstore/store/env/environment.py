@@ -30,6 +30,7 @@ from ...exceptions import (
 from ..format import PAGE
 from .durability import flush_after, refusal
 from .errors import translate
+from .group import write_grouped
 from .shared import MAX_GROWTHS, OPEN, OPEN_LOCK, Shared, abort_quietly, file_id
 
 T = TypeVar("T")
@@ -280,6 +281,12 @@ class Env:
 
             self.maybe_grow(need)
             return self.retrying(attempt, self.grow)
+
+    def write_grouped(self, call: Callable[[Any], T], need: int = 0) -> T:
+        """call(txn) in a write transaction (the batch's, if this thread has one open),
+        committed together with the writes other threads of this process queued while
+        they waited for the lock: one commit, one flush (:mod:`.group`)."""
+        return write_grouped(self, call, need)
 
     def _replay(self) -> None:
         """After MapFullError inside batch(): grow, restart the transaction, redo its ops.

@@ -90,6 +90,12 @@ class Shared:
         self.epoch = 0
         self.key: tuple[int, int] | None = None
         self.handles: weakref.WeakSet[Handle] = weakref.WeakSet()
+        # writes of threads waiting for the lock, committed together by the next writer
+        # to hold it (Env.write_grouped); guarded by queue_lock
+        self.queue: list[Any] = []
+        self.queue_lock = threading.Lock()
+        self.leading = False  # a thread is committing queued writes
+        self.led = threading.Condition(self.queue_lock)  # notified when it is done
         self.store_lock = StoreLock(self.path, self.readonly)
         register(self)
 

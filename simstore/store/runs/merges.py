@@ -137,6 +137,11 @@ class Merger:
         self._owe = (txn, held + budget - cap)
         return cap
 
+    def owes(self) -> bool:
+        """Whether a write left merging owed (read without the store's lock: a hint that
+        spares a caller the lock when nothing is owed)."""
+        return self._owe is not None
+
     def take_owed(self, txn: Any) -> int:
         """Docs' worth of merging the committed write transaction txn owes (then none)."""
         owe, self._owe = self._owe, None

@@ -367,6 +367,10 @@ class RunTables:
 
     # --- merging a write left owed (the TableEngine's upkeep) ---------------------------
 
+    def owes(self) -> bool:
+        """Whether a write left merging owed (see Merger.owes)."""
+        return self.merger.owes()
+
     def take_owed(self, txn: Any) -> int:
         """Docs' worth of merging the committed write transaction txn owes (then none)."""
         return self.merger.take_owed(txn)
