@@ -2,12 +2,12 @@
 
 For each durability mode, a child process runs a seeded workload on one store through the
 public API (adds, ``add_if_new``, ``add_many``, removes, batches, ``merge_levels``,
-``expire``, the crawl frontier's push, pop with acks, take with children and acks, ack
-and release, and ``dedup-corpus --store`` in a process of its own) with
-``writes_shim.c`` preloaded:
-every write, flush and size change below the store's directory is logged, and the child
-logs a marker before each call and after it returns (the call acknowledged), with the
-state the store then holds (its documents and its frontier).
+``expire``, four threads adding at once, the crawl frontier's push, pop with acks, take
+with children and acks, ack and release (not on an unsafe store: the frontier refuses
+one), and ``dedup-corpus --store`` in a process of its own) with ``writes_shim.c`` preloaded: every write, flush and size change below the
+store's directory is logged, and the child logs a marker before each call and after it
+returns (the call acknowledged), with the state the store then holds (its documents and
+its frontier).
 
 Crash states (:mod:`.crash_states`): at a random point of the trace, the data file as the
 last flush left it plus some of the later writes (none; in order up to a point; a random
@@ -15,8 +15,9 @@ subset, whole; a random subset of their 512-byte sectors: torn pages). Each is w
 a directory, opened with simstore, checked by verify's whole check and read; it must be
 the state after some call: at least the last call acknowledged before the last flush
 (``durable=False``) or before the crash (``durable=True``), and no call not yet begun.
-A state inside a call of several commits (``expire``, ``dedup-corpus``) counts when its
-documents lie between the states before and after it. Anything else is corrupt (verify's
+A state inside a call of several commits (``expire``, ``dedup-corpus``, four threads
+adding at once: group commits) counts when its documents lie between the states before
+and after it. Anything else is corrupt (verify's
 problems, an open refused, the checker killed, or a state no order of commits makes) or
 a lost acknowledged commit. ``--control`` runs ``durable='unsafe'`` too, which must show
 at least one: a tool that cannot fail proves nothing.
@@ -31,6 +32,7 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +48,7 @@ from .constants import CHURN_RUNS, set_constants
 from .corpus_kills import write_corpus
 
 MODES = {"full": True, "normal": False, "unsafe": "unsafe"}
-MULTI = ("expire", "dedup-corpus")  # calls of several commits
+MULTI = ("expire", "dedup-corpus", "threads")  # calls of several commits
 CORPUS_DOCS = 300
 STATE_TIMEOUT = 60.0  # seconds a checker may spend on one state
 
@@ -64,11 +66,16 @@ def digest(store: SimStore, frontier: Frontier | None) -> dict[str, Any]:
     return {"digest": h, "items": items, "front": front}
 
 
-def _plan(rng: random.Random, ops: int) -> list[str]:
-    """The calls, in order; dedup-corpus once, halfway."""
+FRONTIER = ["push"] + ["push_many"] * 2 + ["pop"] * 3 + ["take"] * 2 + ["ack", "release"]
+
+
+def _plan(rng: random.Random, ops: int, mode: str) -> list[str]:
+    """The calls, in order; dedup-corpus once, halfway. No frontier calls on an unsafe
+    store: the frontier refuses one."""
     kinds = ["add"] * 4 + ["add_if_new"] * 3 + ["add_many"] * 2 + ["remove"] * 2 + [
-        "remove_many", "batch", "merge_levels", "expire", "push"] + ["push_many"] * 2 + [
-        "pop"] * 3 + ["take"] * 2 + ["ack", "release"]
+        "remove_many", "batch", "merge_levels", "expire", "threads"]
+    if mode != "unsafe":
+        kinds += FRONTIER
     plan = [rng.choice(kinds) for _ in range(ops)]
     plan[ops // 2] = "dedup-corpus"
     return plan
@@ -112,6 +119,15 @@ class _Workload:
             s.expire(before=self.now - 10**5)
         elif kind == "dedup-corpus":
             self._dedup()
+        elif kind == "threads":  # group commits: four threads adding at once
+            docs = [[(f"t{rng.randrange(10**9)}", rng.getrandbits(64)) for _ in range(8)]
+                    for _ in range(4)]
+            workers = [threading.Thread(target=lambda b=b: [s.add(i, fp) for i, fp in b])
+                       for b in docs]
+            for t in workers:
+                t.start()
+            for t in workers:
+                t.join()
         else:
             self._frontier(kind)
 
@@ -156,7 +172,8 @@ class _Workload:
                                       **digest(self.store, self.frontier)}) + "\n")
             acked(0, "start")
             cs.mark(self.log, "B 1")
-            self.frontier = Frontier(self.store)
+            if self.store.durability != "unsafe":
+                self.frontier = Frontier(self.store)
             acked(1, "frontier")
             for j, kind in enumerate(plan, start=2):
                 cs.mark(self.log, f"B {j}")
@@ -169,7 +186,7 @@ def worker(store: str, io: str, log: str, mode: str, seed: int, ops: int) -> Non
     """The traced child: the workload of the seed on the store (internal sub-command)."""
     set_constants(CHURN_RUNS)  # levels and merges within a few calls of a small store
     w = _Workload(store, io, log, mode, seed)
-    w.run(_plan(random.Random(seed), ops), os.path.join(io, "states.jsonl"))
+    w.run(_plan(random.Random(seed), ops, mode), os.path.join(io, "states.jsonl"))
 
 
 # --------------------------------------------------------------------------- the checker
@@ -187,7 +204,7 @@ def checker() -> None:
             out: dict[str, Any] = {"corrupt": problems[:3]}
         else:
             try:
-                with SimStore(path, durable="unsafe") as s:
+                with SimStore(path, durable=False) as s:  # a frontier refuses "unsafe"
                     out = digest(s, Frontier(s))
             except SimstoreError as exc:
                 out = {"corrupt": [f"{type(exc).__name__}: {exc}"]}
