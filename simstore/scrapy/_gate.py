@@ -1,4 +1,4 @@
-"""The crawl's one decision: is this page new? One store, one rule, one transaction per page.
+"""The crawl's one decision: is this page new? One store, one rule, one transaction a call.
 
 A page is judged against the others stored: near one stored under ANOTHER id it is a
 near-duplicate; near the one stored under its own id it is unchanged (a recrawl or a
@@ -100,34 +100,18 @@ class Gate:
         return self.check_many([doc_id], [text])[0]
 
     def check_many(self, doc_ids: Sequence[DocId], texts: Sequence[str]) -> list[Verdict]:
-        """:meth:`check` for each text in order: the near-duplicate test and the stores in
-        ONE transaction (one commit), then the unchanged pages' new times in one more."""
+        """:meth:`check` for each text in order, in ONE store call (one transaction, one
+        commit): the near-duplicate test, the stores and the unchanged pages' new times
+        (:meth:`SimStore.recrawl_many`)."""
         s = self.store
         since = None if self.expire is None else time.time() - self.expire
-        known = [d in s for d in doc_ids]
         items = s.signatures(texts) if self.k is None or self._sign else \
             s.fingerprint_texts(texts)
-        # with expiry, a page's own old version may be too old to count: asked apart
-        own = [was and since is not None and self._near_own(d, items[j])
-               for j, (d, was) in enumerate(zip(doc_ids, known, strict=True))]
         if self.k is None:
-            found = s.add_if_new_many(doc_ids, items, threshold=self.threshold, since=since)
+            rows = s.recrawl_many(doc_ids, items, threshold=self.threshold, since=since)
         else:
-            found = s.add_if_new_many(doc_ids, items, self.k, since=since)
-        verdicts = [self._verdict(*row) for row in zip(doc_ids, found, known, own, strict=True)]
-        seen = [d for d, v in zip(doc_ids, verdicts, strict=True) if v.status == UNCHANGED
-                and not v.new]
-        if seen:
-            with s.batch():
-                for d in seen:
-                    s.touch(d)
-        return verdicts
-
-    def _near_own(self, doc_id: DocId, item: Any) -> bool:
-        """Whether the version stored under doc_id (however old) is near item."""
-        if self.k is None:
-            return any(m.doc_id == doc_id for m in self.store.similar(item, self.threshold))
-        return any(m.doc_id == doc_id for m in self.store.query(item, self.k))
+            rows = s.recrawl_many(doc_ids, items, self.k, since=since)
+        return [self._verdict(d, *row) for d, row in zip(doc_ids, rows, strict=True)]
 
     def _verdict(self, doc_id: DocId, found: list[Any], known: bool, own: bool) -> Verdict:
         if not found:

@@ -71,6 +71,17 @@ class Docs(NamedTuple):
     sets: ShingleSets | None = None
 
 
+class Recrawl(NamedTuple):
+    """One document's answer from :meth:`SimStore.recrawl_many`: ``found``, what
+    ``add_if_new`` returns ([] = stored now); ``known``, whether its id was stored before
+    the call; ``near_own`` (asked only with ``since``), whether the version stored under
+    its id before the call, however old, is near it."""
+
+    found: list[Any]
+    known: bool
+    near_own: bool
+
+
 # Stored docs near one document: (score, internal id, docs record) -- score is the
 # Jaccard estimate or the Hamming distance.
 Found = list[tuple[Any, int, bytes]]

@@ -59,6 +59,7 @@ from . import (
     shingles as _shingles,
     writes as _writes,
 )
+from .dedup_many import Recrawl
 from .env import Env, NamedDatabases, current_pid, translate
 from .format import MAX_DOC_ID_BYTES, PAGE, DocId, decode_id
 from .maintenance import layout_fit
@@ -66,8 +67,8 @@ from .reads import Match, SimilarMatch
 from .upgrade import upgrade
 
 __all__ = [
-    "DEFAULT_EXPECTED_SIZE", "DEFAULT_K", "MAX_DOC_ID_BYTES", "DocId", "Match", "SimilarMatch",
-    "SimStore", "upgrade",
+    "DEFAULT_EXPECTED_SIZE", "DEFAULT_K", "MAX_DOC_ID_BYTES", "DocId", "Match", "Recrawl",
+    "SimilarMatch", "SimStore", "upgrade",
 ]
 
 # Best F1 for Jaccard >= 0.9 in docs/quality.md; k = 3 serves Jaccard >= 0.95 and is ~4x faster.
@@ -405,8 +406,18 @@ class SimStore:
         and the stored docs written in bulk (see :mod:`simstore.store.dedup_many`).
         ``at`` and ``since`` as for :meth:`add_if_new` (one time of storage for all).
         """
+        docs, rule, need = self._bulk_args(F.doc_ids_list(doc_ids), fps, k, threshold, at,
+                                           since)
+        if not docs.encs:
+            return []
+        return self._write(_dedup_bulk.add_if_new_many, docs, rule, need=need)  # type: ignore[no-any-return]
+
+    def _bulk_args(self, ids: list[DocId], fps: Any, k: int | None, threshold: float | None,
+                   at: float | None, since: float | None
+                   ) -> tuple[_dedup_bulk.Docs, _dedup_bulk.Rule, int]:
+        """add_if_new_many's arguments checked: the docs, the rule, the bytes to grow by."""
         when, after = F.at_ms(at), _since_ms(since)
-        encs = [F.encode_id(d) for d in F.doc_ids_list(doc_ids)]
+        encs = [F.encode_id(d) for d in ids]
         # distinct stand-in ids: only the checks and columns of add_many's input are wanted
         cols = _inputs.many(self._h, np.arange(len(encs), dtype=np.int64), fps)
         if cols.sketches is not None and k is None:
@@ -419,11 +430,68 @@ class SimStore:
             )
         else:
             rule = _dedup_bulk.Rule(self._k_arg(k), None, after, when)
-        if not encs:
-            return []
         docs = _dedup_bulk.Docs(encs, cols.fps, cols.sketches, cols.bands, cols.sets)
-        need = _inputs.bytes_needed(self._h, cols)
-        return self._write(_dedup_bulk.add_if_new_many, docs, rule, need=need)  # type: ignore[no-any-return]
+        return docs, rule, _inputs.bytes_needed(self._h, cols)
+
+    def recrawl_many(
+        self,
+        doc_ids: Iterable[DocId],
+        fps: Any,
+        k: int | None = None,
+        *,
+        threshold: float | None = None,
+        at: float | None = None,
+        since: float | None = None,
+    ) -> list[Recrawl]:
+        """A crawler's group of pages in ONE write transaction: :meth:`add_if_new_many`,
+        with what a recrawl needs to tell an unchanged page from a changed one.
+
+        Per doc, a :class:`Recrawl`: ``found``, exactly what ``add_if_new_many(doc_ids,
+        fps, k, threshold=threshold, at=at, since=since)`` returns for it; ``known``,
+        whether its id was stored before the call; ``near_own`` (False without ``since``),
+        whether the version stored under its id before the call, however old, is near it
+        by the same rule (as ``similar`` or ``query`` without ``since`` would name it).
+        Then every doc whose ``found`` names its own id (unchanged: nothing stored) gets
+        the time of storage ``at`` (default now), as :meth:`touch` gives it. The store is
+        left as those calls in that order leave it, in one commit (one flush): other
+        processes see all of it or none.
+        """
+        ids = F.doc_ids_list(doc_ids)
+        docs, rule, need = self._bulk_args(ids, fps, k, threshold, at, since)
+        if not ids:
+            return []
+        return self._write(self._op_recrawl, ids, docs, rule, need=need)  # type: ignore[no-any-return]
+
+    def _op_recrawl(self, txn: Any, h: _schema.Handles, ids: list[DocId],
+                    docs: _dedup_bulk.Docs, rule: _dedup_bulk.Rule) -> list[Recrawl]:
+        stored = h.idx.find_many(txn, docs.encs)
+        known = [enc in stored for enc in docs.encs]
+        in_map = txn is not self._env.wtxn  # nothing written yet, unless in a batch
+        own = [was and rule.since is not None and
+               any(m.doc_id == d for m in self._near(txn, docs, j, rule, in_map))
+               for j, (d, was) in enumerate(zip(ids, known, strict=True))]
+        found = _dedup_bulk.add_if_new_many(txn, h, docs, rule)
+        assert rule.at is not None
+        for d, enc, f in zip(ids, docs.encs, found, strict=True):
+            if any(m.doc_id == d for m in f):
+                _writes.touch(txn, h, enc, rule.at)
+        return [Recrawl(*row) for row in zip(found, known, own, strict=True)]
+
+    def _near(self, txn: Any, docs: _dedup_bulk.Docs, j: int, rule: _dedup_bulk.Rule,
+              in_map: bool) -> list[Any]:
+        """Every stored doc near doc j of docs by rule, however old (``similar`` or
+        ``query`` without ``since``, read in txn)."""
+        fp = int(docs.fps[j])
+        if rule.k is not None:
+            return self._search(txn, fp, rule.k)
+        assert docs.sketches is not None and docs.bands is not None
+        assert rule.threshold is not None
+        if docs.sets is not None:
+            keys = _writes.extra_of(docs.sketches[j], docs.bands[j])[1]
+            return _shingles.similar(self._h, txn, fp, docs.sets.take([j]),
+                                     _writes.keys_array(keys), rule.threshold)
+        return _reads.similar(self._h, txn, fp, docs.sketches[j], docs.bands[j],
+                              rule.threshold, in_map=in_map)
 
     # --- reads -------------------------------------------------------------------------
 
