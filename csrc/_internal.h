@@ -37,7 +37,7 @@ static inline uint64_t ss__fmix64(uint64_t k) {
  * str.lower, letters/digits of any script, Han/Kana one per token, from
  * tables generated from Python's unicodedata. Bytes: ASCII letters/digits and
  * every byte >= 0x80 are word bytes (the caller prepared the text). Return the
- * token count, or -1 out of memory. */
+ * token count, or SS_ENOMEM out of memory. */
 int64_t ss__tokenize_unicode(ss__text_scratch *s, const uint8_t *src, size_t len);
 int64_t ss__tokenize_bytes(ss__text_scratch *s, const uint8_t *src, size_t len);
 
@@ -45,7 +45,7 @@ int64_t ss__tokenize_bytes(ss__text_scratch *s, const uint8_t *src, size_t len);
  * -> weighted simhash (weighting as in ss_fingerprint_texts), tokenized by the
  * Unicode tables when unicode is nonzero and the document is not all ASCII,
  * else by bytes. Leaves the distinct hashes in s->hashes[0..*out_ndistinct),
- * first-seen order, and their counts in s->counts. Returns 0, -1 out of
+ * first-seen order, and their counts in s->counts. Returns SS_OK, SS_ENOMEM out of
  * memory. */
 int ss__text_fingerprint(ss__text_scratch *s, const uint8_t *src, size_t len,
                          int ngram, uint32_t seed, int weighting, int unicode,

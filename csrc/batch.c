@@ -12,7 +12,7 @@
  * The top level of pass p buckets all fingerprints by (up to 16 bits of)
  * block p with one counting-sort scatter: 12 bytes per fingerprint of scratch.
  * Inputs should be distinct: a search that meets two identical fingerprints
- * stops and returns SS_DUPLICATES (copies are then grouped by ss_dedupe).
+ * stops and returns SS_IDENTICAL (copies are then grouped by ss_dedupe).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +24,6 @@
  * splitting on the header bits they must share (tuned on 1M..10M random). */
 #define SS_TINY 12
 #define SS_SMALL 192
-/* Returned as soon as two identical fingerprints are seen: the caller groups
- * copies first (ss_dedupe) and searches again, so copies never cost pairs. */
-#define SS_DUPLICATES 1
 
 typedef struct {
     uint64_t head;                   /* a reported pair agrees on this block */
@@ -60,12 +57,12 @@ static int emit(ss_pairs *o, uint32_t a, uint32_t b, int d) {
     if (o->n == o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 1024;
         void *p;
-        if (cap > SIZE_MAX / sizeof(int64_t)) return -1;
-        if (!(p = realloc(o->i, cap * sizeof(int64_t)))) return -1;
+        if (cap > SIZE_MAX / sizeof(int64_t)) return SS_ENOMEM;
+        if (!(p = realloc(o->i, cap * sizeof(int64_t)))) return SS_ENOMEM;
         o->i = p;
-        if (!(p = realloc(o->j, cap * sizeof(int64_t)))) return -1;
+        if (!(p = realloc(o->j, cap * sizeof(int64_t)))) return SS_ENOMEM;
         o->j = p;
-        if (!(p = realloc(o->d, cap))) return -1;
+        if (!(p = realloc(o->d, cap))) return SS_ENOMEM;
         o->d = p;
         o->cap = cap;
     }
@@ -104,10 +101,10 @@ int ss_batch_brute_(ss_ctx *c, const uint64_t *fp, const uint32_t *ix,
             uint64_t x = fa ^ fp[b];
             int d = __builtin_popcountll(x);
             if (d > k) continue;
-            if (!x) return SS_DUPLICATES;
+            if (!x) return SS_IDENTICAL;
             if (!accepted(c, x)) continue;
             uint32_t ia = ix ? ix[a] : (uint32_t)a, ib = ix ? ix[b] : (uint32_t)b;
-            if (emit(c->out, ia, ib, d)) return -1;
+            if (emit(c->out, ia, ib, d)) return SS_ENOMEM;
         }
     }
     return 0;
@@ -165,9 +162,9 @@ static int sort_by_mask(ss_ctx *c, uint64_t *fp, uint32_t *ix, size_t g,
     if (g > c->scap) {
         size_t cap = g > 2 * c->scap ? g : 2 * c->scap;
         void *p;
-        if (!(p = realloc(c->sfp, cap * sizeof(uint64_t)))) return -1;
+        if (!(p = realloc(c->sfp, cap * sizeof(uint64_t)))) return SS_ENOMEM;
         c->sfp = p;
-        if (!(p = realloc(c->six, cap * sizeof(uint32_t)))) return -1;
+        if (!(p = realloc(c->six, cap * sizeof(uint32_t)))) return SS_ENOMEM;
         c->six = p;
         c->scap = cap;
     }
@@ -204,7 +201,7 @@ static int worth_splitting(int w, int k) {
 
 /* Sort a group by (fp & m) and search each run of equal values. */
 static int runs(ss_ctx *c, uint64_t *fp, uint32_t *ix, size_t g, uint64_t m) {
-    if (sort_by_mask(c, fp, ix, g, m)) return -1;
+    if (sort_by_mask(c, fp, ix, g, m)) return SS_ENOMEM;
     size_t s = 0;
     while (s < g) {
         uint64_t key = fp[s] & m;
@@ -223,7 +220,7 @@ static int node(ss_ctx *c, uint64_t *fp, uint32_t *ix, size_t g) {
         return ss_batch_brute_(c, fp, ix, g, 0, 1);
     uint64_t v = 0, heads = 0;
     for (size_t i = 1; i < g; i++) v |= fp[i] ^ fp[0];
-    if (!v) return SS_DUPLICATES;
+    if (!v) return SS_IDENTICAL;
     for (int L = 0; L < c->depth; L++) {
         heads |= c->lv[L].head;
         /* every pair agrees on an earlier block: reported elsewhere */
@@ -257,7 +254,7 @@ int ss_batch_brute(const uint64_t *fps, size_t n, int k, int part, int nparts,
                    ss_pairs *out) {
     if (k < 0 || k > 64 || nparts < 1 || part < 0 || part >= nparts ||
         (uint64_t)n > UINT32_MAX)
-        return -2;
+        return SS_EINVAL;
     ss_ctx c;
     memset(&c, 0, sizeof c);
     c.k = k;
@@ -319,11 +316,11 @@ int ss_batch_pass(const uint64_t *fps, size_t n, int k, int nblocks,
                   const uint64_t *combos, int ncombos, ss_pairs *out) {
     if (k < 0 || k > SS_MAX_K || nblocks <= k || nblocks > 64 ||
         (uint64_t)n > UINT32_MAX || ncombos < 0)
-        return -2;
+        return SS_EINVAL;
     for (int t = 0; t < ncombos; t++)
         if ((nblocks < 64 && combos[t] >> nblocks) ||
             __builtin_popcountll(combos[t]) != nblocks - k)
-            return -2;
+            return SS_EINVAL;
     if (n < 2 || ncombos == 0) return 0;
     ss_ctx c;
     memset(&c, 0, sizeof c);
@@ -335,9 +332,9 @@ int ss_batch_pass(const uint64_t *fps, size_t n, int k, int nblocks,
     uint32_t *ix = malloc(n * sizeof(uint32_t));
     uint16_t *bk = malloc(n * sizeof(uint16_t));
     size_t *start = malloc(((1 << 16) + 1) * sizeof(size_t));
-    int rc = -1;
+    int rc = SS_ENOMEM;
     if (fp && ix && bk && start) {
-        rc = 0;
+        rc = SS_OK;
         for (int t = 0; t < ncombos && !rc; t++)
             rc = one_pass(&c, fps, n, nblocks, blk, combos[t], fp, ix, bk, start);
     }
@@ -352,7 +349,7 @@ int ss_batch_pass(const uint64_t *fps, size_t n, int k, int nblocks,
 
 int ss_dedupe(const uint64_t *fps, size_t n, uint64_t *out_uniq,
               uint32_t *out_order, uint32_t *out_starts, size_t *out_nuniq) {
-    if ((uint64_t)n > UINT32_MAX) return -2;
+    if ((uint64_t)n > UINT32_MAX) return SS_EINVAL;
     *out_nuniq = 0;
     out_starts[0] = 0;
     if (n == 0) return 0;
@@ -364,7 +361,7 @@ int ss_dedupe(const uint64_t *fps, size_t n, uint64_t *out_uniq,
         free(count);
         free(b);
         free(bi);
-        return -1;
+        return SS_ENOMEM;
     }
     uint64_t *a = out_uniq;
     uint32_t *ai = out_order;
@@ -415,7 +412,7 @@ int ss_components(size_t n, const int64_t *a, const int64_t *b, size_t m,
     for (size_t x = 0; x < n; x++) label[x] = (int64_t)x;
     for (size_t e = 0; e < m; e++) {
         if (a[e] < 0 || b[e] < 0 || (uint64_t)a[e] >= n || (uint64_t)b[e] >= n)
-            return -2;
+            return SS_EINVAL;
         int64_t ra = find_root(label, a[e]), rb = find_root(label, b[e]);
         /* the smaller root wins, so a root is its component's minimum */
         if (ra < rb) label[rb] = ra;

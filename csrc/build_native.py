@@ -19,7 +19,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 SOURCES = [
     "murmur3.c", "hamming.c", "simhash.c", "signature.c", "permute.c", "batch.c", "query.c",
     "probe.c", "unicode.c", "jaccard.c", "lmdbmap.c", "buildinfo.c", "single.c",
-    "keytable.c", "textscratch.c",
+    "keytable.c", "textscratch.c", "status.c",
 ]
 # Headers whose CDEF parts are the binding's declarations.
 HEADERS = ["simstore.h", "buildinfo.h"]

@@ -80,15 +80,15 @@ int64_t ss_shingle_sets(const uint8_t *text, const int64_t *offsets,
                         uint64_t *out_hashes, size_t cap,
                         int64_t *out_offsets) {
     ss__text_scratch s;
-    if (ngram < 1) return -2;
+    if (ngram < 1) return SS_EINVAL;
     for (size_t d = 0; d < ndocs; d++)
-        if (offsets[d + 1] < offsets[d]) return -2;
-    if (ss__text_scratch_alloc(&s, offsets, ndocs) != 0) return -1;
+        if (offsets[d + 1] < offsets[d]) return SS_EINVAL;
+    if (ss__text_scratch_alloc(&s, offsets, ndocs) != 0) return SS_ENOMEM;
     size_t tmpcap = 0;
     uint64_t *tmp = NULL;
     size_t *count = malloc((((size_t)1 << BUCKET_BITS_MAX) + 1) * sizeof(size_t));
     int64_t pos = 0, rc = 0;
-    if (count == NULL) rc = -1;
+    if (count == NULL) rc = SS_ENOMEM;
     out_offsets[0] = 0;
     for (size_t d = 0; d < ndocs && rc == 0; d++) {
         size_t nd = 0;
@@ -96,13 +96,13 @@ int64_t ss_shingle_sets(const uint8_t *text, const int64_t *offsets,
         if (ss__text_fingerprint(&s, text + offsets[d],
                                  (size_t)(offsets[d + 1] - offsets[d]), ngram,
                                  seed, 0, unicode, &fp, &nd) != 0) {
-            rc = -1;
+            rc = SS_ENOMEM;
             break;
         }
         if (nd > tmpcap) {
             uint64_t *grown = realloc(tmp, nd * sizeof(uint64_t));
             if (grown == NULL) {
-                rc = -1;
+                rc = SS_ENOMEM;
                 break;
             }
             tmp = grown;
@@ -120,8 +120,12 @@ int64_t ss_shingle_sets(const uint8_t *text, const int64_t *offsets,
     return rc != 0 ? rc : pos;
 }
 
-/* |a & b| of two ascending sets, or -1 once more than budget values of a are
- * found missing from b (then the intersection is too small to matter). */
+/* What intersect answers once the intersection is too small to matter (a
+ * count, not a status). */
+enum { TOO_FEW = -1 };
+
+/* |a & b| of two ascending sets, or TOO_FEW once more than budget values of a
+ * are found missing from b. */
 static int64_t intersect(const uint64_t *a, size_t na, const uint64_t *b,
                          size_t nb, int64_t budget) {
     size_t i = 0, j = 0;
@@ -134,7 +138,7 @@ static int64_t intersect(const uint64_t *a, size_t na, const uint64_t *b,
             j++;
         } else if (x < y) {
             i++;
-            if (++missed > budget) return -1;
+            if (++missed > budget) return TOO_FEW;
         } else {
             j++;
         }
@@ -146,14 +150,14 @@ int ss_jaccard_pairs(const uint64_t *ha, const int64_t *offa, size_t na,
                      const uint64_t *hb, const int64_t *offb, size_t nb,
                      const int64_t *pi, const int64_t *pj, size_t npairs,
                      double threshold, double *out) {
-    if (!(threshold >= 0.0 && threshold <= 1.0)) return -2;
+    if (!(threshold >= 0.0 && threshold <= 1.0)) return SS_EINVAL;
     for (size_t p = 0; p < npairs; p++)
         if (pi[p] < 0 || (size_t)pi[p] >= na || pj[p] < 0 || (size_t)pj[p] >= nb)
-            return -2;
+            return SS_EINVAL;
     for (size_t p = 0; p < npairs; p++) {
         int64_t lo_a = offa[pi[p]], hi_a = offa[pi[p] + 1];
         int64_t lo_b = offb[pj[p]], hi_b = offb[pj[p] + 1];
-        if (hi_a < lo_a || hi_b < lo_b) return -2;
+        if (hi_a < lo_a || hi_b < lo_b) return SS_EINVAL;
         const uint64_t *a = ha + lo_a, *b = hb + lo_b;
         size_t la = (size_t)(hi_a - lo_a), lb = (size_t)(hi_b - lo_b);
         if (la == 0 && lb == 0) {
@@ -171,7 +175,7 @@ int ss_jaccard_pairs(const uint64_t *ha, const int64_t *offa, size_t na,
         double need = threshold * (double)(la + lb) / (1.0 + threshold);
         int64_t budget = (int64_t)la - (int64_t)need + 1;
         int64_t common = intersect(a, la, b, lb, budget);
-        if (common < 0) {
+        if (common == TOO_FEW) {
             out[p] = -1.0;
             continue;
         }
@@ -280,11 +284,11 @@ int64_t ss_shingles_encode(const uint64_t *hashes, const int64_t *offsets,
     int64_t pos = 0;
     out_offsets[0] = 0;
     for (size_t d = 0; d < nsets; d++) {
-        if (offsets[d + 1] < offsets[d]) return -2;
+        if (offsets[d + 1] < offsets[d]) return SS_EINVAL;
         const uint64_t *a = hashes + offsets[d];
         size_t n = (size_t)(offsets[d + 1] - offsets[d]);
         for (size_t i = 1; i < n; i++)
-            if (a[i] <= a[i - 1]) return -2;
+            if (a[i] <= a[i - 1]) return SS_EINVAL;
         size_t len = encode_set(a, n, NULL);
         if ((size_t)pos + len <= cap) encode_set(a, n, out + pos);
         pos += (int64_t)len;
@@ -300,10 +304,10 @@ typedef struct {
     int nacc;
 } bitreader;
 
-/* The next nb <= 32 bits; -1 past the end. */
+/* The next nb <= 32 bits; SS_EBADCODE past the end. */
 static int get_bits(bitreader *r, int nb, uint64_t *v) {
     while (r->nacc < nb) {
-        if (r->pos >= r->len) return -1;
+        if (r->pos >= r->len) return SS_EBADCODE;
         r->acc = (r->acc << 8) | r->in[r->pos++];
         r->nacc += 8;
     }
@@ -315,7 +319,7 @@ static int get_bits(bitreader *r, int nb, uint64_t *v) {
 static int get_wide(bitreader *r, int nb, uint64_t *v) { /* nb <= 64 */
     uint64_t hi = 0, lo = 0;
     if (nb > 32) {
-        if (get_bits(r, nb - 32, &hi) || get_bits(r, 32, &lo)) return -1;
+        if (get_bits(r, nb - 32, &hi) || get_bits(r, 32, &lo)) return SS_EBADCODE;
         *v = (hi << 32) | lo;
         return 0;
     }
@@ -326,29 +330,29 @@ static int get_wide(bitreader *r, int nb, uint64_t *v) { /* nb <= 64 */
     return get_bits(r, nb, v);
 }
 
-/* A code's header: its size n and where its bit stream starts (*body); -1 if
+/* A code's header: its size n and where its bit stream starts (*body); SS_EBADCODE if
  * the version is unknown, the varint runs off the end or n cannot fit. */
 static int read_header(const uint8_t *in, size_t len, uint64_t *n, size_t *body) {
-    if (len < 2 || in[0] != SET_CODEC_VERSION) return -1;
+    if (len < 2 || in[0] != SET_CODEC_VERSION) return SS_EBADCODE;
     uint64_t m = 0;
     size_t p = 1;
     for (int shift = 0;; shift += 7) {
-        if (p >= len || shift > 63) return -1;
+        if (p >= len || shift > 63) return SS_EBADCODE;
         uint8_t b = in[p++];
         m |= (uint64_t)(b & 127) << shift;
         if (!(b & 128)) break;
     }
     if (m == 0) {
-        if (p != len) return -1;
+        if (p != len) return SS_EBADCODE;
     } else if (p >= len || in[p] > 63 || (len - p - 1) * 8 < m) {
-        return -1; /* each gap takes at least one bit */
+        return SS_EBADCODE; /* each gap takes at least one bit */
     }
     *n = m;
     *body = p;
     return 0;
 }
 
-/* Decodes one code into out[0..n); -1 if it is malformed. */
+/* Decodes one code into out[0..n); SS_EBADCODE if it is malformed. */
 static int decode_set(const uint8_t *in, size_t len, size_t body, uint64_t n,
                       uint64_t *out) {
     if (n == 0) return 0;
@@ -358,28 +362,28 @@ static int decode_set(const uint8_t *in, size_t len, size_t body, uint64_t n,
     for (uint64_t i = 0; i < n; i++) {
         uint64_t q = 0, bit = 0, g = 0;
         while (q < ESCAPE_Q) {
-            if (get_bits(&r, 1, &bit)) return -1;
+            if (get_bits(&r, 1, &bit)) return SS_EBADCODE;
             if (!bit) break;
             q++;
         }
         if (q >= ESCAPE_Q) {
-            if (get_wide(&r, 64, &g)) return -1;
+            if (get_wide(&r, 64, &g)) return SS_EBADCODE;
         } else {
             uint64_t low = 0;
-            if (q > (~(uint64_t)0 >> k) || get_wide(&r, k, &low)) return -1;
+            if (q > (~(uint64_t)0 >> k) || get_wide(&r, k, &low)) return SS_EBADCODE;
             g = (q << k) | low;
         }
         uint64_t v;
         if (i == 0) {
             v = g;
         } else {
-            if (g >= ~(uint64_t)0 - prev) return -1; /* prev + g + 1 overflows */
+            if (g >= ~(uint64_t)0 - prev) return SS_EBADCODE; /* prev + g + 1 overflows */
             v = prev + g + 1;
         }
         out[i] = prev = v;
     }
     /* only zero padding may follow, within the last byte */
-    if (r.pos != len || (r.acc & (((uint64_t)1 << r.nacc) - 1)) != 0) return -1;
+    if (r.pos != len || (r.acc & (((uint64_t)1 << r.nacc) - 1)) != 0) return SS_EBADCODE;
     return 0;
 }
 
@@ -392,11 +396,11 @@ int64_t ss_shingles_decode(const uint8_t *codes, const int64_t *offsets,
     for (size_t d = 0; d < ncodes; d++) {
         uint64_t n;
         size_t body;
-        if (offsets[d + 1] < offsets[d]) return -2;
+        if (offsets[d + 1] < offsets[d]) return SS_EINVAL;
         if (read_header(codes + offsets[d], (size_t)(offsets[d + 1] - offsets[d]), &n,
                         &body) != 0) {
             *bad = (int64_t)d;
-            return -3;
+            return SS_EBADCODE;
         }
         total += n;
         out_offsets[d + 1] = (int64_t)total;
@@ -409,7 +413,7 @@ int64_t ss_shingles_decode(const uint8_t *codes, const int64_t *offsets,
         read_header(in, len, &n, &body);
         if (decode_set(in, len, body, n, out + out_offsets[d]) != 0) {
             *bad = (int64_t)d;
-            return -3;
+            return SS_EBADCODE;
         }
     }
     return (int64_t)total;

@@ -20,10 +20,10 @@ static int table_ok(const uint64_t *keys, const uint64_t *vals, size_t cap) {
 int64_t ss_keytable_add(uint64_t *keys, uint64_t *vals, size_t cap, size_t used,
                         const uint64_t *ks, size_t n, const uint64_t *vs, size_t per) {
     if (!table_ok(keys, vals, cap) || (n && (ks == NULL || vs == NULL || per == 0)))
-        return -2;
+        return SS_EINVAL;
     for (size_t i = 0; i < n; i++)
-        if (ks[i] == SS_KEY_EMPTY) return -2; /* before any is added */
-    if (used + n > cap / 2) return -5; /* more room first: at most half full */
+        if (ks[i] == SS_KEY_EMPTY) return SS_EINVAL; /* before any is added */
+    if (used + n > cap / 2) return SS_EROOM; /* more room first: at most half full */
     for (size_t i = 0; i < n; i++) {
         size_t s = slot_of(ks[i], cap);
         while (keys[s] != SS_KEY_EMPTY) s = (s + 1) & (cap - 1);
@@ -36,7 +36,7 @@ int64_t ss_keytable_add(uint64_t *keys, uint64_t *vals, size_t cap, size_t used,
 int64_t ss_keytable_find(const uint64_t *keys, const uint64_t *vals, size_t cap,
                          const uint64_t *qs, size_t nq, uint64_t *out, size_t outcap) {
     if (!table_ok(keys, vals, cap) || (nq && qs == NULL) || (outcap && out == NULL))
-        return -2;
+        return SS_EINVAL;
     size_t m = 0;
     for (size_t i = 0; i < nq; i++) {
         if (qs[i] == SS_KEY_EMPTY) continue;
@@ -51,7 +51,7 @@ int64_t ss_keytable_find(const uint64_t *keys, const uint64_t *vals, size_t cap,
 
 int64_t ss_keytable_add_bands(uint64_t *keys, uint64_t *vals, size_t cap, size_t used,
                               const uint8_t *be32, size_t nbands, uint64_t val) {
-    if (!table_ok(keys, vals, cap) || (nbands && be32 == NULL) || nbands > 64) return -2;
+    if (!table_ok(keys, vals, cap) || (nbands && be32 == NULL) || nbands > 64) return SS_EINVAL;
     uint64_t ks[64];
     for (size_t b = 0; b < nbands; b++) {
         const uint8_t *p = be32 + 4 * b;

@@ -53,12 +53,12 @@ void ss_murmur3_x64_128(const uint8_t *data, size_t len, uint32_t seed,
 int ss_murmur3_many(const uint8_t *buf, const uint64_t *ends, size_t n, uint32_t seed,
                     uint64_t *out) {
     uint64_t start = 0, two[2];
-    if (n && (!buf || !ends || !out)) return -2;
+    if (n && (!buf || !ends || !out)) return SS_EINVAL;
     for (size_t i = 0; i < n; i++) {
-        if (ends[i] < start) return -2;
+        if (ends[i] < start) return SS_EINVAL;
         ss_murmur3_x64_128(buf + start, (size_t)(ends[i] - start), seed, two);
         out[i] = two[0];
         start = ends[i];
     }
-    return 0;
+    return SS_OK;
 }

@@ -64,7 +64,7 @@ static int hits_grow(hits *h) {
     hit *a = malloc(cap * sizeof *a);
     if (!a) {
         h->oom = 1;
-        return -1;
+        return SS_ENOMEM;
     }
     memcpy(a, h->a, h->n * sizeof *a);
     hits_free(h);
@@ -188,12 +188,12 @@ int ss_run_dir(const uint64_t *keys, size_t n, int dbits, int shift,
                uint32_t *dir) {
     if (!keys || !dir || n == 0 || n > UINT32_MAX || dbits < 1 ||
         dbits > MAX_DIR_BITS || shift < 0 || shift > 63)
-        return -2;
+        return SS_EINVAL;
     for (size_t i = 1; i < n; i++)
-        if (keys[i - 1] > keys[i]) return -2;
+        if (keys[i - 1] > keys[i]) return SS_EINVAL;
     uint64_t base = keys[0] >> shift;
     size_t nb = (size_t)1 << dbits, i = 0;
-    if ((keys[n - 1] >> shift) - base >= nb) return -2;
+    if ((keys[n - 1] >> shift) - base >= nb) return SS_EINVAL;
     for (size_t b = 0; b < nb; b++) {
         while (i < n && (keys[i] >> shift) - base < b) i++;
         dir[b] = (uint32_t)i;
@@ -402,27 +402,27 @@ static int plan_ok(const ss_probe_plan *pl) {
  * firsts for a sorted set, a top index that names runs. */
 int ss_runset_check(ss_runset *s) {
     int kw8 = 1;
-    if (!s) return -2;
+    if (!s) return SS_EINVAL;
     s->checked = 0;
-    if (s->table < -1 || (s->nruns && !s->runs)) return -2;
-    if (s->table >= 0 && s->nruns && !s->firsts) return -2;
+    if (s->table < -1 || (s->nruns && !s->runs)) return SS_EINVAL;
+    if (s->table >= 0 && s->nruns && !s->firsts) return SS_EINVAL;
     if (s->top) {
         if (s->tbits < 1 || s->tbits > MAX_DIR_BITS || s->table < 0 || s->tshift < 0 ||
             s->tshift > 63 || s->tbits + s->tshift > 64)
-            return -2;
+            return SS_EINVAL;
         for (size_t b = 0; b < ((size_t)1 << s->tbits); b++)
-            if (s->top[b] >= s->nruns && !(s->nruns == 0 && s->top[b] == 0)) return -2;
+            if (s->top[b] >= s->nruns && !(s->nruns == 0 && s->top[b] == 0)) return SS_EINVAL;
     }
     for (size_t r = 0; r < s->nruns; r++) {
         const ss_run *run = &s->runs[r];
         if ((run->kw != 8 && run->kw != 4) || (run->vw != 8 && run->vw != 4))
-            return -2;
+            return SS_EINVAL;
         if (run->dir && (run->kw != 8 || run->dbits < 1 || run->dbits > MAX_DIR_BITS ||
                          run->shift < 0 || run->shift > 63))
-            return -2;
-        if (run->n && (!run->keys || !run->vals)) return -2;
+            return SS_EINVAL;
+        if (run->n && (!run->keys || !run->vals)) return SS_EINVAL;
         /* a sorted run is never empty: n 0 is a run not loaded yet */
-        if (!run->n && s->table >= 0 && (run->keys || run->vals || run->dir)) return -2;
+        if (!run->n && s->table >= 0 && (run->keys || run->vals || run->dir)) return SS_EINVAL;
         kw8 &= run->kw == 8;
     }
     s->checked = kw8 ? 2 : 1;
@@ -430,16 +430,16 @@ int ss_runset_check(ss_runset *s) {
 }
 
 int ss_runset_load(ss_runset *s, size_t r, const ss_run *run) {
-    if (!s || !run || !s->checked || s->table < 0 || r >= s->nruns) return -2;
+    if (!s || !run || !s->checked || s->table < 0 || r >= s->nruns) return SS_EINVAL;
     ss_run *at = (ss_run *)&s->runs[r];
     if (!unloaded(at) || run->n == 0 || run->n > UINT32_MAX || run->kw != at->kw ||
         (run->vw != 8 && run->vw != 4) || !run->keys || !run->vals)
-        return -2;
+        return SS_EINVAL;
     if (run->dir && (run->kw != 8 || run->dbits < 1 || run->dbits > MAX_DIR_BITS ||
                      run->shift < 0 || run->shift > 63 ||
                      run->dir[(size_t)1 << run->dbits] != run->n))
-        return -2;
-    if (run_key(run, 0) != s->firsts[r]) return -2;
+        return SS_EINVAL;
+    if (run_key(run, 0) != s->firsts[r]) return SS_EINVAL;
     *at = *run;
     return 0;
 }
@@ -513,11 +513,11 @@ int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
     hits h;
     if (k < 0 || k > 64 || (nsets && !sets) ||
         (cap && (!out_vals || !out_dist)) || (need && need->cap && !need->a))
-        return -2;
+        return SS_EINVAL;
     pp.need->n = 0;
-    if (!plan_ok(plan)) return -2;
+    if (!plan_ok(plan)) return SS_EINVAL;
     for (size_t s = 0; s < nsets; s++)
-        if (!set_ok(&sets[s], plan->ntables, 1)) return -2;
+        if (!set_ok(&sets[s], plan->ntables, 1)) return SS_EINVAL;
     ss_permute_tables(q, plan->ntables, plan->nblocks, plan->src_shift,
                       plan->width, plan->dst_shift, qp);
     hits_init(&h);
@@ -534,8 +534,8 @@ int64_t ss_probe(uint64_t q, int k, const ss_probe_plan *plan,
     pipe_drain(&pp, &h);
     for (size_t s = 0; s < nsets; s++)
         if (sets[s].table < 0) scan_set(&sets[s], q, k, &h);
-    int64_t rc = h.oom                ? -1
-                 : pp.need->n         ? (need ? -3 : -2)
+    int64_t rc = h.oom                ? SS_ENOMEM
+                 : pp.need->n         ? (need ? SS_ENEED : SS_EINVAL)
                                       : (int64_t)take_hits(&h, out_vals, out_dist, cap);
     hits_free(&h);
     return rc;
@@ -573,12 +573,12 @@ int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
     ss_need none = {NULL, 0, 0};
     if ((nsets && !sets) || (nq && !qs) || (cap && !out_vals) ||
         (need && need->cap && !need->a))
-        return -2;
+        return SS_EINVAL;
     if (!need) need = &none;
     need->n = 0;
     for (size_t s = 0; s < nsets; s++) {
         const ss_runset *set = &sets[s];
-        if (set->table < 0 || !set_ok(set, 64, 0)) return -2;
+        if (set->table < 0 || !set_ok(set, 64, 0)) return SS_EINVAL;
         if (!set->nruns) continue;
         /* a batch at a time: find each query's run and guess its place, the key
          * there prefetched; then search from the guesses, their reads landed */
@@ -616,6 +616,6 @@ int64_t ss_lookup(const ss_runset *sets, size_t nsets, const uint64_t *qs,
             }
         }
     }
-    if (need->n) return need == &none ? -2 : -3;
+    if (need->n) return need == &none ? SS_EINVAL : SS_ENEED;
     return (int64_t)m;
 }

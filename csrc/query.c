@@ -68,15 +68,15 @@ int ss_query_ranges(uint64_t q, int ntables, int nblocks,
     uint64_t qp[64];
     uint64_t local[1024];
     size_t pos = 0;
-    if (ntables < 1 || ntables > 64) return -2;
+    if (ntables < 1 || ntables > 64) return SS_EINVAL;
     ss_permute_tables(q, ntables, nblocks, src_shift, width, dst_shift, qp);
     for (int t = 0; t < ntables; t++) store_be64(out + 8 * (size_t)t, qp[t]);
     out += 8 * (size_t)ntables;
     for (int t = 0; t < ntables; t++) {
         int32_t n = nmasks[t];
-        if (tails[t] > 63 || n < 0) return -2;
+        if (tails[t] > 63 || n < 0) return SS_EINVAL;
         uint64_t *los = local;
-        if (n > 1024 && !(los = malloc((size_t)n * sizeof *los))) return -1;
+        if (n > 1024 && !(los = malloc((size_t)n * sizeof *los))) return SS_ENOMEM;
         uint64_t tailmask = (1ULL << tails[t]) - 1;
         uint64_t base = qp[t] & ~tailmask;
         for (int32_t i = 0; i < n; i++) los[i] = base ^ masks[i];
@@ -99,13 +99,13 @@ int ss_sort_table(const uint64_t *fps, const uint64_t *iids, size_t n,
                   const uint8_t *dst_shift, uint64_t *out_keys,
                   uint64_t *out_vals) {
     enum { BITS = 11, BUCKETS = 1 << BITS };
-    if (nblocks < 1 || nblocks > 64) return -2;
+    if (nblocks < 1 || nblocks > 64) return SS_EINVAL;
     uint64_t *k0 = out_keys, *v0 = out_vals;
     uint64_t *k1 = malloc(n ? n * sizeof *k1 : 1), *v1 = malloc(n ? n * sizeof *v1 : 1);
     size_t *count = malloc(BUCKETS * sizeof *count);
     int rc = 0;
     if (!k1 || !v1 || !count) {
-        rc = -1;
+        rc = SS_ENOMEM;
         goto done;
     }
     ss_permute_blocks(fps, n, nblocks, src_shift, width, dst_shift, k0);

@@ -95,9 +95,9 @@ static int sig_init(sig_state *g, uint32_t seed, int sketch_bits, int bands,
     if (!g->sbins || !g->bbins || !g->socc || !g->bocc || !g->sdense ||
         !g->bdense || !g->pend || !g->last || !g->flips) {
         sig_free(g);
-        return -1;
+        return SS_ENOMEM;
     }
-    return 0;
+    return SS_OK;
 }
 
 /* x (< 2**32) scaled to 0 .. n-1 by multiply-shift. */
@@ -144,7 +144,7 @@ size_t ss_densify_table_words(size_t nbins) {
  * inv[start[j] .. start[j + 1])), after[nbins] (the bin after bin i's last
  * try, cyclically), then inv[32 * nbins] of (i << 6 | a). */
 int ss_densify_table(uint32_t seed, size_t nbins, uint32_t *out) {
-    if (nbins < 1 || nbins > MAX_BINS) return -2;
+    if (nbins < 1 || nbins > MAX_BINS) return SS_EINVAL;
     uint64_t salt_d = ss__fmix64(seed ^ SALT_DENSIFY);
     uint32_t *start = out + TABLE_HEAD, *after = start + nbins + 1;
     uint32_t *inv = after + nbins;
@@ -163,7 +163,7 @@ int ss_densify_table(uint32_t seed, size_t nbins, uint32_t *out) {
         size_t last = densify_try(salt_d, i, DENSIFY_ATTEMPTS, nbins);
         after[i] = (uint32_t)((last + 1) % nbins);
     }
-    return 0;
+    return SS_OK;
 }
 
 /* Whether table is the densify table of nbins bins and this seed. */
@@ -303,43 +303,51 @@ int ss_signature_hashes(const uint64_t *hashes, const int64_t *offsets,
     if (!shape_ok(sketch_bits, bands, rows) ||
         !table_ok(sketch_table, 2 * (size_t)sketch_bits, seed) ||
         !table_ok(band_table, (size_t)bands * (size_t)rows, seed))
-        return -2;
+        return SS_EINVAL;
     for (size_t d = 0; d < ndocs; d++)
-        if (offsets[d + 1] <= offsets[d] || offsets[d] < 0) return -2;
+        if (offsets[d + 1] <= offsets[d] || offsets[d] < 0) return SS_EINVAL;
     if (sig_init(&g, seed, sketch_bits, bands, rows, sketch_table,
                  band_table) != 0)
-        return -1;
+        return SS_ENOMEM;
     size_t words = g.sketch_bits / 64;
     for (size_t d = 0; d < ndocs; d++)
         signature_one(&g, hashes + offsets[d],
                       (size_t)(offsets[d + 1] - offsets[d]),
                       out_sketch + d * words, out_bands + d * g.bands);
     sig_free(&g);
-    return 0;
+    return SS_OK;
 }
+
+/* Where signature_texts writes, one row per document (see ss_signature_texts). */
+typedef struct {
+    uint64_t *fp;
+    uint64_t *sketch;
+    uint64_t *bands;
+    int64_t *nfeatures;
+} sig_outputs;
 
 static int signature_texts(const uint8_t *text, const int64_t *offsets,
                            size_t ndocs, int ngram, uint32_t seed,
                            int weighting, int unicode, int sketch_bits,
                            int bands, int rows, const uint32_t *sketch_table,
-                           const uint32_t *band_table, uint64_t *out_fp,
-                           uint64_t *out_sketch, uint64_t *out_bands,
-                           int64_t *out_nfeatures) {
+                           const uint32_t *band_table, const sig_outputs *out) {
+    uint64_t *out_fp = out->fp, *out_sketch = out->sketch, *out_bands = out->bands;
+    int64_t *out_nfeatures = out->nfeatures;
     ss__text_scratch s;
     sig_state g;
     int rc = 0;
-    if (ngram < 1 || weighting < 0 || weighting > 2) return -2;
+    if (ngram < 1 || weighting < 0 || weighting > 2) return SS_EINVAL;
     if (!shape_ok(sketch_bits, bands, rows) ||
         !table_ok(sketch_table, 2 * (size_t)sketch_bits, seed) ||
         !table_ok(band_table, (size_t)bands * (size_t)rows, seed))
-        return -2;
+        return SS_EINVAL;
     for (size_t d = 0; d < ndocs; d++)
-        if (offsets[d + 1] < offsets[d]) return -2;
-    if (ss__text_scratch_alloc(&s, offsets, ndocs) != 0) return -1;
+        if (offsets[d + 1] < offsets[d]) return SS_EINVAL;
+    if ((rc = ss__text_scratch_alloc(&s, offsets, ndocs)) != SS_OK) return rc;
     if (sig_init(&g, seed, sketch_bits, bands, rows, sketch_table,
                  band_table) != 0) {
         ss__text_scratch_free(&s);
-        return -1;
+        return SS_ENOMEM;
     }
     size_t words = g.sketch_bits / 64;
     for (size_t d = 0; d < ndocs && rc == 0; d++) {
@@ -367,9 +375,9 @@ int ss_signature_texts(const uint8_t *text, const int64_t *offsets,
                        const uint32_t *sketch_table, const uint32_t *band_table,
                        uint64_t *out_fp, uint64_t *out_sketch,
                        uint64_t *out_bands, int64_t *out_nfeatures) {
+    sig_outputs out = {out_fp, out_sketch, out_bands, out_nfeatures};
     return signature_texts(text, offsets, ndocs, ngram, seed, weighting, 0,
-                           sketch_bits, bands, rows, sketch_table, band_table,
-                           out_fp, out_sketch, out_bands, out_nfeatures);
+                           sketch_bits, bands, rows, sketch_table, band_table, &out);
 }
 
 int ss_signature_utf8(const uint8_t *text, const int64_t *offsets,
@@ -378,15 +386,15 @@ int ss_signature_utf8(const uint8_t *text, const int64_t *offsets,
                       const uint32_t *sketch_table, const uint32_t *band_table,
                       uint64_t *out_fp, uint64_t *out_sketch,
                       uint64_t *out_bands, int64_t *out_nfeatures) {
+    sig_outputs out = {out_fp, out_sketch, out_bands, out_nfeatures};
     return signature_texts(text, offsets, ndocs, ngram, seed, weighting, 1,
-                           sketch_bits, bands, rows, sketch_table, band_table,
-                           out_fp, out_sketch, out_bands, out_nfeatures);
+                           sketch_bits, bands, rows, sketch_table, band_table, &out);
 }
 
 SS__CLONES
 int ss_sketch_distance_one(const uint64_t *q, const uint64_t *sketches,
                            size_t n, int words, int32_t *out) {
-    if (words < 1 || words > 64) return -2;
+    if (words < 1 || words > 64) return SS_EINVAL;
     size_t w = (size_t)words;
     for (size_t i = 0; i < n; i++) {
         const uint64_t *row = sketches + i * w;
@@ -394,18 +402,18 @@ int ss_sketch_distance_one(const uint64_t *q, const uint64_t *sketches,
         for (size_t k = 0; k < w; k++) d += __builtin_popcountll(q[k] ^ row[k]);
         out[i] = d;
     }
-    return 0;
+    return SS_OK;
 }
 
 SS__CLONES
 int ss_sketch_distance_pairwise(const uint64_t *a, const uint64_t *b,
                                 size_t n, int words, int32_t *out) {
-    if (words < 1 || words > 64) return -2;
+    if (words < 1 || words > 64) return SS_EINVAL;
     size_t w = (size_t)words;
     for (size_t i = 0; i < n * w; i += w) {
         int32_t d = 0;
         for (size_t k = 0; k < w; k++) d += __builtin_popcountll(a[i + k] ^ b[i + k]);
         out[i / w] = d;
     }
-    return 0;
+    return SS_OK;
 }

@@ -163,7 +163,9 @@ int ss_features(const uint8_t *text, const int64_t *offsets, size_t ndocs,
                 int ngram, uint32_t seed, uint64_t *out_hashes,
                 int64_t *out_offsets) {
     ss__text_scratch s;
-    if (ngram < 1 || ss__text_scratch_alloc(&s, offsets, ndocs) != 0) return -1;
+    if (ngram < 1) return SS_EINVAL;
+    int rc = ss__text_scratch_alloc(&s, offsets, ndocs);
+    if (rc != SS_OK) return rc;
     int64_t pos = 0;
     out_offsets[0] = 0;
     for (size_t d = 0; d < ndocs; d++) {
@@ -175,7 +177,7 @@ int ss_features(const uint8_t *text, const int64_t *offsets, size_t ndocs,
         out_offsets[d + 1] = pos;
     }
     ss__text_scratch_free(&s);
-    return 0;
+    return SS_OK;
 }
 
 /* Fingerprint of distinct hashes with their counts under one weighting. */
@@ -233,13 +235,13 @@ int ss__text_fingerprint(ss__text_scratch *s, const uint8_t *src, size_t len,
     int64_t ntok = unicode && !all_ascii(src, len)
                        ? ss__tokenize_unicode(s, src, len)
                        : ss__tokenize_bytes(s, src, len);
-    if (ntok < 0) return -1;
+    if (ntok < 0) return SS_ENOMEM;
     size_t nf = shingle_hashes(s->buf, s->starts, s->ends, (size_t)ntok, ngram,
                                seed, s->hashes);
     size_t nd = distinct_in_order(s, nf);
     *out_ndistinct = nd;
     *out_fp = weighted_fingerprint(s->hashes, s->counts, nd, weighting, s->spread);
-    return 0;
+    return SS_OK;
 }
 
 static int fingerprint_texts(const uint8_t *text, const int64_t *offsets,
@@ -248,8 +250,8 @@ static int fingerprint_texts(const uint8_t *text, const int64_t *offsets,
                              int64_t *out_nfeatures) {
     ss__text_scratch s;
     int rc = 0;
-    if (ngram < 1 || weighting < 0 || weighting > 2) return -1;
-    if (ss__text_scratch_alloc(&s, offsets, ndocs) != 0) return -1;
+    if (ngram < 1 || weighting < 0 || weighting > 2) return SS_EINVAL;
+    if ((rc = ss__text_scratch_alloc(&s, offsets, ndocs)) != SS_OK) return rc;
     for (size_t d = 0; d < ndocs && rc == 0; d++) {
         size_t nd = 0;
         rc = ss__text_fingerprint(&s, text + offsets[d],

@@ -27,7 +27,7 @@ int ss_signature_one(const uint8_t *text, size_t len, int ngram, uint32_t seed,
                      const uint32_t *band_table, uint64_t *out) {
     int64_t offsets[2] = {0, (int64_t)len};
     int64_t nfeat = 0;
-    if (sketch_bits < 64 || bands < 1) return -2;
+    if (sketch_bits < 64 || bands < 1) return SS_EINVAL;
     size_t words = (size_t)sketch_bits / 64;
     uint64_t *sketch = out + 1, *keys = out + 1 + words;
     int rc = unicode
@@ -64,16 +64,22 @@ static int32_t sketch_distance(const uint64_t *q, int words, const uint8_t *s) {
 }
 
 SS__CLONES
-int64_t ss_sketch_hits(const uint64_t *q, int words, const uint8_t *recs,
-                       const int64_t *ends, size_t n, size_t start,
-                       int maxd, int64_t *out_idx, int32_t *out_dist) {
-    if (words < 1 || words > 64 || maxd < 0) return -2;
-    size_t stop = start + 8 * (size_t)words;
+int64_t ss_sketch_hits(const uint64_t *q, const ss_docs_layout *layout,
+                       const uint8_t *recs, const int64_t *ends, size_t n, int maxd,
+                       int64_t *out_idx, int32_t *out_dist, int64_t *out_bad) {
+    if (!layout || layout->words < 1 || layout->words > 64 || maxd < 0 || !out_bad)
+        return SS_EINVAL;
+    int words = layout->words;
+    size_t start = layout->sketch_start, stop = start + 8 * (size_t)words;
     int64_t m = 0, from = 0;
+    *out_bad = -1;
     for (size_t i = 0; i < n; i++) {
         int64_t end = ends[i];
-        if (end < from) return -2;
-        if ((size_t)(end - from) < stop) return -3 - (int64_t)i;
+        if (end < from) return SS_EINVAL;
+        if ((size_t)(end - from) < stop) {
+            *out_bad = (int64_t)i;
+            return SS_EBADCODE;
+        }
         int32_t d = sketch_distance(q, words, recs + from + start);
         if (d <= maxd) {
             out_idx[m] = (int64_t)i;
@@ -99,52 +105,65 @@ static size_t sort_unique(uint64_t *v, size_t n) {
     return m;
 }
 
+/* Whether a docs layout holds together: the fingerprint and the sketch before
+ * the time of storage, the id after it. */
+static int layout_ok(const ss_docs_layout *l) {
+    return l->words >= 1 && l->words <= 64 && l->fp_start >= 1
+           && l->sketch_start + 8 * (size_t)l->words <= l->at_start
+           && l->fp_start + 8 <= l->at_start && l->at_start + 8 <= l->id_start;
+}
+
 SS__CLONES
 int64_t ss_similar_one(const ss_runset *sets, size_t nsets, ss_need *need,
-                       const uint64_t *bands, size_t nbands, const uint64_t *rkeys,
-                       const uint64_t *rvals, size_t rcap, uint64_t *cands, size_t cap,
-                       int64_t *ncands,
-                       const uint8_t *map, uint64_t pages, uint32_t psize,
-                       uint64_t root, uint32_t depth, const uint64_t *q, int words,
-                       int tag, size_t start, size_t at_start, size_t id_start,
-                       int64_t since, int maxd, uint64_t *out) {
+                       const ss_keytable_view *recent, const ss_map_tree *tree,
+                       const ss_docs_layout *layout, const ss_similar_query *query,
+                       ss_similar_room *room) {
     uint64_t keys[SS_MAX_BANDS];
-    if (nbands == 0 || nbands > SS_MAX_BANDS || !bands || (rcap && (!rkeys || !rvals))
-        || !cands || !ncands || !out || words < 1 || words > 64 || maxd < 0
-        || start + 8 * (size_t)words > at_start || at_start + 8 > id_start)
-        return -2;
+    if (!recent || !tree || !layout || !query || !room || !layout_ok(layout))
+        return SS_EINVAL;
+    size_t nbands = query->nbands, cap = room->cap;
+    uint64_t *cands = room->cands;
+    if (nbands == 0 || nbands > SS_MAX_BANDS || !query->bands || !query->sketch
+        || (recent->cap && (!recent->keys || !recent->vals)) || !cands || !room->hits
+        || query->maxd < 0)
+        return SS_EINVAL;
     for (size_t b = 0; b < nbands; b++) /* a band entry's key: band << 32 | low half */
-        keys[b] = (uint64_t)b << 32 | (bands[b] & 0xFFFFFFFFu);
+        keys[b] = (uint64_t)b << 32 | (query->bands[b] & 0xFFFFFFFFu);
     int64_t m = ss_lookup(sets, nsets, keys, nbands, cands, cap, need);
     if (m < 0) return m;
     int64_t r = 0; /* the recent docs' entries, after the levels' */
-    if (rcap) {
-        size_t room = (uint64_t)m < cap ? cap - (size_t)m : 0;
-        r = ss_keytable_find(rkeys, rvals, rcap, keys, nbands, cands + (cap - room), room);
+    if (recent->cap) {
+        size_t room_left = (uint64_t)m < cap ? cap - (size_t)m : 0;
+        r = ss_keytable_find(recent->keys, recent->vals, recent->cap, keys, nbands,
+                             cands + (cap - room_left), room_left);
         if (r < 0) return r;
     }
-    *ncands = m + r;
-    if ((uint64_t)*ncands > cap) return -5;
-    size_t n = sort_unique(cands, (size_t)*ncands);
+    room->ncands = m + r;
+    if ((uint64_t)room->ncands > cap) return SS_EROOM;
+    size_t n = sort_unique(cands, (size_t)room->ncands);
+    const uint8_t *map = tree->map;
+    size_t fp_start = layout->fp_start, at_start = layout->at_start;
+    int64_t since = query->since;
     int64_t hits = 0;
     for (size_t i = 0; i < n; i++) {
         int64_t off = 0;
         uint32_t len = 0;
-        if (ss_map_lookup(map, pages, psize, root, depth, &cands[i], 1, &off, &len) != 0)
-            return -4;
+        if (ss_map_lookup(tree, &cands[i], 1, &off, &len) != SS_OK)
+            return SS_EMAP;
         if (off == 0) continue; /* a removed doc's stale entry */
         const uint8_t *rec = map + off;
-        if (len <= id_start || rec[0] != (uint8_t)tag) return -4; /* LMDB's copy explains */
+        if (len <= layout->id_start || rec[0] != (uint8_t)layout->tag)
+            return SS_EMAP; /* LMDB's copy explains */
         if (since >= 0) {
             uint64_t at = 0;
             for (size_t b = 0; b < 8; b++) at = at << 8 | rec[at_start + b];
             if (at < (uint64_t)since) continue;
         }
-        int32_t d = sketch_distance(q, words, rec + start);
-        if (d > maxd) continue;
+        int32_t d = sketch_distance(query->sketch, layout->words, rec + layout->sketch_start);
+        if (d > query->maxd) continue;
         uint64_t fp = 0;
-        for (size_t b = 1; b < 9; b++) fp = fp << 8 | rec[b];
-        uint64_t *hit = out + 5 * hits++;
+        for (size_t b = 0; b < 8; b++) fp = fp << 8 | rec[fp_start + b];
+        uint64_t *hit = room->hits + 5 * hits++;
         hit[0] = cands[i];
         hit[1] = (uint64_t)d;
         hit[2] = (uint64_t)off;

@@ -31,12 +31,13 @@ typedef struct {
     uint64_t spread[256];
 } ss__text_scratch;
 
-/* Returns 0, or -1 on bad offsets or out of memory (nothing to free then). */
+/* Returns SS_OK, SS_EINVAL on reversed offsets or a document over 2 GiB,
+ * SS_ENOMEM out of memory (nothing to free then). */
 int ss__text_scratch_alloc(ss__text_scratch *s, const int64_t *offsets,
                            size_t ndocs);
 void ss__text_scratch_free(ss__text_scratch *s);
-/* Room for bytes of tokens in s->buf and for ntok tokens. Returns 0, -1 out
- * of memory (s stays valid). */
+/* Room for bytes of tokens in s->buf and for ntok tokens. Returns SS_OK,
+ * SS_ENOMEM out of memory (s stays valid). */
 int ss__text_scratch_reserve(ss__text_scratch *s, size_t bytes, size_t ntok);
 
 /* spread[x] has byte lane j equal to bit j of x (256 entries): adding

@@ -112,7 +112,7 @@ static int reserve32(uint32_t **p, size_t *cap, size_t want) {
     size_t n = *cap ? *cap : 64;
     while (n < want) n *= 2;
     uint32_t *q = realloc(*p, n * sizeof(uint32_t));
-    if (!q) return -1;
+    if (!q) return SS_ENOMEM;
     *p = q;
     *cap = n;
     return 0;
@@ -195,7 +195,7 @@ static size_t compose(uint32_t *seg, size_t n) {
 /* s->cps[0..return) = NFKC of the UTF-8 src[0..len); -1 out of memory. */
 static int64_t nfkc(ss__text_scratch *s, const uint8_t *src, size_t len) {
     size_t n = 0, i = 0;
-    if (reserve32(&s->cps, &s->cpscap, len + 1) != 0) return -1;
+    if (reserve32(&s->cps, &s->cpscap, len + 1) != 0) return SS_ENOMEM;
     /* invariant: cpscap >= n + (len - i) + 1, as each byte adds <= 1 */
     while (i < len) {
         if (src[i] < 0x80) {
@@ -210,7 +210,7 @@ static int64_t nfkc(ss__text_scratch *s, const uint8_t *src, size_t len) {
             continue;
         }
         size_t m = 0;
-        if (reserve32(&s->seg, &s->segcap, 2 * SS__U_MAX_DECOMP + 1) != 0) return -1;
+        if (reserve32(&s->seg, &s->segcap, 2 * SS__U_MAX_DECOMP + 1) != 0) return SS_ENOMEM;
         if (n) m = decompose(s->cps[--n], s->seg, m);
         m = decompose(c, s->seg, m);
         i = j;
@@ -218,13 +218,13 @@ static int64_t nfkc(ss__text_scratch *s, const uint8_t *src, size_t len) {
             j = i;
             c = decode(src, len, &j);
             if (urec(c)->flags & SS__U_QUICK) break;
-            if (reserve32(&s->seg, &s->segcap, m + SS__U_MAX_DECOMP + 1) != 0) return -1;
+            if (reserve32(&s->seg, &s->segcap, m + SS__U_MAX_DECOMP + 1) != 0) return SS_ENOMEM;
             m = decompose(c, s->seg, m);
             i = j;
         }
         reorder(s->seg, m);
         m = compose(s->seg, m);
-        if (reserve32(&s->cps, &s->cpscap, n + m + (len - i) + 1) != 0) return -1;
+        if (reserve32(&s->cps, &s->cpscap, n + m + (len - i) + 1) != 0) return SS_ENOMEM;
         for (size_t k = 0; k < m; k++) s->cps[n++] = s->seg[k] & CP_MASK;
     }
     return (int64_t)n;
@@ -274,13 +274,13 @@ static inline int put(token_writer *t, uint32_t c, int cls) {
     ss__text_scratch *s = t->s;
     if (!t->in_tok) {
         if (t->ntok + 1 >= s->tokcap || t->w + 8 > s->bufcap) {
-            if (ss__text_scratch_reserve(s, 2 * s->bufcap, 2 * t->ntok + 2) != 0) return -1;
+            if (ss__text_scratch_reserve(s, 2 * s->bufcap, 2 * t->ntok + 2) != 0) return SS_ENOMEM;
         }
         if (t->ntok) s->buf[t->w++] = ' ';
         s->starts[t->ntok] = (int64_t)t->w;
         t->in_tok = 1;
     } else if (t->w + 8 > s->bufcap) {
-        if (ss__text_scratch_reserve(s, 2 * s->bufcap, 0) != 0) return -1;
+        if (ss__text_scratch_reserve(s, 2 * s->bufcap, 0) != 0) return SS_ENOMEM;
     }
     t->w += encode(c, s->buf + t->w);
     if (cls == CLS_HAN) end_token(t);
@@ -301,7 +301,7 @@ static int64_t tokens_of(ss__text_scratch *s, const uint32_t *cps, size_t n) {
             } else if (t.in_tok && t.w < s->bufcap) {
                 s->buf[t.w++] = (uint8_t)(c - 'A' < 26 ? c + 32 : c);
             } else if (put(&t, c - 'A' < 26 ? c + 32 : c, CLS_WORD) != 0) {
-                return -1;
+                return SS_ENOMEM;
             }
             continue;
         }
@@ -309,12 +309,12 @@ static int64_t tokens_of(ss__text_scratch *s, const uint32_t *cps, size_t n) {
         if (r->flags & SS__U_LMULTI) {
             const uint32_t *low = ss__u_pool + r->lower;
             for (uint32_t k = 1; k <= low[0]; k++)
-                if (put(&t, low[k] & CP_MASK, (int)(low[k] >> 24)) != 0) return -1;
+                if (put(&t, low[k] & CP_MASK, (int)(low[k] >> 24)) != 0) return SS_ENOMEM;
             continue;
         }
         uint32_t lower = (uint32_t)((int32_t)c + r->lower);
         if (c == CAPITAL_SIGMA && final_sigma(cps, n, i)) lower = FINAL_SIGMA;
-        if (put(&t, lower, (r->flags >> SS__U_CLS_SHIFT) & 3) != 0) return -1;
+        if (put(&t, lower, (r->flags >> SS__U_CLS_SHIFT) & 3) != 0) return SS_ENOMEM;
     }
     end_token(&t);
     return (int64_t)t.ntok;
@@ -322,7 +322,7 @@ static int64_t tokens_of(ss__text_scratch *s, const uint32_t *cps, size_t n) {
 
 int64_t ss__tokenize_unicode(ss__text_scratch *s, const uint8_t *src, size_t len) {
     int64_t n = nfkc(s, src, len);
-    if (n < 0) return -1;
+    if (n < 0) return SS_ENOMEM;
     return tokens_of(s, s->cps, (size_t)n);
 }
 
@@ -336,7 +336,7 @@ static int64_t copy_out(const uint8_t *data, size_t n, uint8_t *out, size_t cap)
 int64_t ss_unicode_nfkc(const uint8_t *text, size_t len, uint8_t *out, size_t cap) {
     ss__text_scratch s;
     memset(&s, 0, sizeof(s));
-    int64_t n = nfkc(&s, text, len), rc = -1;
+    int64_t n = nfkc(&s, text, len), rc = SS_ENOMEM;
     if (n >= 0 && ss__text_scratch_reserve(&s, 4 * (size_t)n, 0) == 0) {
         size_t w = 0;
         for (int64_t k = 0; k < n; k++) w += encode(s.cps[k], s.buf + w);
@@ -349,7 +349,7 @@ int64_t ss_unicode_nfkc(const uint8_t *text, size_t len, uint8_t *out, size_t ca
 int64_t ss_unicode_tokens(const uint8_t *text, size_t len, uint8_t *out, size_t cap) {
     ss__text_scratch s;
     memset(&s, 0, sizeof(s));
-    int64_t rc = -1;
+    int64_t rc = SS_ENOMEM;
     if (ss__text_scratch_reserve(&s, len, len / 2 + 2) == 0) {
         int64_t ntok = ss__tokenize_unicode(&s, text, len);
         if (ntok >= 0)

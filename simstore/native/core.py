@@ -13,7 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import InvalidConfigError, NativeModuleError
+from ..exceptions import (
+    CorruptStoreError,
+    InvalidConfigError,
+    NativeModuleError,
+    SimstoreError,
+    StoreError,
+)
 
 try:
     from . import _native  # type: ignore[attr-defined]
@@ -31,6 +37,19 @@ U64 = np.dtype(np.uint64)
 # The largest k a store layout or the batch search answers by index (csrc/simstore.h
 # SS_MAX_K); a larger query radius, up to 64, is answered by a scan.
 MAX_K: int = int(lib.SS_MAX_K)
+
+# Every return code of the C core (csrc/simstore.h enum ss_status) -> the exception it
+# raises when a caller does not handle it; its words come from ss_strerror.
+ERRORS: dict[int, type[Exception]] = {
+    lib.SS_IDENTICAL: InvalidConfigError,  # (callers group copies first)
+    lib.SS_ENOMEM: MemoryError,
+    lib.SS_EINVAL: InvalidConfigError,
+    lib.SS_ENEED: InvalidConfigError,  # (the probe binding loads what is needed)
+    lib.SS_EMAP: CorruptStoreError,  # (the map's callers ask LMDB instead)
+    lib.SS_EROOM: InvalidConfigError,  # (callers grow and call again)
+    lib.SS_EBADCODE: CorruptStoreError,
+    lib.SS_EOS: StoreError,
+}
 
 
 def _u64_ptr(arr: np.ndarray):  # noqa: ANN202 - cffi pointer
@@ -58,8 +77,8 @@ def murmur3_packed(buf: bytes, ends: np.ndarray, seed: int) -> np.ndarray:
         raise ValueError("murmur3_packed: the strings end past the buffer")
     out = np.empty(len(ends), dtype=np.uint64)
     rc = lib.ss_murmur3_many(buf, _u64_ptr(ends), len(ends), seed, _u64_ptr(out))
-    if rc:
-        raise ValueError(f"murmur3_packed: bad arguments ({rc})")
+    if rc != lib.SS_OK:
+        raise_for(rc, "hashing ids (murmur3_packed)")
     return out
 
 
@@ -122,8 +141,8 @@ def features(
     rc = lib.ss_features(
         blob, off_ptr, ndocs, ngram, seed, _u64_ptr(hashes), ffi.from_buffer("int64_t[]", out_off)
     )
-    if rc != 0:
-        raise MemoryError("simstore: the C core could not allocate scratch memory")
+    if rc != lib.SS_OK:
+        raise_for(rc, "hashing the features of texts")
     return hashes, out_off
 
 
@@ -149,8 +168,8 @@ def fingerprint_texts(
         _u64_ptr(out),
         ffi.from_buffer("int64_t[]", nfeat),
     )
-    if rc != 0:
-        raise MemoryError("simstore: the C core could not allocate scratch memory")
+    if rc != lib.SS_OK:
+        raise_for(rc, "fingerprinting texts")
     return out, nfeat
 
 
@@ -165,7 +184,7 @@ def _unicode_text(fn: Any, data: bytes) -> bytes:
         out = ffi.new("uint8_t[]", cap)
         n = fn(data, len(data), out, cap)
         if n < 0:
-            raise MemoryError("simstore: the C core could not allocate scratch memory")
+            raise_for(n, "tokenizing a text")
         if n <= cap:
             return bytes(ffi.buffer(out, n))
         cap = n
@@ -201,11 +220,17 @@ def permute_tables(
     return list(out)
 
 
+def strerror(rc: int) -> str:
+    """A C return code in words (ss_strerror)."""
+    return ffi.string(lib.ss_strerror(rc)).decode("ascii")
+
+
 def raise_for(rc: int, what: str) -> None:
-    """The package exception for a nonzero C return code (-1 memory, -2 arguments)."""
-    if rc == -1:
+    """Raise the package exception of a C return code (:data:`ERRORS`), saying what failed."""
+    if rc == lib.SS_ENOMEM:
         raise MemoryError(f"simstore: out of memory while {what}")
-    raise InvalidConfigError(f"simstore: the C core refused its arguments while {what} (rc={rc})")
+    raise ERRORS.get(rc, SimstoreError)(
+        f"simstore: the C core answered {strerror(rc)!r} while {what} (rc={rc})")
 
 
 PairArrays = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -216,7 +241,7 @@ def _take_pairs(rc: int, out, what: str) -> PairArrays | None:  # noqa: ANN001
 
     None when the search met identical fingerprints (rc 1): group them first.
     """
-    if rc == 1:
+    if rc == lib.SS_IDENTICAL:
         return None
     if rc != 0:
         raise_for(rc, f"searching ({what})")
@@ -384,8 +409,9 @@ def densify_table(seed: int, nbins: int) -> np.ndarray:
     """
     words = lib.ss_densify_table_words(max(nbins, 0))
     out = np.empty(max(words, 1), dtype=np.uint32)
-    rc = lib.ss_densify_table(seed, nbins, ffi.from_buffer("uint32_t[]", out)) if words else -2
-    if rc != 0:
+    rc = (lib.ss_densify_table(seed, nbins, ffi.from_buffer("uint32_t[]", out)) if words
+          else lib.SS_EINVAL)
+    if rc != lib.SS_OK:
         raise_for(rc, f"building the densify table of {nbins} bins")
     out.flags.writeable = False
     return out

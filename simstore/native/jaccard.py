@@ -88,7 +88,7 @@ def decode_sets(codes: bytes, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarr
         hashes = np.empty(int(n), dtype=np.uint64)
         n = lib.ss_shingles_decode(codes, off, ncodes, _u64_ptr(hashes), len(hashes),
                                    ffi.from_buffer("int64_t[]", out_off), bad)
-    if n == -3:
+    if n == lib.SS_EBADCODE:
         return np.empty(0, dtype=np.uint64), np.zeros(1, dtype=np.int64), int(bad[0])
     if n < 0:
         raise_for(int(n), "decoding shingle sets")

@@ -17,7 +17,7 @@ from .core import _u64_ptr, ffi, lib, raise_for
 __all__ = ["KeyTable"]
 
 EMPTY = int(lib.SS_KEY_EMPTY)
-_MORE_ROOM = -5
+_MORE_ROOM = lib.SS_EROOM  # the table would pass half full: grow it
 
 
 class KeyTable:

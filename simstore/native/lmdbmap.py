@@ -14,7 +14,7 @@ from typing import Any
 from .core import ffi, lib, raise_for
 
 __all__ = ["advise_huge", "base_of_page", "lookup", "map_base", "map_buffer", "map_value",
-           "release", "snapshot_pages"]
+           "place", "release", "snapshot_pages", "tree", "tree_of_record"]
 
 
 def map_base(key: Any, value: Any, psize: int) -> int | None:
@@ -24,7 +24,7 @@ def map_base(key: Any, value: Any, psize: int) -> int | None:
     out = ffi.new("uintptr_t *")
     rc = lib.ss_map_base(ffi.from_buffer("uint8_t[]", key), len(key),
                          ffi.from_buffer("uint8_t[]", value), len(value), psize, out)
-    return int(out[0]) if rc == 0 else None
+    return int(out[0]) if rc == lib.SS_OK else None
 
 
 def map_value(base: int, pages: int, psize: int, key: Any) -> Any | None:
@@ -44,7 +44,7 @@ def advise_huge(start: int, size: int) -> bool:
     """Ask the OS for huge pages where it reads the file into the mapping [start, start +
     size) (a whole mapping the caller found in /proc/self/maps); whether it took the
     advice. Only how pages are read in changes, never their bytes."""
-    return lib.ss_map_advise_huge(start, size) == 0
+    return lib.ss_map_advise_huge(start, size) == lib.SS_OK
 
 
 def release(start: int, size: int) -> bool:
@@ -52,7 +52,7 @@ def release(start: int, size: int) -> bool:
     map, found in /proc/self/maps) from its resident set; whether the OS did. They stay in
     the page cache and are mapped again, the same bytes, when next read: LMDB never
     writes through its map here (no ``writemap``), so nothing is lost."""
-    return lib.ss_map_release(start, size) == 0
+    return lib.ss_map_release(start, size) == lib.SS_OK
 
 
 def base_of_page(at: Any, psize: int) -> int | None:
@@ -60,7 +60,31 @@ def base_of_page(at: Any, psize: int) -> int | None:
     cursor's key, ``buffers=True``); None when that page does not read as a leaf."""
     out = ffi.new("uintptr_t *")
     rc = lib.ss_map_base_of_page(ffi.from_buffer("uint8_t[]", at), psize, out)
-    return int(out[0]) if rc == 0 else None
+    return int(out[0]) if rc == lib.SS_OK else None
+
+
+def tree(base: int, pages: int, psize: int, root: int, depth: int) -> Any:
+    """The C view (ss_map_tree *) of the B-tree at root, depth levels deep, of the map at
+    base (`pages` pages of psize bytes)."""
+    return ffi.new("ss_map_tree *", {"map": ffi.cast("uint8_t *", base), "pages": pages,
+                                     "psize": psize, "root": root, "depth": depth})
+
+
+def place(t: Any, base: int, pages: int) -> None:
+    """Point a tree (ss_map_tree *) at the map at base, of `pages` pages."""
+    t.map = ffi.cast("uint8_t *", base)
+    t.pages = pages
+
+
+def tree_of_record(record: Any, t: Any) -> bool:
+    """Set t's root and depth (an ss_map_tree *) from a named database's record in the
+    main database (depth 0: an empty tree); False when it does not read as one."""
+    rc = lib.ss_map_tree_of_record(ffi.from_buffer("uint8_t[]", record), len(record), t)
+    if rc == lib.SS_EMAP:
+        return False
+    if rc != lib.SS_OK:
+        raise_for(rc, "reading a database's record")
+    return True
 
 
 def lookup(base: int, pages: int, psize: int, root: int, depth: int, keys: list[int]
@@ -73,11 +97,10 @@ def lookup(base: int, pages: int, psize: int, root: int, depth: int, keys: list[
     cells[0:n] = keys
     offs = ffi.cast("int64_t *", cells + n)
     lens = ffi.cast("uint32_t *", cells + 2 * n)
-    rc = lib.ss_map_lookup(ffi.cast("uint8_t *", base), pages, psize, root, depth, cells, n,
-                           offs, lens)
-    if rc == -1:
+    rc = lib.ss_map_lookup(tree(base, pages, psize, root, depth), cells, n, offs, lens)
+    if rc == lib.SS_EMAP:
         return None
-    if rc < 0:
+    if rc != lib.SS_OK:
         raise_for(rc, "walking a tree of the map")
     return offs, lens
 

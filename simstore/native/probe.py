@@ -34,9 +34,10 @@ __all__ = ["MAX_RUN_DIR_BITS", "Placed", "Prober", "Run", "RunSet", "probe_masks
 MAX_PROBES = 1 << 22  # probes a query may plan (a larger radius is a layout mistake)
 SPAN_KEYS = 16  # keys a probe spanning several header values may expect (two lines)
 NEED_CAP = 1024  # runs not loaded a call reports at most (the rest on the next call)
-NEEDS_RUNS = -3  # what ss_probe and ss_lookup return when a run they need is not loaded
 _uncleared = ffi.new_allocator(should_clear_after_alloc=False)  # (what C writes, read back)
-MORE_ROOM = -5  # what ss_similar_one returns when its candidates pass the room given
+
+
+_NEED, _ROOM, _MAP = lib.SS_ENEED, lib.SS_EROOM, lib.SS_EMAP  # (read once per call)
 
 
 def _ball(bits: int, radius: int) -> int:
@@ -206,24 +207,17 @@ class Prober:
             raise InvalidConfigError("simstore: the C core needs runs no set can load")
 
     def _run(self, q: int, k: int, plan: Any) -> int:
-        """ss_probe calls into the output buffers until no run is missing: the hit count."""
-        sets, nsets, keep = self._sets  # keep: alive until the call returns
-        while True:
-            try:
-                m: int = lib.ss_probe(q, k, plan, sets, nsets, self._c_vals, self._c_dist,
-                                      self._cap, self._c_need)
-            except (OverflowError, TypeError) as exc:
-                raise InvalidConfigError(
-                    f"simstore: a probe needs q in 0..2**64-1 and k in 0..64 (got {q!r}, {k!r})"
-                ) from exc
-            if m == NEEDS_RUNS:
-                self._load_needed(keep)
-            elif m < 0:
-                raise_for(m, f"probing {nsets} run sets (k={k})")
-            elif m > self._cap:
-                self._grow(max(m, 2 * self._cap))
-            else:
-                return m
+        """ss_probe into the output buffers until it has its runs and room: the hit count."""
+        def call(sets: Any, nsets: int, need: Any, vals: Any, cap: int) -> tuple[int, int]:
+            m = int(lib.ss_probe(q, k, plan, sets, nsets, vals, self._c_dist, cap, need))
+            return m, m
+
+        try:
+            return self.until_answered(call)
+        except (OverflowError, TypeError) as exc:
+            raise InvalidConfigError(
+                f"simstore: a probe needs q in 0..2**64-1 and k in 0..64 (got {q!r}, {k!r})"
+            ) from exc
 
     def scratch(self, n: int) -> Any:
         """An int64 cffi array of at least n entries for a caller's C call, reused (its
@@ -234,18 +228,22 @@ class Prober:
             self._scratch = _uncleared("int64_t[]", self._scratch_n)
         return self._scratch
 
-    def with_sets(self, fn: Callable[[Any, int, Any, Any, int], tuple[int, int]]) -> int:
-        """Run fn(sets, nsets, need, vals, cap), a C call looking keys up in these run sets
-        with its candidates in vals (cap entries), until it has the runs it needs and room:
-        fn answers (rc, entries wanted), rc NEEDS_RUNS when runs are missing (loaded here)
-        or MORE_ROOM when the entries pass cap (grown here). Its last rc."""
+    def until_answered(self, fn: Callable[[Any, int, Any, Any, int], tuple[int, int]]
+                       ) -> int:
+        """Run fn(sets, nsets, need, vals, cap), a C call over these run sets with its
+        values in vals (cap entries), until it has the runs it needs and room; fn answers
+        (rc, entries wanted). SS_ENEED: the runs it lists are loaded here; SS_EROOM or a
+        count past cap: the buffers grow here (the output of an earlier call made from
+        them is gone then). Its last rc; any other error is raised."""
         sets, nsets, keep = self._sets  # keep: alive until the call returns
         while True:
             rc, wanted = fn(sets, nsets, self._c_need, self._c_vals, self._cap)
-            if rc == NEEDS_RUNS:
+            if rc == _NEED:
                 self._load_needed(keep)
-            elif rc == MORE_ROOM:
+            elif rc == _ROOM or rc > self._cap:
                 self._grow(max(wanted, 2 * self._cap))
+            elif rc < 0 and rc != _MAP:
+                raise_for(rc, f"looking up keys in {nsets} run sets")
             else:
                 return rc
 
@@ -264,18 +262,12 @@ class Prober:
         return self._lookup(self._one, 1)
 
     def _lookup(self, cq: Any, n: int) -> list[int]:
-        sets, nsets, keep = self._sets  # keep: alive until the call returns
-        while True:
-            m = int(lib.ss_lookup(sets, nsets, cq, n, self._c_vals, self._cap,
-                                  self._c_need))
-            if m == NEEDS_RUNS:
-                self._load_needed(keep)
-            elif m < 0:
-                raise_for(m, f"looking up {n} keys in {nsets} run sets")
-            elif m <= self._cap:
-                return ffi.unpack(self._c_vals, m) if m else []
-            else:
-                self._grow(max(m, 2 * self._cap))
+        def call(sets: Any, nsets: int, need: Any, vals: Any, cap: int) -> tuple[int, int]:
+            m = int(lib.ss_lookup(sets, nsets, cq, n, vals, cap, need))
+            return m, m
+
+        m = self.until_answered(call)
+        return ffi.unpack(self._c_vals, m) if m else []
 
     def hits(self, q: int, k: int, radius: int) -> list[tuple[int, int]]:
         """(value, distance) of every value within k of q, distinct, by distance then value.

@@ -5,6 +5,7 @@ pays little beyond its C work. Values equal the batch calls' of :mod:`.core`.
 
 from __future__ import annotations
 
+import functools
 from itertools import accumulate
 from typing import Any
 
@@ -18,8 +19,9 @@ def fingerprint_one(
 ) -> tuple[int, int]:
     """:func:`fingerprint_texts` of one encoded text: its fingerprint and distinct-feature count."""
     out = ffi.new("uint64_t[2]")
-    if lib.ss_fingerprint_one(data, len(data), ngram, seed, weighting, unicode, out):
-        raise MemoryError("simstore: the C core could not allocate scratch memory")
+    rc = lib.ss_fingerprint_one(data, len(data), ngram, seed, weighting, unicode, out)
+    if rc != lib.SS_OK:
+        raise_for(rc, "fingerprinting a text")
     return out[0], out[1]
 
 
@@ -53,57 +55,71 @@ def shingle_set_one(data: bytes, ngram: int, seed: int, unicode: bool) -> np.nda
         cap = int(n)
 
 
+@functools.lru_cache(maxsize=16)
+def docs_layout(codec: Any) -> Any:
+    """The C view (ss_docs_layout *) of a store's docs records, from its record codec
+    (simstore/store/format.py RecordCodec: where they are laid out, once), made once."""
+    return ffi.new("ss_docs_layout *", {
+        "fp_start": codec.fp_start, "sketch_start": codec.sketch_start,
+        "at_start": codec.at_start, "id_start": codec.id_start, "tag": codec.version,
+        "words": codec.sketch_words})
+
+
 def sketch_hits(
-    q: np.ndarray, recs: list[Any], start: int, maxd: int
+    q: np.ndarray, recs: list[Any], layout: Any, maxd: int
 ) -> tuple[list[int], list[int]] | int:
-    """Indices and distances of the records whose sketch, at byte start, is within maxd
-    bits of q (uint64 words); or the index of the first record too short to hold one."""
+    """Indices and distances of the records whose sketch (where layout, a
+    :func:`docs_layout`, puts it) is within maxd bits of q (uint64 words); or the index
+    of the first record too short to hold one."""
     n = len(recs)
-    out = ffi.new("int64_t[]", 2 * n + n)  # ends, then the hits' indices, then distances
+    out = ffi.new("int64_t[]", 2 * n + n + 1)  # ends, the hits' indices, distances, bad
     out[0:n] = list(accumulate(map(len, recs)))
-    idx, dist = out + n, ffi.cast("int32_t *", out + 2 * n)
-    m = lib.ss_sketch_hits(_u64_ptr(q), len(q), b"".join(recs), out, n, start, maxd, idx, dist)
-    if m <= -3:
-        return int(-3 - m)
+    idx, dist, bad = out + n, ffi.cast("int32_t *", out + 2 * n), out + 3 * n
+    m = lib.ss_sketch_hits(_u64_ptr(q), layout, b"".join(recs), out, n, maxd, idx, dist, bad)
+    if m == lib.SS_EBADCODE:
+        return int(bad[0])
     if m < 0:
         raise_for(int(m), "checking candidate sketches")
     return ffi.unpack(idx, m), ffi.unpack(dist, m)
 
 
-def similar_one(
-    prober: Any, bands: np.ndarray, recent: Any, tree: tuple[int, int, int, int, int],
-    sketch: np.ndarray, tag: int, spans: tuple[int, int, int], since: int | None, maxd: int,
-) -> list[int] | int:
-    """ss_similar_one: the hits of a signature (bands, sketch) among the prober's band
-    entries and those of the recent docs (a :class:`~simstore.native.keytable.KeyTable`,
-    or None), read in the LMDB map tree = (address, pages, page
-    size, root page, depth); spans: where a docs record's sketch, time of storage and id
-    start. The hits as one flat list of (internal id, distance, offset, size, fingerprint)
-    in internal id order, or -4 when the map cannot answer (ask LMDB)."""
-    base, pages, psize, root, depth = tree
-    b, q = _u64_ptr(bands), _u64_ptr(sketch)
-    if recent is None:
-        rkeys = rvals = ffi.NULL
-        rcap = 0
-    else:
-        rkeys, rvals, rcap = recent.c_keys, recent.c_vals, recent.cap
-    start, at_start, id_start = spans
-    when = -1 if since is None else since
-    out: Any = None
+class SimilarQuery:
+    """ss_similar_one's arguments for the lookups of one store binding: its docs layout
+    (a :func:`docs_layout`) and the C structs each call refills (calls are serialized as
+    its prober's are)."""
 
-    def call(sets: Any, nsets: int, need: Any, vals: Any, cap: int) -> tuple[int, int]:
-        nonlocal out
-        cells = prober.scratch(5 * cap + 1)  # the hits, then the candidates' count
-        out = ffi.cast("uint64_t *", cells)
-        rc = lib.ss_similar_one(
-            sets, nsets, need, b, len(bands), rkeys, rvals, rcap, vals, cap, cells + 5 * cap,
-            ffi.cast("uint8_t *", base), pages, psize, root, depth, q, len(sketch), tag,
-            start, at_start, id_start, when, maxd, out)
-        return int(rc), int(cells[5 * cap])
+    def __init__(self, layout: Any) -> None:
+        self.layout = layout
+        self.query = ffi.new("ss_similar_query *")
+        self.recent = ffi.new("ss_keytable_view *")
+        self.room = ffi.new("ss_similar_room *")
 
-    rc = prober.with_sets(call)
-    if rc == -4:
-        return rc
-    if rc < 0:
-        raise_for(rc, "looking a signature up in the map")
-    return ffi.unpack(out, 5 * rc) if rc else []
+    def run(self, prober: Any, tree: Any, bands: np.ndarray, sketch: np.ndarray,
+            recent: Any, since: int | None, maxd: int) -> list[int] | int:
+        """The hits of a signature (bands, sketch) among the prober's band entries and
+        those of the recent docs (a :class:`~simstore.native.keytable.KeyTable`, or
+        None), read in the LMDB map's tree (an ss_map_tree *, see
+        :func:`simstore.native.lmdbmap.tree`). The hits as one flat list of (internal id, distance,
+        offset, size, fingerprint) in internal id order, or SS_EMAP when the map cannot
+        answer (ask LMDB)."""
+        b, q = _u64_ptr(bands), _u64_ptr(sketch)  # (alive until this call returns)
+        query, view, room = self.query, self.recent, self.room
+        query.bands, query.sketch, query.nbands = b, q, len(bands)
+        query.since = -1 if since is None else since
+        query.maxd = maxd
+        if recent is None:
+            view.cap = 0
+        else:
+            view.keys, view.vals, view.cap = recent.c_keys, recent.c_vals, recent.cap
+        layout = self.layout
+
+        def call(sets: Any, nsets: int, need: Any, cands: Any, cap: int) -> tuple[int, int]:
+            room.cands, room.cap = cands, cap
+            room.hits = ffi.cast("uint64_t *", prober.scratch(5 * cap))
+            rc = lib.ss_similar_one(sets, nsets, need, view, tree, layout, query, room)
+            return int(rc), int(room.ncands)
+
+        rc = prober.until_answered(call)  # (raises on any error but SS_EMAP)
+        if rc == lib.SS_EMAP:
+            return rc
+        return ffi.unpack(room.hits, 5 * rc) if rc else []

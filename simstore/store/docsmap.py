@@ -16,7 +16,6 @@ and the caller fetches through LMDB as before.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -28,9 +27,6 @@ from .format import DocId, decode_id
 
 # a hit: (internal id, sketch distance, doc id, fingerprint)
 Hit = tuple[int, int, DocId, int]
-_DB_RECORD = 48  # LMDB's record of a named database: flags, depth, page counts, root
-_DEPTH_ROOT = struct.Struct("<6xH32xQ")  # its depth and root page
-_NO_ROOT = 2**64 - 1  # the root of an empty tree
 
 
 class DocsMap:
@@ -47,6 +43,8 @@ class DocsMap:
         self._psize = int(env.stat()["psize"])
         self._base: tuple[int, int, Any] | None = None  # (epoch, map address, its buffer)
         self._pages = 0  # pages known to lie within the file (it never shrinks)
+        self._tree = _lmdbmap.tree(0, 0, self._psize, 0, 0)  # the docs tree, set per call
+        self._query: tuple[Any, _single.SimilarQuery] | None = None  # (codec, its lookup)
 
     def similar(self, txn: Any, prober: Any, recent: Any, sig: tuple[np.ndarray, np.ndarray],
                 codec: Any, maxd: int, since: int | None) -> list[Hit] | None:
@@ -55,24 +53,25 @@ class DocsMap:
         given), whose sketch is within maxd bits, in internal id order; None when the map
         cannot answer (ask LMDB)."""
         raw = txn.get(self._name)  # the docs database's record in the main database
-        if raw is None or len(raw) != _DB_RECORD:
+        tree = self._tree
+        if raw is None or not _lmdbmap.tree_of_record(raw, tree):
             return None
-        depth, root = _DEPTH_ROOT.unpack(raw)
-        if root == _NO_ROOT:
+        if tree.depth == 0:
             return []  # no docs
         at = self._address()
         if at is None:
             return None
         base, buf = at
+        if self._query is None or self._query[0] is not codec:
+            self._query = (codec, _single.SimilarQuery(_single.docs_layout(codec)))
+        query = self._query[1]
         bands, sketch = sig
         id_start = codec.id_start
         for fresh in (False, True):  # a tree past the pages known: learn the file's end
             if fresh:
                 self._pages = _lmdbmap.snapshot_pages(self._env.info(), self._psize)
-            got = _single.similar_one(prober, bands, recent,
-                                      (base, self._pages, self._psize, root, depth), sketch,
-                                      codec.version, (codec.sketch_start, codec.at_start,
-                                                      id_start), since, maxd)
+            _lmdbmap.place(tree, base, self._pages)
+            got = query.run(prober, tree, bands, sketch, recent, since, maxd)
             if not isinstance(got, int):
                 return [(got[j], got[j + 1],
                          decode_id(buf[got[j + 2] + id_start:got[j + 2] + got[j + 3]]),

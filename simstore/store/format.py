@@ -266,6 +266,7 @@ class RecordCodec:
         self.nbands = nbands
         self.version = SIMILARITY_RECORD if sketch_words else HAMMING_RECORD
         self.tag = bytes((self.version,))
+        self.fp_start = _FP_END - 8  # a record's fingerprint is [fp_start:sketch_start]
         self.sketch_start = _FP_END  # a record's sketch is [sketch_start:sketch_end]
         self.sketch_end = _FP_END + 8 * sketch_words
         self.at_start = self.sketch_end + 4 * nbands

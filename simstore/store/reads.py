@@ -132,7 +132,7 @@ def _hits_via_lmdb(h: Handles, txn: Any, iids: list[int], sketch: np.ndarray, ma
     recs, at = live_records(h, txn, iids, since)
     if not recs:
         return []
-    found = _single.sketch_hits(sketch, recs, codec.sketch_start, maxd)
+    found = _single.sketch_hits(sketch, recs, _single.docs_layout(codec), maxd)
     if isinstance(found, int):
         codec.match(recs[found])  # the short record raises, saying why
         raise CorruptStoreError(f"store {h.path!r}: a docs record is too short")

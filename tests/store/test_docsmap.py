@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from simstore import SIGNATURE_CONFIG, SimStore
-from simstore.store import docsmap as docsmap_mod, reads
+from simstore.native import lmdbmap
+from simstore.store import reads
 
 from ..oracles import shares_band, sketch_estimate
 from ..strategies import planted_texts
@@ -115,14 +116,14 @@ def test_a_tree_the_map_cannot_read_falls_back_to_lmdb(tmp_path, monkeypatch, no
         s.add_many(range(len(texts)), sigs)
         want = [s.similar(q, 0.8) for q in sigs[:10]]
         assert not no_fallback
-        real = docsmap_mod._DEPTH_ROOT
+        real = lmdbmap.tree_of_record
 
-        class Deeper:
-            def unpack(self, raw):
-                depth, root = real.unpack(raw)
-                return depth + 1, root
+        def deeper(raw, tree):
+            ok = real(raw, tree)
+            tree.depth += 1
+            return ok
 
-        monkeypatch.setattr(docsmap_mod, "_DEPTH_ROOT", Deeper())
+        monkeypatch.setattr(lmdbmap, "tree_of_record", deeper)
         assert [s.similar(q, 0.8) for q in sigs[:10]] == want
         assert len(no_fallback) == 10
 

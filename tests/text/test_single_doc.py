@@ -12,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 import simstore
 from simstore import SIGNATURE_CONFIG, FingerprintConfig, shingle_sets
 from simstore.native import core as _core, single as _single
+from simstore.store.format import RecordCodec
 from simstore.store.reads import jaccard_list, max_distance
 from simstore.text.fingerprinting import _prepared
 
@@ -102,7 +103,8 @@ def test_sketch_hits_keep_exactly_the_records_at_or_above_the_threshold(q, rows,
         tail = pads.draw(st.binary(max_size=20))
         recs.append(b"\x04" * start + np.array(row, dtype="<u8").tobytes() + tail)
     sketch = np.array(q, dtype=np.uint64)
-    found = _single.sketch_hits(sketch, recs, start, max_distance(128, threshold))
+    layout = _single.docs_layout(RecordCodec(sketch_words=2, nbands=1))  # sketch at byte 9
+    found = _single.sketch_hits(sketch, recs, layout, max_distance(128, threshold))
     assert not isinstance(found, int)
     want = [i for i, row in enumerate(rows) if sketch_estimate(q, row) >= threshold]
     assert found[0] == want
@@ -114,7 +116,8 @@ def test_sketch_hits_name_the_first_record_too_short():
     """A record shorter than its sketch is reported by index, not read past its end."""
     sketch = np.zeros(2, dtype=np.uint64)
     recs = [b"\x00" * 30, b"\x00" * 20, b"\x00" * 5]
-    assert _single.sketch_hits(sketch, recs, 9, 10) == 1
+    layout = _single.docs_layout(RecordCodec(sketch_words=2, nbands=1))  # sketch at byte 9
+    assert _single.sketch_hits(sketch, recs, layout, 10) == 1
 
 
 @pytest.mark.parametrize("bits", [64, 128, 640])
