@@ -83,7 +83,7 @@ def _polite_parser(sub: argparse._SubParsersAction) -> None:
                    help="revisit rounds after the first crawl (default %(default)s)")
     p.add_argument("--revisit-min", type=float, default=d.revisit_min,
                    help="SIMSTORE_REVISIT_MIN and the wait between rounds, seconds (default: "
-                   "2 x pages x delay + 5)")
+                   "2 x pages x delay + 10)")
     p.add_argument("--timeout", type=float, default=0.0, help="seconds a crawl may take "
                    "(default: 60 + 4 x pages x delay, at most 1800)")
     p.add_argument("--seed", type=int, default=d.seed, help="seed (default %(default)s)")

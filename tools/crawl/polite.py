@@ -14,14 +14,18 @@ The hosts answer once every spider is built, so all processes start together; th
 wall time runs from then to the last exit. ``kill_one``: once half the pages are
 fetched, process 0 gets SIGKILL and a new one (``polite-0r``) starts on the same
 frontier. ``revisit``: every crawl runs with ``SIMSTORE_REVISIT=adaptive``,
-``SIMSTORE_REVISIT_MIN`` = ``revisit_min`` seconds (default: twice the site's floor plus
-5 s, longer than a crawl takes), ``SIMSTORE_REVISIT_MAX=1d``; after the first crawl come
-``revisit_rounds`` rounds of: wait ``revisit_min`` (every URL fetched is due again, or its
-interval grew), advance the web (the same 20 % of the pages change every round, 5 % answer
-404/410 from the first round on), crawl again, measured apart. The first round has no
-history (everything is due); from the second on, an adaptive crawl refetches the pages
-that keep changing and leaves the others. Every wait is bounded: a process still
-running at the deadline is killed and the run says so. Figures: :mod:`tools.crawl.politeness`.
+``SIMSTORE_REVISIT_MAX=1d`` and ``SIMSTORE_REVISIT_MIN`` = ``revisit_min`` seconds
+(default: twice the site's floor plus 10 s, longer than a crawl and its start-up take).
+After the first crawl come ``revisit_rounds`` rounds of: wait ``revisit_min`` (every
+URL fetched is due again, or its interval grew), advance the web (the same 20 % of the
+pages change every round, 5 % answer 404/410 from the first round on), crawl again,
+measured apart. The first round has no history (everything is due); from the second
+on, an adaptive crawl refetches the pages that keep changing and leaves the others,
+provided the crawl before took less than the wait: each round says so (``timing_ok``:
+every process made its first request, so had queued what was due, less than twice the
+wait after the previous round's first page; ``early_s`` that time). Every wait is
+bounded: a process still running at the deadline is killed and the run says so.
+Figures: :mod:`tools.crawl.politeness`.
 """
 
 from __future__ import annotations
@@ -39,9 +43,9 @@ from typing import Any
 
 from .._util import checkout_env
 from .peers import SIMSTORE, redis_server, redis_settings
-from .politeness import analyse
+from .politeness import ROBOTS, analyse
 from .spider import MIDDLEWARE, command
-from .web import Web
+from .web import Hit, Web
 
 SCHEDULERS = ("simstore", "redis", "plain")
 REVISIT_MAX_WAIT = 600.0  # seconds: the longest wait between two revisit rounds
@@ -67,7 +71,7 @@ class Options:
     kill_one: bool = False
     revisit: bool = False
     revisit_rounds: int = 2
-    revisit_min: float = 0.0  # 0: twice the site's floor + 5 s
+    revisit_min: float = 0.0  # 0: twice the site's floor + 10 s
     timeout: float = 0.0  # 0: 60 s + 4x the site's floor per crawl
     seed: int = 7
     settings: dict[str, str] = field(default_factory=dict)
@@ -139,6 +143,19 @@ def _crawl(web: Web, work: Path, opts: Options, settings: dict[str, Any], timeou
     return {"wall_s": wall, "processes": done}
 
 
+def _first_page(hits: list[Hit]) -> float:
+    """The arrival of the first page request among hits (robots.txt left out)."""
+    return min((h.at for h in hits if h.path != ROBOTS), default=time.monotonic())
+
+
+def _last_first(hits: list[Hit]) -> float:
+    """The latest of the processes' first requests among hits (0 for none)."""
+    firsts: dict[str, float] = {}
+    for h in hits:
+        firsts[h.agent] = min(firsts.get(h.agent, h.at), h.at)
+    return max(firsts.values(), default=0.0)
+
+
 def _fetched(web: Web) -> int:
     with web.lock:
         return sum(1 for h in web.log if h.status == 200 and h.path != "/robots.txt")
@@ -186,7 +203,7 @@ def run(opts: Options, work: Path | None = None) -> dict[str, Any]:
     try:
         with web:
             settings = _settings(opts, store, redis and redis[1], timeout)
-            wait = min(opts.revisit_min or 2 * opts.pages * web.delay_seconds() + 5,
+            wait = min(opts.revisit_min or 2 * opts.pages * web.delay_seconds() + 10,
                        REVISIT_MAX_WAIT)
             if opts.revisit:  # revisits are scheduled from the first crawl on
                 settings |= {"SIMSTORE_REVISIT": "adaptive", "SIMSTORE_REVISIT_MIN": f"{wait:g}",
@@ -195,14 +212,22 @@ def run(opts: Options, work: Path | None = None) -> dict[str, Any]:
             c = _crawl(web, work, opts, settings, timeout, opts.kill_one)
             out["crawl"] = analyse(web.hits(), delays, web.all_pages(), c["wall_s"])
             out["crawl"]["processes"] = c["processes"]
+            first = 0
             for r in range(opts.revisit_rounds if opts.revisit else 0):
                 time.sleep(wait)
+                since = _first_page(web.hits()[first:])
                 first = len(web.hits())
                 web.advance(0.2, opts.seed, gone=0.05 if r == 0 else 0.0)
                 c = _crawl(web, work, opts, settings, timeout, False)
-                out[f"revisit {r + 1}"] = analyse(web.hits()[first:], delays, web.all_pages(),
-                                                  c["wall_s"], web.changed, web.gone)
-                out[f"revisit {r + 1}"]["processes"] = c["processes"]
+                a = out[f"revisit {r + 1}"] = analyse(
+                    web.hits()[first:], delays, web.all_pages(), c["wall_s"], web.changed,
+                    web.gone)
+                a["processes"] = c["processes"]
+                # a page found unchanged waits 2 x wait: none may be due when the spiders
+                # open, which is before each one's first request
+                opened = _last_first(web.hits()[first:])
+                a["revisit"]["early_s"] = round(opened - since, 3)
+                a["revisit"]["timing_ok"] = opened - since < 2 * wait
     finally:
         if redis is not None:
             redis[0].shutdown()

@@ -148,6 +148,10 @@ def render(result: Mapping[str, Any]) -> str:
                      f"({v['changed_refetched_pct']}%); unchanged {v['unchanged']}, refetched "
                      f"{v['unchanged_refetched']}; gone {v['gone']}, requests to them "
                      f"{v['gone_requests']}")
+        if v.get("timing_ok") is False:
+            lines.append(f"revisit: NOT MEANINGFUL, the spiders opened {v['early_s']} s after "
+                         "the previous round's first page, not less than twice the wait: pages "
+                         "found unchanged were due again (a longer --revisit-min)")
     lines.append(f"  {'host':<12} {'delay':>6} {'reqs':>5} {'gaps ok%':>8} {'all ok%':>8} "
                  f"{'min gap':>8} {'429':>4} {'503':>4} {'in RA':>5}")
     for host, h in r["hosts"].items():
