@@ -112,3 +112,32 @@ def test_many_threads_writing_at_once_lose_nothing(tmp_path) -> None:
         want = {f"{t}.{i}" for t in range(threads) for i in range(60) if i % 3}
         assert set(s) == want and s.verify() == []
         assert s._env.last_txnid() - before < threads * 80
+
+
+def test_a_forked_child_never_runs_the_parents_queued_writes(tmp_path) -> None:
+    """A child forked while a write waits in the queue writes on its own: the parent's
+    queued write runs in the parent only."""
+    import os
+
+    def queued(txn: Any) -> None:
+        (tmp_path / f"ran-in-{os.getpid()}").touch()
+
+    with SimStore(tmp_path / "s", k=3) as s:
+        env = s._env
+        with env.lock:
+            t = threading.Thread(target=lambda: env.write_grouped(queued))
+            t.start()
+            while not env.shared.queue:
+                time.sleep(0.001)
+            pid = os.fork()
+            if pid == 0:  # the child: the queue it inherited must not run here
+                code = 1
+                try:
+                    s.add("child", 3)
+                    code = 0 if s["child"] == 3 else 2
+                finally:
+                    os._exit(code)
+        t.join(10)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0
+        assert sorted(p.name for p in tmp_path.glob("ran-in-*")) == [f"ran-in-{os.getpid()}"]

@@ -90,14 +90,17 @@ class Shared:
         self.epoch = 0
         self.key: tuple[int, int] | None = None
         self.handles: weakref.WeakSet[Handle] = weakref.WeakSet()
-        # writes of threads waiting for the lock, committed together by the next writer
-        # to hold it (Env.write_grouped); guarded by queue_lock
+        self._new_queue()
+        self.store_lock = StoreLock(self.path, self.readonly)
+        register(self)
+
+    def _new_queue(self) -> None:
+        """An empty queue of the writes of threads waiting for the lock, committed together
+        by the next writer to hold it (:mod:`.group`); guarded by queue_lock."""
         self.queue: list[Any] = []
         self.queue_lock = threading.Lock()
         self.leading = False  # a thread is committing queued writes
         self.led = threading.Condition(self.queue_lock)  # notified when it is done
-        self.store_lock = StoreLock(self.path, self.readonly)
-        register(self)
 
     def open(self, first: Handle | None = None) -> None:
         """Open (or, for its first handle, create) the environment; bind every handle."""
@@ -258,6 +261,7 @@ class Shared:
         process (or refuse, when that cannot be done safely)."""
         # An LMDB environment must not be used across fork: the child opens its own,
         # after closing the inherited one if that is safe (see env/forks.py).
+        self._new_queue()  # the parent's queued writes have no thread here
         in_batch = self.wtxn is not None
         old = self.env
         self.drop()  # our copy of the lock only: the parent keeps its own
