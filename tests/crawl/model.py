@@ -1,0 +1,273 @@
+"""A pure-Python model of :class:`simstore.crawl.Frontier` (no revisits, no expiry), written
+from the docstrings and docs/crawl.md, not from the code: the oracle of the crawl tests.
+
+Times are integer milliseconds, read as the frontier reads them (``int(clock() * 1000)``).
+Keys are built as docs/crawl.md gives their bytes, so a key the frontier returns can be
+compared byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from dataclasses import dataclass, field
+
+PRIO_MAX, PRIO_MIN = 2**63 - 1, -(2**63)
+RECLAIM_MAX = 256
+THROTTLED_DELAY_MS = 250
+THROTTLE = (429, 503)
+_U64 = struct.Struct(">Q")
+
+
+def host_key(host: str) -> bytes:
+    """The 8-byte id of a host: BLAKE2b-64 of its lower-case name."""
+    return hashlib.blake2b(host.lower().encode("utf-8", "surrogatepass"), digest_size=8).digest()
+
+
+def clamp(priority: int) -> int:
+    """A priority as the key holds it (int64)."""
+    return min(max(priority, PRIO_MIN), PRIO_MAX)
+
+
+def make_key(host: str, priority: int, seq: int) -> bytes:
+    """host id ‖ 2^63-1-priority ‖ seq."""
+    return host_key(host) + _U64.pack(PRIO_MAX - clamp(priority)) + _U64.pack(seq)
+
+
+@dataclass
+class MHost:
+    """What the model knows of a host."""
+
+    name: str
+    next_ms: int = 0
+    blocked_ms: int = 0
+    delay_ms: int = 0  # its robots.txt Crawl-delay, or what 429/503 made of it
+    known: bool = False  # robots.txt read
+    throttled: bool = False
+    paused: bool = False
+    throttles: int = 0
+    inflight: int = 0
+    fetched: int = 0
+    n429: int = 0
+    n503: int = 0
+
+
+@dataclass
+class MReq:
+    """A request: its host, priority (clamped), seq and payload."""
+
+    host: str
+    priority: int
+    seq: int
+    payload: bytes
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Highest priority first, then first in first out."""
+        return (-self.priority, self.seq)
+
+
+@dataclass
+class MLease:
+    """A lease of a request."""
+
+    req: MReq
+    deadline: int
+    owner: str
+
+
+@dataclass
+class Policy:
+    """The Politeness fields the model needs."""
+
+    delay: float = 0.0
+    concurrency: int = 8
+    max_delay: float = 600.0
+    backoff: float = 2.0
+    robots: bool = False
+    margin: float = 0.02
+
+
+@dataclass
+class Model:
+    """The frontier's state, and each operation as its docstring says it behaves."""
+
+    policy: Policy
+    seq: int = 0
+    paused: bool = False
+    queue: dict[bytes, MReq] = field(default_factory=dict)
+    leases: dict[bytes, MLease] = field(default_factory=dict)
+    seen: set[bytes] = field(default_factory=set)
+    hosts: dict[str, MHost] = field(default_factory=dict)
+
+    # --- rules ----------------------------------------------------------------------
+
+    def host(self, name: str) -> MHost:
+        return self.hosts.setdefault(name.lower(), MHost(name))
+
+    def delay_ms(self, h: MHost) -> int:
+        """A host's spacing: max(policy delay, its own), plus the margin when > 0."""
+        d = max(int(self.policy.delay * 1000), h.delay_ms)
+        return d + int(self.policy.margin * 1000) if d else 0
+
+    def concurrency(self, h: MHost) -> int:
+        if (self.policy.robots and not h.known) or h.throttled:
+            return 1
+        return self.policy.concurrency
+
+    def queued(self, name: str) -> list[MReq]:
+        return sorted((r for r in self.queue.values() if r.host.lower() == name.lower()),
+                      key=lambda r: r.order)
+
+    def may_go_at(self, h: MHost) -> int | None:
+        """From when host h may be asked (None: not by time alone: nothing queued, paused
+        or at its concurrency)."""
+        if h.paused or h.inflight >= self.concurrency(h) or not self.queued(h.name):
+            return None
+        return max(h.next_ms, h.blocked_ms)
+
+    def ready(self, now: int) -> list[MHost]:
+        return [h for h in self.hosts.values()
+                if (at := self.may_go_at(h)) is not None and at <= now]
+
+    def wake(self, now: int) -> float | None:
+        times = [at for h in self.hosts.values()
+                 if (at := self.may_go_at(h)) is not None and at > now]
+        return min(times) / 1000 if times else None
+
+    # --- operations -----------------------------------------------------------------
+
+    def push(self, pushes: list[tuple[int, bytes, bytes | None, bool, str]], now: int
+             ) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        for prio, payload, fp, only_new, host in pushes:
+            was = fp is not None and fp in self.seen
+            if fp is not None:
+                self.seen.add(fp)
+            if was and only_new:
+                out.append(None)
+                continue
+            self.seq += 1
+            key = make_key(host, prio, self.seq)
+            self.queue[key] = MReq(host, clamp(prio), self.seq, payload)
+            self.host(host)
+            out.append(key)
+        return out
+
+    def ack(self, dones: list[tuple[bytes, int | None]], owner: str) -> int:
+        n = 0
+        for key, status in dones:
+            lease = self.leases.get(key)
+            if lease is not None and lease.owner == owner:
+                del self.leases[key]
+                h = self.host(lease.req.host)
+                h.inflight -= 1
+            elif lease is None and key in self.queue:
+                h = self.host(self.queue.pop(key).host)
+            else:
+                continue
+            n += 1
+            if status is not None:
+                h.fetched += 1
+                if status not in THROTTLE:
+                    h.throttles = 0
+        return n
+
+    def reclaim(self, now: int) -> list[bytes]:
+        expired = sorted((le.deadline, k) for k, le in self.leases.items() if le.deadline < now)
+        back = [k for _, k in expired[:RECLAIM_MAX]]
+        for k in back:
+            self.back(k)
+        return back
+
+    def back(self, key: bytes) -> None:
+        lease = self.leases.pop(key)
+        self.queue[key] = lease.req
+        self.host(lease.req.host).inflight -= 1
+
+    def take(self, n: int, lease_ms: int, owner: str, now: int
+             ) -> tuple[list[tuple[bytes, bytes, str]], float | None]:
+        """(key, payload, host) of each request leased, and the wake."""
+        got: list[tuple[bytes, bytes, str]] = []
+        while len(got) < n and not self.paused:
+            heads = [(self.queued(h.name)[0], h) for h in self.ready(now)]
+            if not heads:
+                break
+            req, h = min(heads, key=lambda rh: rh[0].order)
+            key = next(k for k, r in self.queue.items() if r is req)
+            del self.queue[key]
+            self.leases[key] = MLease(req, now + lease_ms, owner)
+            h.inflight += 1
+            h.next_ms = now + self.delay_ms(h)
+            got.append((key, req.payload, h.name))
+        return got, (self.wake(now) if len(got) < n else None)
+
+    def release(self, keys: list[bytes], owner: str) -> int:
+        mine = [k for k in dict.fromkeys(keys)
+                if k in self.leases and self.leases[k].owner == owner]
+        for k in mine:
+            self.back(k)
+        return len(mine)
+
+    def renew(self, keys: list[bytes], owner: str, deadline: int) -> int:
+        n = 0
+        for k in keys:
+            if k in self.leases and self.leases[k].owner == owner:
+                self.leases[k].deadline = deadline
+                n += 1
+        return n
+
+    def robots_read(self, host: str, crawl_delay: float | None, now: int) -> float:
+        seconds = 0.0
+        if crawl_delay is not None and not math.isnan(crawl_delay):
+            seconds = min(max(crawl_delay, 0.0), self.policy.max_delay)
+        h = self.host(host)
+        h.delay_ms = min(int(seconds * 1000), 2**32 - 1)
+        h.known = True
+        h.next_ms = max(h.next_ms, now + 2 * self.delay_ms(h))
+        return seconds
+
+    def throttle(self, host: str, retry_after: float | None, status: int, now: int) -> float:
+        h = self.host(host)
+        h.throttles += 1
+        if status == 503:
+            h.n503 += 1
+        else:
+            h.n429 += 1
+        if retry_after is None:
+            wait = min(self.policy.backoff * 2.0 ** (h.throttles - 1), self.policy.max_delay)
+        elif math.isnan(retry_after) or retry_after < 0:
+            wait = 0.0
+        else:
+            wait = min(retry_after, self.policy.max_delay)
+        if now >= h.blocked_ms:
+            h.delay_ms = min(max(2 * h.delay_ms, THROTTLED_DELAY_MS),
+                             int(self.policy.max_delay * 1000))
+        h.throttled = True
+        h.blocked_ms = max(h.blocked_ms, now + int(wait * 1000))
+        return wait
+
+    def pause(self, host: str | None, paused: bool) -> None:
+        if host is None:
+            self.paused = paused
+        else:
+            self.host(host).paused = paused
+
+    def drop_host(self, host: str) -> int:
+        keys = [k for k, r in self.queue.items() if r.host.lower() == host.lower()]
+        for k in keys:
+            del self.queue[k]
+        return len(keys)
+
+    def clear(self) -> None:
+        """Everything but the sequence."""
+        self.paused = False
+        self.queue.clear()
+        self.leases.clear()
+        self.seen.clear()
+        self.hosts.clear()
+
+    def pending(self, owner: str | None) -> int:
+        mine = 0 if owner is None else sum(le.owner == owner for le in self.leases.values())
+        return len(self.queue) + len(self.leases) - mine
