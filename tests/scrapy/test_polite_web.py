@@ -62,6 +62,15 @@ def test_limited_host_answers_429_with_retry_after() -> None:
         assert hits[1].agent == "t" and hits[1].at <= hits[2].at <= time.monotonic()
 
 
+def test_limit_gap_stricter_than_robots_txt() -> None:
+    """A host may limit harder than its Crawl-delay: a client keeping the delay still gets 429."""
+    with Web(hosts=1, pages=3, delay=0.05, limit_gap=1.0) as web:
+        url = web.url(web.hosts[0], "/")
+        first = get(url)[0]
+        time.sleep(0.1)
+        assert (first, get(url)[0]) == (200, 429)
+
+
 def test_retry_after_as_http_date_and_503() -> None:
     """Retry-After can be an HTTP date that far ahead, and the answer 503."""
     with Web(hosts=1, pages=3, delay=1, retry_after=60, limit_status=503, retry_as="date") as web:

@@ -67,6 +67,9 @@ def _polite_parser(sub: argparse._SubParsersAction) -> None:
                    "--limit-status when asked too fast (default %(default)s)")
     p.add_argument("--limit-status", type=int, choices=(429, 503), default=d.limit_status,
                    help="their answer (default %(default)s)")
+    p.add_argument("--limit-gap", type=float, default=None,
+                   help="the gap the limited hosts enforce, seconds (default: the crawl "
+                   "delay; larger: even a polite crawler meets Retry-After)")
     p.add_argument("--scheduler", choices=polite.SCHEDULERS, default=d.scheduler,
                    help="the shared frontier (default %(default)s)")
     p.add_argument("--store", type=Path, default=None,
@@ -100,7 +103,8 @@ def _polite(args: argparse.Namespace) -> int:
     opts = polite.Options(
         procs=args.procs, hosts=args.hosts, pages=args.pages, delay=args.delay,
         retry_after=args.retry_after, limited=args.limited, limit_status=args.limit_status,
-        retry_as=args.retry_as, scheduler=args.scheduler, store=args.store,
+        retry_as=args.retry_as, limit_gap=args.limit_gap, scheduler=args.scheduler,
+        store=args.store,
         kill_one=args.kill_one, revisit=args.revisit, revisit_rounds=args.revisit_rounds,
         revisit_min=args.revisit_min, timeout=args.timeout, seed=args.seed,
         settings=dict(s.split("=", 1) for s in args.settings))

@@ -66,6 +66,7 @@ class Options:
     limited: int = 2
     limit_status: int = 429
     retry_as: str = "seconds"
+    limit_gap: float | None = None  # None: the crawl delay
     scheduler: str = "simstore"
     store: Path | None = None
     kill_one: bool = False
@@ -193,7 +194,7 @@ def run(opts: Options, work: Path | None = None) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     store = opts.store or work / "store"
     web = Web(opts.hosts, opts.pages, opts.delay, opts.retry_after, opts.limited,
-              opts.limit_status, opts.retry_as, opts.seed)
+              opts.limit_status, opts.retry_as, opts.seed, opts.limit_gap)
     delays = dict.fromkeys(web.hosts, web.delay_seconds())
     timeout = opts.timeout or min(60 + 4 * opts.pages * web.delay_seconds(), MAX_TIMEOUT)
     redis = redis_server(work) if opts.scheduler == "redis" else None

@@ -15,7 +15,8 @@ Politeness, as a strict server would ask it:
 - the first ``limited`` hosts answer ``limit_status`` (429, or 503) with
   ``Retry-After`` when a page is asked sooner than the crawl delay after the previous
   request to that host (less :data:`SLACK`; robots.txt never limited, never counted),
-  by any client; and
+  by any client (``limit_gap``: a stricter gap than robots.txt asks, as real servers
+  have, so that even a polite crawler meets a Retry-After); and
   every request inside the window so given is answered the same way. ``retry_as``:
   ``seconds`` or ``date`` (an HTTP date that far ahead).
 
@@ -78,7 +79,8 @@ class Web:
 
     def __init__(self, hosts: int = 8, pages: int = 150, delay: str | float = 0.2,
                  retry_after: float = 2.0, limited: int = 2, limit_status: int = 429,
-                 retry_as: str = "seconds", seed: int = 7) -> None:
+                 retry_as: str = "seconds", seed: int = 7,
+                 limit_gap: float | None = None) -> None:
         if hosts < 1 or pages < 1:
             raise ValueError(f"hosts={hosts}, pages={pages}: both must be >= 1")
         if retry_as not in ("seconds", "date"):
@@ -92,6 +94,7 @@ class Web:
         self.retry_as = retry_as
         self.limit_status = limit_status
         self.limited = set(self.hosts[:limited])
+        self.limit_gap = limit_gap  # None: the crawl delay
         self.seed = seed
         self.generation = 0
         self.changed: set[tuple[str, str]] = set()
@@ -121,6 +124,9 @@ class Web:
         except ValueError:
             return 0.0
         return d if 0 <= d < float("inf") else 0.0
+
+    def _gap(self) -> float:
+        return self.delay_seconds() if self.limit_gap is None else self.limit_gap
 
     def url(self, host: str, path: str = "/") -> str:
         """The URL of a page."""
@@ -198,7 +204,7 @@ class Web:
                 if host in self.limited:
                     if now < self._blocked.get(host, 0.0):
                         window = self._blocked[host] - now
-                    elif now - self._last.get(host, -1e18) < self.delay_seconds() - SLACK:
+                    elif now - self._last.get(host, -1e18) < self._gap() - SLACK:
                         window = self.retry_after
                         self._blocked[host] = now + window
                 self._last[host] = now
