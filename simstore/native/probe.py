@@ -208,16 +208,22 @@ class Prober:
 
     def _run(self, q: int, k: int, plan: Any) -> int:
         """ss_probe into the output buffers until it has its runs and room: the hit count."""
-        def call(sets: Any, nsets: int, need: Any, vals: Any, cap: int) -> tuple[int, int]:
-            m = int(lib.ss_probe(q, k, plan, sets, nsets, vals, self._c_dist, cap, need))
-            return m, m
-
+        sets, nsets, _ = self._sets
         try:
-            return self.until_answered(call)
+            m: int = lib.ss_probe(q, k, plan, sets, nsets, self._c_vals, self._c_dist,
+                                  self._cap, self._c_need)
         except (OverflowError, TypeError) as exc:
             raise InvalidConfigError(
                 f"simstore: a probe needs q in 0..2**64-1 and k in 0..64 (got {q!r}, {k!r})"
             ) from exc
+        if 0 <= m <= self._cap:  # (most queries: answered by the first call)
+            return m
+
+        def call(sets: Any, nsets: int, need: Any, vals: Any, cap: int) -> tuple[int, int]:
+            n = int(lib.ss_probe(q, k, plan, sets, nsets, vals, self._c_dist, cap, need))
+            return n, n
+
+        return self.until_answered(call, (m, m))
 
     def scratch(self, n: int) -> Any:
         """An int64 cffi array of at least n entries for a caller's C call, reused (its
@@ -228,16 +234,18 @@ class Prober:
             self._scratch = _uncleared("int64_t[]", self._scratch_n)
         return self._scratch
 
-    def until_answered(self, fn: Callable[[Any, int, Any, Any, int], tuple[int, int]]
-                       ) -> int:
+    def until_answered(self, fn: Callable[[Any, int, Any, Any, int], tuple[int, int]],
+                       answer: tuple[int, int] | None = None) -> int:
         """Run fn(sets, nsets, need, vals, cap), a C call over these run sets with its
         values in vals (cap entries), until it has the runs it needs and room; fn answers
-        (rc, entries wanted). SS_ENEED: the runs it lists are loaded here; SS_EROOM or a
-        count past cap: the buffers grow here (the output of an earlier call made from
-        them is gone then). Its last rc; any other error is raised."""
+        (rc, entries wanted), answer: its answer to a first call the caller made over the
+        current sets. SS_ENEED: the runs it lists are loaded here; SS_EROOM or a count
+        past cap: the buffers grow here (the output of an earlier call made from them is
+        gone then). Its last rc, SS_EMAP included; any other error is raised."""
         sets, nsets, keep = self._sets  # keep: alive until the call returns
         while True:
-            rc, wanted = fn(sets, nsets, self._c_need, self._c_vals, self._cap)
+            rc, wanted = answer or fn(sets, nsets, self._c_need, self._c_vals, self._cap)
+            answer = None
             if rc == _NEED:
                 self._load_needed(keep)
             elif rc == _ROOM or rc > self._cap:
@@ -262,11 +270,15 @@ class Prober:
         return self._lookup(self._one, 1)
 
     def _lookup(self, cq: Any, n: int) -> list[int]:
-        def call(sets: Any, nsets: int, need: Any, vals: Any, cap: int) -> tuple[int, int]:
-            m = int(lib.ss_lookup(sets, nsets, cq, n, vals, cap, need))
-            return m, m
+        sets, nsets, _ = self._sets
+        m = int(lib.ss_lookup(sets, nsets, cq, n, self._c_vals, self._cap, self._c_need))
+        if not 0 <= m <= self._cap:
 
-        m = self.until_answered(call)
+            def call(sets: Any, nsets: int, need: Any, vals: Any, cap: int) -> tuple[int, int]:
+                got = int(lib.ss_lookup(sets, nsets, cq, n, vals, cap, need))
+                return got, got
+
+            m = self.until_answered(call, (m, m))
         return ffi.unpack(self._c_vals, m) if m else []
 
     def hits(self, q: int, k: int, radius: int) -> list[tuple[int, int]]:
