@@ -176,10 +176,22 @@ def _check_keys(keys: Iterable[Any]) -> list[bytes]:
 
 
 def _check_done(d: Any) -> Done:
-    if isinstance(d, Done):
-        _check_keys([d.key])
-        return d
-    return Done(_check_keys([d])[0])
+    if not isinstance(d, Done):
+        return Done(_check_keys([d])[0])
+    _check_keys([d.key])
+    if d.status is not None and (not isinstance(d.status, int) or isinstance(d.status, bool)):
+        raise SimstoreTypeError(f"'status' must be an int or None (got {d.status!r})")
+    if d.fp is not None:
+        _check_fp(d.fp)
+    dg = d.digest
+    if not isinstance(dg, int) or isinstance(dg, bool) or not 0 <= dg < 2**64:
+        raise SimstoreValueError(f"'digest' must be an int in [0, 2**64) (got {dg!r})")
+    return d
+
+
+def _check_host(host: object, none: bool = False) -> None:
+    if not isinstance(host, str) and not (none and host is None):
+        raise SimstoreTypeError(f"'host' must be a str (got {type(host).__name__})")
 
 
 class Frontier:
@@ -350,6 +362,9 @@ class Frontier:
 
     def queue_due(self, limit: int | None = None) -> int:
         """Queue the URLs whose revisit is due now (commits of DUE_BATCH); how many."""
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
+                                  or limit < 0):
+            raise SimstoreValueError(f"'limit' must be an int >= 0 or None (got {limit!r})")
         total = 0
         while limit is None or total < limit:
             batch = DUE_BATCH if limit is None else min(DUE_BATCH, limit - total)
@@ -365,8 +380,7 @@ class Frontier:
         """Note that host's robots.txt was just fetched and says ``crawl_delay`` seconds
         (None: none): its delay from now on, capped (``max_delay``; NaN or negative: 0).
         (the delay applied, whether the value had to be changed)."""
-        if not isinstance(host, str):
-            raise SimstoreTypeError(f"'host' must be a str (got {type(host).__name__})")
+        _check_host(host)
         changed = False
         seconds = 0.0
         if crawl_delay is not None:
@@ -382,24 +396,30 @@ class Frontier:
         """Block host for every process: for ``retry_after`` seconds (capped), or without
         one for the backoff, doubled for each 429/503 in a row. (seconds blocked, whether
         retry_after had to be capped)."""
-        if not isinstance(host, str):
-            raise SimstoreTypeError(f"'host' must be a str (got {type(host).__name__})")
+        _check_host(host)
         capped = False
         wait = None
         if retry_after is not None:
+            ok = isinstance(retry_after, (int, float)) and not isinstance(retry_after, bool)
+            if not ok:
+                raise SimstoreTypeError(
+                    f"'retry_after' must be seconds or None (got {retry_after!r})")
             wait, capped = self.politeness.cap(float(retry_after))
         return self._write(lambda t: t.throttle(host, wait, status)), capped
 
     def pause(self, host: str | None = None) -> None:
         """Take nothing more (from host, or from the whole frontier) until :meth:`resume`."""
+        _check_host(host, none=True)
         self._write(lambda t: t.set_paused(host, True))
 
     def resume(self, host: str | None = None) -> None:
         """Undo :meth:`pause` (of host, or of the whole frontier)."""
+        _check_host(host, none=True)
         self._write(lambda t: t.set_paused(host, False))
 
     def drop_host(self, host: str) -> int:
         """Drop every queued request of host (its leases run on); how many."""
+        _check_host(host)
         return self._write(lambda t: t.drop_host(host))
 
     # --- views -----------------------------------------------------------------------------
