@@ -174,3 +174,21 @@ def near_copy_texts(draw, max_docs: int = 12, max_words: int = 60) -> list[str]:
                 del doc[min(at, len(doc) - 1)]
         out.append(" ".join(doc))
     return draw(st.permutations(out))
+
+
+# --- crawl payloads -----------------------------------------------------------------
+
+_payload_leaves = (st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+                   | st.floats(allow_nan=False, allow_infinity=False) | st.binary(max_size=8))
+_payload_keys = (st.text(max_size=4) | st.sampled_from(["$b", "$d"]) | st.binary(max_size=4)
+                 | st.integers() | st.tuples(st.integers(), st.binary(max_size=2)))
+
+
+def payload_values(max_leaves: int = 30) -> st.SearchStrategy:
+    """What a crawl payload may hold: None, bools, ints, finite floats, str, bytes, lists,
+    tuples and dicts (keys str, bytes, ints or tuples of them, as Scrapy's headers)."""
+    return st.recursive(
+        _payload_leaves,
+        lambda inner: (st.lists(inner, max_size=4) | st.tuples(inner, inner)
+                       | st.dictionaries(_payload_keys, inner, max_size=4)),
+        max_leaves=max_leaves)

@@ -66,7 +66,7 @@ def _untag(value: Any) -> Any:
 
 
 def _hashable(key: Any) -> Any:
-    return tuple(key) if isinstance(key, list) else key
+    return tuple(_hashable(k) for k in key) if isinstance(key, list) else key
 
 
 def encode(value: Any) -> bytes:
