@@ -243,7 +243,7 @@ def _take_pairs(rc: int, out, what: str) -> PairArrays | None:  # noqa: ANN001
     """
     if rc == lib.SS_IDENTICAL:
         return None
-    if rc != 0:
+    if rc != lib.SS_OK:
         raise_for(rc, f"searching ({what})")
     m = out.n
     if m == 0:
@@ -297,7 +297,7 @@ def dedupe(fps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ffi.from_buffer("uint32_t[]", starts),
         nuniq,
     )
-    if rc != 0:
+    if rc != lib.SS_OK:
         raise_for(rc, f"grouping {n} identical fingerprints")
     u = int(nuniq[0])
     return uniq[:u], order, starts[: u + 1]
@@ -313,7 +313,7 @@ def components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         len(a),
         ffi.from_buffer("int64_t[]", label),
     )
-    if rc != 0:
+    if rc != lib.SS_OK:
         raise_for(rc, "labelling components (an edge names a node out of range)")
     return label
 
@@ -393,7 +393,7 @@ def sort_table(
         _u64_ptr(fps), _u64_ptr(iids), n, len(width), src_shift, width, dst_shift,
         _u64_ptr(keys), _u64_ptr(vals),
     )
-    if rc != 0:
+    if rc != lib.SS_OK:
         raise_for(rc, f"sorting a table of {len(width)} blocks")
     return keys, vals
 
@@ -437,7 +437,7 @@ def signature_hashes(
         sketch_bits, bands, rows, *_densify_tables(seed, sketch_bits, bands, rows),
         _u64_ptr(sketches), _u64_ptr(keys),
     )
-    if rc != 0:
+    if rc != lib.SS_OK:
         raise_for(rc, "computing signatures of hash sets")
     return sketches, keys
 
@@ -461,7 +461,7 @@ def signature_texts(
         sketch_bits, bands, rows, *_densify_tables(seed, sketch_bits, bands, rows),
         _u64_ptr(fps), _u64_ptr(sketches), _u64_ptr(keys), ffi.from_buffer("int64_t[]", nfeat),
     )
-    if rc != 0:
+    if rc != lib.SS_OK:
         raise_for(rc, "computing signatures of texts")
     return fps, sketches, keys, nfeat
 
@@ -472,7 +472,7 @@ def sketch_distance_one(q: np.ndarray, sketches: np.ndarray) -> np.ndarray:
     rc = lib.ss_sketch_distance_one(
         _u64_ptr(q), _u64_ptr(sketches), len(sketches), len(q), ffi.from_buffer("int32_t[]", out)
     )
-    if rc != 0:
+    if rc != lib.SS_OK:
         raise_for(rc, "computing sketch distances")
     return out
 
@@ -483,6 +483,6 @@ def sketch_distance_pairwise(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     rc = lib.ss_sketch_distance_pairwise(
         _u64_ptr(a), _u64_ptr(b), len(a), a.shape[1], ffi.from_buffer("int32_t[]", out)
     )
-    if rc != 0:
+    if rc != lib.SS_OK:
         raise_for(rc, "computing sketch distances")
     return out

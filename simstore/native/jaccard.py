@@ -50,7 +50,7 @@ def jaccard_pairs(
         ffi.from_buffer("int64_t[]", i), ffi.from_buffer("int64_t[]", j), n,
         threshold, ffi.from_buffer("double[]", out),
     )
-    if rc != 0:
+    if rc != lib.SS_OK:
         raise_for(rc, "measuring exact Jaccard of shingle sets")
     return out
 

@@ -79,7 +79,7 @@ def run_dir(keys: np.ndarray, dbits: int, min_shift: int = 0) -> tuple[np.ndarra
     out = np.empty((1 << dbits) + 1, dtype=np.uint32)
     rc = lib.ss_run_dir(ffi.from_buffer("uint64_t[]", keys), len(keys), dbits, shift,
                         ffi.from_buffer("uint32_t[]", out))
-    if rc != 0:
+    if rc != lib.SS_OK:
         raise_for(rc, "building a run directory (the keys must be ascending)")
     return out, shift
 
@@ -167,7 +167,7 @@ class RunSet:
         self._top_c = ffi.NULL if self._top is None else ffi.from_buffer("uint32_t[]", self._top)
         probe = ffi.new("ss_runset *")
         self.fill(probe, check=False)
-        if lib.ss_runset_check(probe) != 0:
+        if lib.ss_runset_check(probe) != lib.SS_OK:
             raise InvalidConfigError("simstore: a run set's runs are malformed")
         self._checked = probe.checked
 
@@ -249,7 +249,7 @@ class RunSet:
             else:
                 self._c_run(one, run)
                 keep = run
-            if lib.ss_runset_load(probe, i, one) != 0:
+            if lib.ss_runset_load(probe, i, one) != lib.SS_OK:
                 raise InvalidConfigError(
                     f"simstore: run {i} does not fit its place in the set (key width, "
                     "first key or directory)")
@@ -273,7 +273,7 @@ class RunSet:
         self.fill(probe)
         n = 0
         for i, j in zip(have[ok].tolist(), at[ok].tolist(), strict=True):
-            if self._runs[j].n or lib.ss_runset_load(probe, j, old._runs + i) != 0:
+            if self._runs[j].n or lib.ss_runset_load(probe, j, old._runs + i) != lib.SS_OK:
                 continue
             self._stamps[j] = old._stamps[i]
             if i in old._keep:

@@ -37,7 +37,7 @@ def signature_one(
         data, len(data), ngram, seed, weighting, unicode, sketch_bits, bands, rows,
         *_densify_tables(seed, sketch_bits, bands, rows), _u64_ptr(out),
     )
-    if rc != 0:
+    if rc != lib.SS_OK:
         raise_for(rc, "computing the signature of a text")
     return out
 

@@ -67,6 +67,7 @@ def matches(h: Handles, txn: Any, rows: list[Any]) -> list[Match]:
     docs = h.docs
     codec = h.codec
     version, start = codec.version, codec.id_start
+    fp_at, fp_end = codec.fp_start, codec.fp_start + 8
     text_at = start + 1
     make = tuple.__new__
     out = []
@@ -82,10 +83,10 @@ def matches(h: Handles, txn: Any, rows: list[Any]) -> list[Match]:
                 doc_id: DocId = str(rec[text_at:], "utf-8", "surrogatepass")
             except UnicodeDecodeError:
                 doc_id, _ = codec.match(rec)  # raises, saying why
-            out.append(make(Match, (doc_id, int.from_bytes(rec[1:9], "big"), row[0])))
+            out.append(make(Match, (doc_id, int.from_bytes(rec[fp_at:fp_end], "big"), row[0])))
         elif tag == INT_ID:
             doc_id = int.from_bytes(rec[text_at:], "big", signed=True)
-            out.append(make(Match, (doc_id, int.from_bytes(rec[1:9], "big"), row[0])))
+            out.append(make(Match, (doc_id, int.from_bytes(rec[fp_at:fp_end], "big"), row[0])))
         else:
             doc_id, fp = codec.match(rec)
             out.append(make(Match, (doc_id, fp, row[0])))
