@@ -54,7 +54,7 @@ def test_limited_host_answers_429_with_retry_after() -> None:
         limited, free = web.hosts
         assert [get(web.url(limited, p))[0] for p in ("/robots.txt", "/", "/p/1")] == [200, 200, 429]
         status, headers, _ = get(web.url(limited, "/p/2"))
-        assert status == 429 and 1 <= int(headers["Retry-After"]) <= 3
+        assert status == 429 and int(headers["Retry-After"]) == 3  # 3 less a little, rounded up
         assert [get(web.url(free, p))[0] for p in ("/", "/p/1")] == [200, 200]
         hits = web.hits()
         assert [h.status for h in hits if h.host == limited] == [200, 200, 429, 429]
@@ -78,7 +78,7 @@ def test_retry_after_as_http_date_and_503() -> None:
         status, headers, _ = get(web.url(web.hosts[0], "/p/1"))
         assert status == 503
         ahead = parsedate_to_datetime(headers["Retry-After"]).timestamp() - time.time()
-        assert 55 < ahead <= 61
+        assert 59 < ahead <= 61  # never before the end of the window
 
 
 def test_advance_changes_some_pages_and_removes_others() -> None:

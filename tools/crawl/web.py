@@ -31,6 +31,7 @@ daemon threads and stop with :meth:`Web.close` (or the ``with`` block).
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 import threading
@@ -212,8 +213,10 @@ class Web:
             status, body, headers = 200, self.robots(), {"Content-Type": "text/plain"}
         elif window:
             status, body = self.limit_status, b"<html><body><p>Slow down</p></body></html>"
-            when = (formatdate(time.time() + window, usegmt=True) if self.retry_as == "date"
-                    else str(max(1, round(window))))
+            # whole seconds, rounded up: a client that waits what the header says is never
+            # inside the window (an HTTP date has no fractions)
+            when = (formatdate(math.ceil(time.time() + window), usegmt=True)
+                    if self.retry_as == "date" else str(math.ceil(window)))
             headers = {"Content-Type": "text/html", "Retry-After": when}
         else:
             status, body = self.render(host, path)
