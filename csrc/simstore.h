@@ -1,7 +1,9 @@
 /* simstore C core: the hot loops, each one call over a whole array.
  *
  * Everything between the CDEF markers is fed to cffi verbatim, so it must
- * stay plain C declarations (no preprocessor lines).
+ * stay plain C declarations (no preprocessor lines but a #define of an integer
+ * constant). Python reads the constants and enums declared here through cffi
+ * (lib.SS_EINVAL, lib.SS_LMDB_PAGE_HEAD, ...), never a copy of them.
  */
 #ifndef SIMSTORE_H
 #define SIMSTORE_H
