@@ -70,7 +70,7 @@ def test_an_expired_lease_behind_300_live_ones_is_reclaimed(store):
     the next take moves it back and leases it again."""
     clock = Clock()
     f = Frontier(store, clock=clock, politeness=Politeness(concurrency=1000))
-    f.push_many([Push(9, b"hi%d" % i, None, True, "h%d.example" % (i % 7)) for i in range(300)])
+    f.push_many([Push(9, b"hi%d" % i, None, True, f"h{i % 7}.example") for i in range(300)])
     assert len(f.take(300, 3600, "alive").popped) == 300
     f.push(-5, b"low", host="a.example")
     [low] = f.take(1, 1.0, "killed").popped
