@@ -1,7 +1,8 @@
 """Group commit: the writes of threads waiting for a store's lock, in one commit.
 
-A write outside ``batch()`` queues its request, waits while a leader is committing (it
-may be taking the request), then takes the environment's lock. The thread that gets the
+A write that finds no queue and the environment's lock free writes at once (no one to
+wait with: a single thread pays nothing). Otherwise it queues its request, waits while a
+leader is committing (it may be taking the request), then takes the lock. The thread that gets the
 lock with its request still queued leads: it takes every request queued by then
 (GROUP_MAX at most, in arrival order), runs them in one write transaction as ``batch()``
 does, commits once -- one flush for all, the durability each handle asked for -- hands
@@ -53,12 +54,25 @@ def write_grouped(env: Env, call: Callable[[Any], T], need: int = 0) -> T:
     """call(txn) in a write transaction, committed with the writes other threads of this
     process queued meanwhile (see the module)."""
     env.check_writable()
-    req = Request(env, call, need)
     shared = env.shared
+    if not shared.queue and env.lock.acquire(blocking=False):  # no one to wait with
+        try:
+            if shared.leading:  # this thread leads already (a write inside a batch)
+                return env.write(call, need=need)
+            shared.leading = True  # writes that come meanwhile wait for the next commit
+            try:
+                return env.write(call, need=need)
+            finally:
+                _led(shared)
+        finally:
+            env.lock.release()
+    req = Request(env, call, need)
     with shared.queue_lock:
         shared.queue.append(req)
         while shared.leading and req.state != "done":  # a leader may take it: wait
+            shared.waiting += 1
             shared.led.wait(1.0)
+            shared.waiting -= 1
     if req.state == "done":
         return req.outcome()  # type: ignore[no-any-return]
     with env.lock:
@@ -78,8 +92,14 @@ def _lead(env: Env, mine: Request) -> None:
     try:
         _commit(env, _take(env, None), mine)
     finally:
-        with shared.queue_lock:
-            shared.leading = False
+        _led(shared)
+
+
+def _led(shared: Any) -> None:
+    """The leader is done: wake the threads waiting for it."""
+    with shared.queue_lock:
+        shared.leading = False
+        if shared.waiting:
             shared.led.notify_all()
 
 

@@ -101,6 +101,7 @@ class Shared:
         self.queue_lock = threading.Lock()
         self.leading = False  # a thread is committing queued writes
         self.led = threading.Condition(self.queue_lock)  # notified when it is done
+        self.waiting = 0  # threads waiting on led
 
     def open(self, first: Handle | None = None) -> None:
         """Open (or, for its first handle, create) the environment; bind every handle."""
