@@ -287,6 +287,11 @@ class Frontier:
         fp = _check_fp(fp)
         return self._read(lambda t: t.is_seen(t.txn.get(fp, db=t.seen)))
 
+    def seen_many(self, fps: Sequence[bytes]) -> list[bool]:
+        """For each fingerprint, whether it is in the seen set (one read, no write)."""
+        fps = [_check_fp(f) for f in fps]
+        return self._read(lambda t: [t.is_seen(t.txn.get(fp, db=t.seen)) for fp in fps])
+
     def seen_count(self) -> int:
         """Fingerprints in the seen set."""
         return self._read(lambda t: t.entries(t.seen))

@@ -127,6 +127,7 @@ class Scheduler:
         settings = crawler.settings
         self.agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
         self.concurrency = max(1, settings.getint("CONCURRENT_REQUESTS", 16))
+        self.batch = max(1, self.concurrency // 4)  # free slots worth one take's commit
         self.owner = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:12]}"
         self.df = DupeFilter(None, frontier, settings.getbool("DUPEFILTER_DEBUG"),
                              fingerprinter=crawler.request_fingerprinter)
@@ -226,18 +227,34 @@ class Scheduler:
     def enqueue_request(self, request: Any) -> bool:
         """Queue the request (written with the next take, or sooner when many wait) unless
         its fingerprint is seen by then; ``dont_filter`` requests are queued all the same,
-        start requests filtered once (:func:`filters`)."""
-        fp = self.df.fingerprint(request)
-        only_new = filters(request)
-        try:
-            payload = encode(request.to_dict(spider=self.spider))
-        except (PayloadError, ValueError, TypeError, AttributeError):
-            return self._keep_in_memory(request, fp, only_new)
-        self._pushes.append((Push(request.priority, payload, fp, only_new, host_of(request)),
-                             request))
+        start requests filtered once (:func:`filters`). Nothing is encoded yet: most links
+        of a crawl are seen, and are dropped by one read before the write."""
+        self._pushes.append((request, self.df.fingerprint(request), filters(request)))
         if len(self._pushes) >= FLUSH_AT:
             self._cycle(0)
         return True
+
+    def _writable(self, pushes: list[tuple[Any, bytes, bool]]) -> list[tuple[Push, Any]]:
+        """The pushes worth writing, encoded: those seen (by the store, one read for all, or
+        earlier in the batch) are counted as filtered; those that cannot be stored as data
+        stay in this process's memory."""
+        check = [fp for _, fp, only_new in pushes if only_new]
+        seen = {fp for fp, was in zip(check, self.frontier.seen_many(check), strict=True)
+                if was} if check else set()
+        out = []
+        for request, fp, only_new in pushes:
+            if only_new and fp in seen:
+                self._filtered(request)
+                continue
+            seen.add(fp)
+            try:
+                payload = encode(request.to_dict(spider=self.spider))
+            except (PayloadError, ValueError, TypeError, AttributeError):
+                self._keep_in_memory(request, fp, only_new)
+                continue
+            out.append((Push(request.priority, payload, fp, only_new, host_of(request)),
+                        request))
+        return out
 
     def next_request(self) -> Any:
         """The next request: this process's memory first, else one taken from the frontier
@@ -247,8 +264,7 @@ class Scheduler:
             request = heapq.heappop(self._memory)[2]
             self._dequeued("memory")
             return request
-        if not self._ready and (self._pushes or time.time() >= self._quiet_until
-                                or any(r not in self._busy() for r, _, _ in self._held.values())):
+        if not self._ready and self._may_take():
             self._cycle(self._room())
         if not self._ready:
             self._waiting = True
@@ -267,8 +283,18 @@ class Scheduler:
         active = len(getattr(getattr(engine_of(self.crawler), "downloader", None), "active", ()))
         return max(1, self.concurrency - active)
 
+    def _may_take(self) -> bool:
+        """Whether a take is worth a commit now: not while the last found nothing and
+        nothing changed since (until its wake, or the next tick), nor for one or two free
+        download slots while many requests are in flight (they come back in a batch)."""
+        if time.time() < self._quiet_until and not self._pushes and not self._any_done():
+            return False
+        room = self._room()
+        return room >= self.batch or room == self.concurrency
+
     def _cycle(self, n: int) -> None:
-        pushes, self._pushes = self._pushes, []
+        pushes = self._writable(self._pushes) if self._pushes else []
+        self._pushes = []
         dones = self._dones()
         if not (n or pushes or dones):
             return
@@ -320,6 +346,11 @@ class Scheduler:
             status, digest, changed = self._outcomes.pop(rid, (None, 0, None))
             out.append(Done(key, status, fp, changed, digest))
         return out
+
+    def _any_done(self) -> bool:
+        """Whether a request this process holds is done (its ack may free its host)."""
+        busy, ready = self._busy(), self._ready
+        return any(r not in busy and r not in ready for r, _, _ in self._held.values())
 
     def _busy(self) -> Any:
         """The requests the engine still works on (their callbacks' output not handled)."""
@@ -382,7 +413,10 @@ class Scheduler:
         slot = getattr(downloader, "slots", {}).get(key)
         if slot is not None:
             slot.delay = max(slot.delay, delay)
-            slot.randomize_delay = False
+            if hasattr(type(slot), "jitter"):  # Scrapy >= 2.19 (randomize_delay deprecated)
+                slot.jitter = 0.0
+            else:
+                slot.randomize_delay = False
 
     def _throttled(self, request: Any, response: Any) -> None:
         host = host_of(request)
@@ -465,9 +499,10 @@ class Scheduler:
         self.stats.inc_value(f"scheduler/dequeued/{where}")
         self.stats.inc_value("scheduler/dequeued")
 
-    def _keep_in_memory(self, request: Any, fp: bytes, only_new: bool) -> bool:
+    def _keep_in_memory(self, request: Any, fp: bytes, only_new: bool) -> None:
         if self.frontier.seen_add_many([fp])[0] and only_new:
-            return self._filtered(request)
+            self._filtered(request)
+            return
         self.stats.inc_value(STATS + "unserializable")
         if not self._warned:
             self._warned = True
@@ -478,7 +513,6 @@ class Scheduler:
         heapq.heappush(self._memory, (-request.priority, next(self._count), request))
         self.stats.inc_value("scheduler/enqueued/memory")
         self.stats.inc_value("scheduler/enqueued")
-        return True
 
     def _filtered(self, request: Any) -> bool:
         if self.spider is not None:

@@ -120,18 +120,22 @@ def test_scheduler_acknowledges_a_request_only_when_the_engine_is_done(tmp_path)
 
 
 def test_scheduler_keeps_unserializable_requests_in_memory(tmp_path):
-    """A request whose callback is not a spider method stays in this process (counted), and
-    comes out first; its fingerprint is still shared."""
+    """A request whose callback is not a spider method stays in this process (counted); its
+    fingerprint is still shared, so a copy of it is filtered."""
     crawler = crawler_of(tmp_path / "store")
     sched = Scheduler.from_crawler(crawler)
     engine_for(crawler)
     sched.open(Spider.from_crawler(crawler))
     assert sched.enqueue_request(Request("http://x/disk"))
     assert sched.enqueue_request(Request("http://x/mem", callback=lambda r: None))
-    assert not sched.enqueue_request(Request("http://x/mem", callback=lambda r: None))
-    assert len(sched) == 2 and len(sched.frontier) == 0  # the disk one not written yet
-    assert [sched.next_request().url for _ in range(2)] == ["http://x/mem", "http://x/disk"]
-    assert crawler.stats.get_value("simstore/frontier/unserializable") == 1
+    assert sched.enqueue_request(Request("http://x/mem", callback=lambda r: None))
+    assert len(sched) == 3 and len(sched.frontier) == 0  # none written yet
+    assert sorted(sched.next_request().url for _ in range(2)) == ["http://x/disk",
+                                                                   "http://x/mem"]
+    assert sched.next_request() is None
+    st = crawler.stats.get_stats()
+    assert (st["simstore/frontier/unserializable"], st["simstore/frontier/filtered"]) == (1, 1)
+    assert sched.frontier.seen_many([sched.df.fingerprint(Request("http://x/mem"))]) == [True]
     sched.close("finished")
 
 
