@@ -3,6 +3,7 @@ call's result and error its own (simstore/store/env/group.py)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -117,8 +118,6 @@ def test_many_threads_writing_at_once_lose_nothing(tmp_path) -> None:
 def test_a_forked_child_never_runs_the_parents_queued_writes(tmp_path) -> None:
     """A child forked while a write waits in the queue writes on its own: the parent's
     queued write runs in the parent only."""
-    import os
-
     def queued(txn: Any) -> None:
         (tmp_path / f"ran-in-{os.getpid()}").touch()
 
