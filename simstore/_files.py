@@ -109,6 +109,21 @@ class TempFile:
         self.file.close()
 
 
+def flush_dir(path: str) -> None:
+    """fsync a directory (its entries: a file made or renamed in it); skipped where the
+    OS refuses (some file systems cannot flush a directory; the entries stand anyway)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 class TempDir:
     """A new directory under a random name beside ``path``, locked by a file inside."""
 
@@ -120,9 +135,21 @@ class TempDir:
         self._fd = _create_locked(os.path.join(self.tmp, _DIR_LOCK))
 
     def commit(self) -> None:
-        """Drop the lock file and rename the directory onto path (which must not exist)."""
+        """Drop the lock file, flush the files and the directory, and rename it onto path
+        (which must not exist), the rename flushed too: after a power loss path is absent
+        or complete."""
         os.unlink(os.path.join(self.tmp, _DIR_LOCK))
+        for name in os.listdir(self.tmp):
+            entry = os.path.join(self.tmp, name)
+            if os.path.isfile(entry) and not os.path.islink(entry):
+                fd = os.open(entry, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        flush_dir(self.tmp)
         os.rename(self.tmp, self.path)
+        flush_dir(os.path.dirname(os.path.abspath(self.path)))
         os.close(self._fd)
 
     def discard(self) -> None:

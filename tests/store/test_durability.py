@@ -4,6 +4,7 @@ flags keep after an OS crash: tests/store/test_powerloss.py)."""
 
 from __future__ import annotations
 
+import os
 import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -108,3 +109,36 @@ def test_the_rules_rank_the_modes() -> None:
             assert flush_after(mode, env_mode) == (i > j)
             assert (refusal(mode, env_mode) is None) == (env_mode != "unsafe" or i == 0)
     assert lmdb_flags("normal") == {"sync": True, "metasync": False}
+
+
+def _fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths os.fsync is called on from now on (read back from /proc/self/fd)."""
+    seen: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        seen.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return seen
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc/self/fd")
+def test_a_new_store_and_a_compacted_copy_are_flushed_before_they_are_named(
+        tmp_path, monkeypatch) -> None:
+    """A power loss after SimStore() or compact() returns cannot lose the name or the
+    copy's data: the directory a store is renamed into is flushed, and a compacted copy's
+    files and directory before its rename."""
+    seen = _fsynced(monkeypatch)
+    with SimStore(tmp_path / "s") as s:
+        assert str(tmp_path) in seen
+        s.add("a", 1)
+        seen.clear()
+        s.compact(tmp_path / "copy")
+    copies = [p for p in seen if ".simstore-tmp-" in p]
+    assert any(p.endswith("data.mdb") for p in copies) and any(
+        not p.endswith(".mdb") for p in copies)
+    assert seen[-1] == str(tmp_path)
+    with SimStore(tmp_path / "copy", readonly=True) as c:
+        assert c["a"] == 1

@@ -11,6 +11,7 @@ from typing import Any
 
 import lmdb
 
+from ..._files import flush_dir
 from ...exceptions import StoreAccessError
 from .errors import translate
 
@@ -74,20 +75,7 @@ def create_aside(
                     f"cannot create store {path!r}: {exc.strerror or exc}"
                 ) from exc
             # another process created the store first: the caller opens theirs
-        _flush_dir(parent)
+        flush_dir(parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-
-def _flush_dir(path: str) -> None:
-    """fsync a directory (its entries: a rename into it); where the OS cannot, skip it."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems refuse fsync on a directory; the rename stands anyway
-    finally:
-        os.close(fd)
