@@ -57,3 +57,21 @@ def test_the_trace_reader_refuses_writes_through_a_map(tmp_path) -> None:
         f.write(cs.HEAD.pack(cs.MSYNC, 1, 0, 4, 0, 0))
     with pytest.raises(ValueError, match="msync"):
         cs.read(log)
+
+
+def test_the_judge_tells_lost_commits_from_corrupt_states() -> None:
+    """A state older than the last acknowledged call is a lost commit; one no call leaves,
+    corrupt; one inside a call of several commits, between its states, sound."""
+    recs = [{"digest": f"d{j}", "kind": "add", "front": [0, [], 0], "items": [["a", j]]}
+            for j in range(4)]
+    recs[3] = {"digest": "d3", "kind": "expire", "front": [0, [], 0],
+               "items": [["b", 2]]}
+    recs[2]["items"] = [["a", 2], ["b", 2]]
+    state = {"front": [0, [], 0]}
+    assert powerloss._judge({**state, "digest": "d2", "items": []}, recs, 2, 3) is None
+    assert "lost" in powerloss._judge({**state, "digest": "d1", "items": []}, recs, 2, 3)
+    assert "corrupt" in powerloss._judge({**state, "digest": "x", "items": [["c", 1]]},
+                                         recs, 2, 3)
+    between = {**state, "digest": "y", "items": [["b", 2]]}
+    assert powerloss._judge(between, recs, 2, 3) is None
+    assert "corrupt" in powerloss._judge({"corrupt": ["verify: page 3"]}, recs, 0, 3)
