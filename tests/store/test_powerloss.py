@@ -18,13 +18,13 @@ pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C co
 def test_safe_modes_survive_every_crash_state_and_unsafe_does_not(capsys) -> None:
     """durable=True and False: no corrupt state, no acknowledged commit lost; the unsafe
     control shows corruption, so the check can fail."""
-    status = powerloss.run(["full", "normal"], states=12, seed=3, ops=40, keep=None,
+    status = powerloss.run(["full", "normal"], states=20, seed=3, ops=40, keep=None,
                            control=True)
     out = capsys.readouterr().out
     assert status == 0, out
     lines = {line.split(" (")[0]: line for line in out.splitlines() if "states (" in line}
     for mode in ("durable=True", "durable=False"):
-        assert "12 states" in lines[mode] and ": 0 corrupt, 0 lost" in lines[mode], out
+        assert "20 states" in lines[mode] and ": 0 corrupt, 0 lost" in lines[mode], out
     assert ": 0 corrupt, 0 lost" not in lines["durable='unsafe'"], out
 
 
