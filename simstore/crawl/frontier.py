@@ -312,18 +312,23 @@ class Frontier:
         return self._write(lambda t: t.push(pushes))
 
     def take(self, n: int, lease_seconds: float, owner: str, *,
-             push: Sequence[Push] = (), done: Iterable[Done | bytes] = ()) -> Taken:
+             push: Sequence[Push] = (), done: Iterable[Done | bytes] = (),
+             downloaded: Iterable[bytes] = ()) -> Taken:
         """Lease up to n requests to owner for lease_seconds (one commit): in the same
-        transaction queue ``push``, acknowledge ``done``, move expired leases back and
-        list the hosts whose wait is over. Host-fair and polite: a request is taken only
-        from a host that may be asked now, first the host whose first request comes first."""
+        transaction queue ``push``, acknowledge ``done``, note the leases whose download
+        is over (``downloaded``: their hosts' slots free, the leases kept until their
+        acknowledgement), move expired leases back and list the hosts whose wait is over.
+        Host-fair and polite: a request is taken only from a host that may be asked now,
+        first the host whose first request comes first."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise SimstoreValueError(f"'n' must be an int >= 0 (got {n!r})")
         lease = _check_seconds(lease_seconds, "lease_seconds", MAX_LEASE)
         who = _check_owner(owner)
         pushes = [_check_push(p) for p in push]
         dones = [_check_done(d) for d in done]
-        taken: Taken = self._write(lambda t: t.take(n, int(lease * 1000), who, pushes, dones))
+        left = _check_keys(downloaded)
+        taken: Taken = self._write(
+            lambda t: t.take(n, int(lease * 1000), who, pushes, dones, left))
         self.reclaimed += taken.reclaimed
         return taken
 
@@ -467,8 +472,9 @@ class Frontier:
         return self._read(lambda t: t.entries(t.queue))
 
     def clear(self) -> None:
-        """Empty the queue, leases, seen set, hosts and revisits (a new crawl into the
-        same store); the sequence goes on, so no key is ever reused."""
+        """Empty the queue, leases, seen set and revisits (a new crawl into the same
+        store); hosts keep their politeness, and the sequence goes on, so no key is ever
+        reused."""
         self._write(lambda t: t.clear())
 
 
@@ -586,10 +592,12 @@ class _Txn:
         self.save_host(hid, h)
 
     def take(self, n: int, lease_ms: int, owner: bytes, pushes: list[Push],
-             dones: list[Done]) -> Taken:
+             dones: list[Done], left: list[bytes]) -> Taken:
         pushed = self.push(pushes) if pushes else []
         if dones:
             self.ack(dones, owner)
+        if left:
+            self.downloaded(left, owner)
         reclaimed = self.reclaim(RECLAIM_MAX)
         self.promote(PROMOTE_MAX)
         popped: list[Popped] = []
@@ -652,14 +660,15 @@ class _Txn:
 
     def unlease(self, key: bytes, lease: Lease, back: bool) -> tuple[bytes, Host]:
         """Drop key's lease (and its deadline entry); back: queue it again. The host,
-        with one request fewer in flight (not yet saved)."""
+        with one request fewer in flight unless its download was over (not yet saved)."""
         self.txn.delete(b"L" + key, db=self.leases)
         self.txn.delete(b"D" + ms(lease.deadline_ms) + key, db=self.leases)
         hid = key_host(key)
         if back:
             self.txn.put(key, lease.payload, db=self.queue)
         h = self.load_host(hid)
-        h.inflight = max(h.inflight - 1, 0)
+        if not lease.downloaded:
+            h.inflight = max(h.inflight - 1, 0)
         if back:
             h.queued += 1
         return hid, h
@@ -778,6 +787,21 @@ class _Txn:
         self.txn.put(self.f._seq_key, U64.pack(seq - 1), db=self.meta)
         return len(due)
 
+    def downloaded(self, keys: list[bytes], owner: bytes) -> int:
+        """Owner's leases of keys whose download is over: their hosts' slots are free."""
+        n = 0
+        for k in keys:
+            lease = self.owned(k, owner)
+            if lease is not None and not lease.downloaded:
+                self.txn.put(b"L" + k, Lease(lease.deadline_ms, lease.taken_ms, owner,
+                                             lease.payload, True).pack(), db=self.leases)
+                hid = key_host(k)
+                h = self.load_host(hid)
+                h.inflight = max(h.inflight - 1, 0)
+                self.settle(hid, h)
+                n += 1
+        return n
+
     def release(self, keys: list[bytes], owner: bytes) -> int:
         n = 0
         for k in keys:
@@ -795,7 +819,8 @@ class _Txn:
             if lease is not None:
                 self.txn.delete(b"D" + ms(lease.deadline_ms) + k, db=self.leases)
                 self.txn.put(b"L" + k, Lease(deadline, lease.taken_ms, owner,
-                                             lease.payload).pack(), db=self.leases)
+                                             lease.payload, lease.downloaded).pack(),
+                             db=self.leases)
                 self.txn.put(b"D" + ms(deadline) + k, b"", db=self.leases)
                 n += 1
         return n
@@ -858,8 +883,22 @@ class _Txn:
         return n
 
     def clear(self) -> None:
+        """Drop requests, leases, the seen set and revisits; keep each host's politeness
+        (its next allowed time, delay, block and flags: the host was asked all the same)
+        with nothing queued or in flight."""
+        hosts = []
+        cur = self.txn.cursor(db=self.hosts)
+        if cur.set_range(b"H"):
+            for k, v in cur:
+                if bytes(k[:1]) != b"H":
+                    break
+                hosts.append((bytes(k), Host.unpack(v)))
         for db in (self.seen, self.queue, self.leases, self.hosts, self.urls):
             self.txn.drop(db, delete=False)
+        for k, h in hosts:
+            h.queued = h.inflight = 0
+            h.where, h.slot = NOWHERE, b""
+            self.txn.put(k, h.pack(), db=self.hosts)
         self.txn.delete(self.f._paused_key, db=self.meta)
 
     # --- reads ----------------------------------------------------------------------------

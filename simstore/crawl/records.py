@@ -5,8 +5,8 @@ BLAKE2b of its lower-case name. Several kinds of record share one LMDB database,
 apart by a first byte, so a frontier takes 6 named databases:
 
 - ``crawl.N.queue``: host id ‖ 2^63-1-priority ‖ seq (the *queue key*, 24 bytes) -> payload.
-- ``crawl.N.leases``: ``L`` ‖ queue key -> deadline ms ‖ taken ms ‖ u16 owner length ‖
-  owner ‖ payload;
+- ``crawl.N.leases``: ``L`` ‖ queue key -> deadline ms ‖ taken ms ‖ u8 flags ‖ u16 owner
+  length ‖ owner ‖ payload;
   ``D`` ‖ deadline ms ‖ queue key -> empty (the leases by deadline).
 - ``crawl.N.hosts``: ``H`` ‖ host id -> :class:`Host`; ``R`` ‖ 2^63-1-priority ‖ seq ‖
   host id -> empty (hosts that may be fetched now, by their first request); ``W`` ‖ ms ‖
@@ -77,27 +77,30 @@ def ms(value: int) -> bytes:
 
 @dataclass(frozen=True)
 class Lease:
-    """A lease: until when, since when, held by whom, on what payload."""
+    """A lease: until when, since when, held by whom, on what payload, and whether its
+    download is over (its host's slot given back before its acknowledgement)."""
 
     deadline_ms: int
     taken_ms: int
     owner: bytes
     payload: bytes
+    downloaded: bool = False
 
     def pack(self) -> bytes:
-        """The record's bytes: deadline, taken, owner length (u16), owner, payload."""
-        return (ms(self.deadline_ms) + ms(self.taken_ms) + len(self.owner).to_bytes(2, "big")
-                + self.owner + self.payload)
+        """The record's bytes: deadline, taken, flags (u8: 1 downloaded), owner length
+        (u16), owner, payload."""
+        return (ms(self.deadline_ms) + ms(self.taken_ms) + bytes([int(self.downloaded)])
+                + len(self.owner).to_bytes(2, "big") + self.owner + self.payload)
 
     @classmethod
     def unpack(cls, raw: bytes) -> Lease:
         """A record read back (CorruptStoreError if it is not one)."""
         raw = bytes(raw)
-        n = int.from_bytes(raw[16:18], "big")
-        if len(raw) < 18 + n:
+        n = int.from_bytes(raw[17:19], "big")
+        if len(raw) < 19 + n:
             raise CorruptStoreError(f"a frontier lease record of {len(raw)} bytes")
-        return cls(U64.unpack_from(raw)[0], U64.unpack_from(raw, 8)[0], raw[18:18 + n],
-                   raw[18 + n:])
+        return cls(U64.unpack_from(raw)[0], U64.unpack_from(raw, 8)[0], raw[19:19 + n],
+                   raw[19 + n:], bool(raw[16] & 1))
 
 
 PAUSED = 1  # Host.flags: no request of the host is taken

@@ -137,6 +137,7 @@ class Scheduler:
         self._pushes: list[tuple[Push, Any]] = []  # children not yet written
         self._outcomes: dict[int, tuple[int, int, bool | None]] = {}  # status, digest, changed
         self._undecodable: list[bytes] = []
+        self._left_keys: list[bytes] = []  # leases whose download is over (slots to free)
         self._memory: list[tuple[int, int, Any]] = []  # unserializable: (-priority, n, req)
         self._count = itertools.count()
         self._warned = False
@@ -168,6 +169,7 @@ class Scheduler:
         connect(obj._start_ticking, signal=signals.spider_opened)
         connect(obj._downloaded, signal=signals.response_downloaded)
         connect(obj._received, signal=signals.response_received)
+        connect(obj._left, signal=signals.request_left_downloader)
         return obj
 
     # --- BaseScheduler ------------------------------------------------------------------
@@ -287,7 +289,8 @@ class Scheduler:
         """Whether a take is worth a commit now: not while the last found nothing and
         nothing changed since (until its wake, or the next tick), nor for one or two free
         download slots while many requests are in flight (they come back in a batch)."""
-        if time.time() < self._quiet_until and not self._pushes and not self._any_done():
+        if (time.time() < self._quiet_until and not self._pushes and not self._left_keys
+                and not self._any_done()):
             return False
         room = self._room()
         return room >= self.batch or room == self.concurrency
@@ -296,10 +299,11 @@ class Scheduler:
         pushes = self._writable(self._pushes) if self._pushes else []
         self._pushes = []
         dones = self._dones()
-        if not (n or pushes or dones):
+        left, self._left_keys = self._left_keys, []
+        if not (n or pushes or dones or left):
             return
         taken = self.frontier.take(n, self.lease, self.owner, push=[p for p, _ in pushes],
-                                   done=dones)
+                                   done=dones, downloaded=left)
         for (_, request), key in zip(pushes, taken.pushed, strict=True):
             if key is None:
                 self._filtered(request)
@@ -432,6 +436,14 @@ class Scheduler:
             meta["retry_times"] = meta.get("retry_times", 0) - 1
         logger.info("simstore: %s answered %d: blocked for every process for %.1f s", host,
                     response.status, blocked, extra={"spider": self.spider})
+
+    def _left(self, request: Any, spider: Any = None) -> None:
+        """A request's download is over (answered or failed): its host's slot is free for
+        every process at the next commit, though its lease stays until its callback's
+        requests are queued."""
+        held = self._held.get(id(request))
+        if held is not None:
+            self._left_keys.append(held[1])
 
     def _received(self, response: Any, request: Any, spider: Any = None) -> None:
         """An answer the engine got: its status (counted on its host) and, for the revisit,

@@ -75,6 +75,7 @@ class MLease:
     req: MReq
     deadline: int
     owner: str
+    downloaded: bool = False  # its download is over: its host's slot was given back
 
 
 @dataclass
@@ -162,7 +163,7 @@ class Model:
             if lease is not None and lease.owner == owner:
                 del self.leases[key]
                 h = self.host(lease.req.host)
-                h.inflight -= 1
+                h.inflight -= not lease.downloaded
             elif lease is None and key in self.queue:
                 h = self.host(self.queue.pop(key).host)
             else:
@@ -184,7 +185,18 @@ class Model:
     def back(self, key: bytes) -> None:
         lease = self.leases.pop(key)
         self.queue[key] = lease.req
-        self.host(lease.req.host).inflight -= 1
+        self.host(lease.req.host).inflight -= not lease.downloaded
+
+    def downloaded(self, keys: list[bytes], owner: str) -> int:
+        """Owner's leases whose download is over give their host's slot back, once."""
+        n = 0
+        for k in keys:
+            lease = self.leases.get(k)
+            if lease is not None and lease.owner == owner and not lease.downloaded:
+                lease.downloaded = True
+                self.host(lease.req.host).inflight -= 1
+                n += 1
+        return n
 
     def take(self, n: int, lease_ms: int, owner: str, now: int
              ) -> tuple[list[tuple[bytes, bytes, str]], float | None]:
@@ -261,12 +273,13 @@ class Model:
         return len(keys)
 
     def clear(self) -> None:
-        """Everything but the sequence."""
+        """Everything but the sequence and each host's politeness (nothing in flight)."""
         self.paused = False
         self.queue.clear()
         self.leases.clear()
         self.seen.clear()
-        self.hosts.clear()
+        for h in self.hosts.values():
+            h.inflight = 0
 
     def pending(self, owner: str | None) -> int:
         mine = 0 if owner is None else sum(le.owner == owner for le in self.leases.values())

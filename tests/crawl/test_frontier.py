@@ -112,8 +112,6 @@ def test_clear_never_reuses_keys_and_a_late_ack_keeps_the_new_crawl(store):
     assert len(f) == 3 and f.pending() == 3
 
 
-@pytest.mark.xfail(strict=True, reason="clear() drops the hosts' politeness state: a new "
-                   "crawl asks a host again at once (reported to the lead)")
 def test_clear_keeps_each_hosts_next_allowed_time(store):
     """A host asked just before clear() is not asked again before its delay is over: the
     host is the same web server whichever crawl asks it."""
