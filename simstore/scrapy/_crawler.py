@@ -53,7 +53,11 @@ def gate_from_settings(settings: Any) -> Gate:
 
 class Refused:
     """A simstore component of a refused crawl (:func:`~._settings.refuse`): it touches no
-    store, and anything that reaches it before the close is held back."""
+    store, and anything that reaches it before the close is held back. ``error``: why the
+    crawl was refused (by this component or another)."""
+
+    def __init__(self, error: SimstoreError | None) -> None:
+        self.error = error
 
     def process_request(self, request: Any, spider: Any = None) -> None:
         raise IgnoreRequest("simstore refused the crawl's settings")
@@ -75,12 +79,12 @@ class Checker:
         """Open the store named by the settings; close it when the spider closes. A bad
         setting gives a :class:`Refused` component instead (see the module doc)."""
         if refusal(crawler) is not None:
-            return Refused()
+            return Refused(refusal(crawler))
         try:
             obj = cls(gate_from_settings(crawler.settings), crawler.stats, crawler.settings)
         except SimstoreError as exc:
             refuse(crawler, exc)
-            return Refused()
+            return Refused(exc)
         crawler.signals.connect(obj.spider_closed, signal=signals.spider_closed)
         logger.info("simstore: store %s, a page is a near-duplicate at %s",
                     obj.gate.store.path, obj.gate.rule)

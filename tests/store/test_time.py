@@ -188,7 +188,7 @@ def test_cli_expire(tmp_path, capsys):
         s.add("c", 3)
     assert main(["expire", str(path), "--older-than", "banana"]) == 1
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "older_than" in err
+    assert err.count("\n") == 0 and "--older-than" in err
     assert main(["expire", str(path), "--older-than", "30d", "--json"]) == 0
     assert '"removed": 2' in capsys.readouterr().out
     with SimStore(path) as s:
