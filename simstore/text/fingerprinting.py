@@ -36,7 +36,7 @@ import numpy as np
 from .._validate import as_fingerprint_array, check_fingerprint, check_str
 from ..exceptions import InvalidConfigError, SimstoreTypeError
 from ..native import core as _core, single as _single
-from . import parallel
+from . import longtext, parallel
 from .rules import CJK_RE, NON_ASCII_SEP_RE, TOKEN_RE, tables_id
 
 SCHEME_VERSION = 1
@@ -293,6 +293,31 @@ def _checked_texts(texts: Iterable[str]) -> list[str]:
     return out
 
 
+def long_set(text: str, cfg: FingerprintConfig) -> np.ndarray | None:
+    """The sorted shingle set of a text long enough to be hashed in blocks (8 bytes a
+    distinct shingle, :mod:`.longtext`), else None: the one-pass path takes it."""
+    if len(text) <= longtext.LONG_TEXT_CHARS:
+        return None
+    return longtext.shingle_set(text, cfg.ngram, cfg.seed, _prepared)
+
+
+def set_aside_long(items: list[str]) -> tuple[list[str], list[int]]:
+    """items with each text too long for a batch pass replaced by "" (each is made apart,
+    in blocks), and where they stood."""
+    longs = [i for i, t in enumerate(items) if len(t) > longtext.LONG_TEXT_CHARS]
+    if not longs:
+        return items, []
+    batch = list(items)
+    for i in longs:
+        batch[i] = ""
+    return batch, longs
+
+
+def _set_fingerprint(hashes: np.ndarray) -> int:
+    """The uniform-weighting fingerprint of a shingle set: its simhash."""
+    return int(_core.simhash_batch(hashes, None, np.array([0, len(hashes)], np.int64))[0])
+
+
 def fingerprints(
     texts: Iterable[str],
     config: FingerprintConfig | None = None,
@@ -306,12 +331,15 @@ def fingerprints(
     threads: how many chunks run at once (None: every core); the result never depends on it.
     """
     cfg = _config(config, options)
-    items = _checked_texts(texts)
+    given = _checked_texts(texts)
     if idf is not None and not isinstance(idf, IdfTable):
         raise SimstoreTypeError(f"'idf' must be an IdfTable (got {type(idf).__name__})")
     nthreads = parallel.thread_count(threads)
     native = UNICODE_IN_C and idf is None
-    out = np.empty(len(items), dtype=np.uint64)
+    out = np.empty(len(given), dtype=np.uint64)
+    # a long text apart, in blocks (one pass's scratch: ~13x an English text)
+    uniform = idf is None and cfg.weighting == "uniform"
+    items, longs = set_aside_long(given) if uniform else (given, [])
 
     def work(start: int, blob: bytes, offsets: np.ndarray) -> None:
         if idf is None:
@@ -325,6 +353,8 @@ def fingerprints(
         out[start : start + len(fps)] = fps
 
     parallel.run(items, encoder(native), work, nthreads)
+    for i in longs:
+        out[i] = fingerprint(given[i], cfg)
     return out
 
 
@@ -364,11 +394,14 @@ def fingerprint(
     **options: Any,
 ) -> int:
     """The 64-bit simhash fingerprint of one text: one C call, no batch (with an IdfTable,
-    the batch path). The same value as ``fingerprints([text], ...)[0]``."""
+    the batch path; a text longer than :data:`~simstore.text.longtext.LONG_TEXT_CHARS`:
+    in blocks). The same value as ``fingerprints([text], ...)[0]``."""
     check_str(text, "text")
     if idf is not None:
         return int(fingerprints([text], config, idf=idf, threads=1, **options)[0])
     cfg = _config(config, options)
+    if cfg.weighting == "uniform" and (hashes := long_set(text, cfg)) is not None:
+        return _set_fingerprint(hashes)
     fp, nfeat = _single.fingerprint_one(
         _ENCODE(text), cfg.ngram, cfg.seed, _WEIGHTING_CODE[cfg.weighting], UNICODE_IN_C
     )

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..exceptions import InvalidConfigError, SimstoreTypeError, SimstoreValueError
 from ..native import core as _core, jaccard as _jaccard, single as _single
-from . import parallel
+from . import longtext, parallel
 from .fingerprinting import (
     _ENCODE,
     UNICODE_IN_C,
@@ -33,6 +33,7 @@ from .fingerprinting import (
     _config,
     _no_feature_fingerprint,
     encoder,
+    long_set,
 )
 from .minhash import Signatures, _signature_config, signatures
 
@@ -111,6 +112,16 @@ def shingle_sets(
     items = _checked_texts(texts)
     if len(items) == 1:
         return _one_set(items[0], cfg)
+    longs = [i for i, t in enumerate(items) if len(t) > longtext.LONG_TEXT_CHARS]
+    if longs:  # each apart, in blocks (one pass's scratch: ~13x an English text)
+        pieces, start = [], 0
+        for i in [*longs, len(items)]:
+            if start < i:
+                pieces.append(shingle_sets(items[start:i], cfg, threads=threads))
+            if i < len(items):
+                pieces.append(_one_set(items[i], cfg))
+            start = i + 1
+        return ShingleSets.concat(pieces)
     parts: dict[int, ShingleSets] = {}
 
     def work(start: int, blob: bytes, offsets: np.ndarray) -> None:
@@ -131,7 +142,10 @@ def shingle_sets(
 
 
 def _one_set(text: str, cfg: FingerprintConfig) -> ShingleSets:
-    """shingle_sets of one text: one C call, no batch."""
+    """shingle_sets of one text: one C call, no batch (a long text: in blocks)."""
+    long = long_set(text, cfg)
+    if long is not None:
+        return ShingleSets(long, np.array([0, len(long)], dtype=np.int64))
     hashes = _single.shingle_set_one(_ENCODE(text), cfg.ngram, cfg.seed, UNICODE_IN_C)
     if not len(hashes):  # no token: as in shingle_sets
         hashes = np.array([_no_feature_fingerprint(text, cfg.seed)], dtype=np.uint64)

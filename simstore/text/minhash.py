@@ -45,7 +45,10 @@ from .fingerprinting import (
     FingerprintConfig,
     _checked_texts,
     _no_feature_fingerprint,
+    _set_fingerprint,
     encoder,
+    long_set,
+    set_aside_long,
 )
 
 _WORD_BITS = 64
@@ -244,7 +247,9 @@ def signatures(
     threads: how many chunks run at once (None: every core); the result never depends on it.
     """
     cfg = _signature_config(config)
-    items = _checked_texts(texts)
+    given = _checked_texts(texts)
+    # a long text apart, in blocks (one pass's scratch: ~13x an English text)
+    items, longs = set_aside_long(given) if cfg.weighting == "uniform" else (given, [])
     nthreads = parallel.thread_count(threads)
     n, words = len(items), cfg.sketch_bits // _WORD_BITS
     fps = np.empty(n, dtype=np.uint64)
@@ -271,16 +276,25 @@ def signatures(
         fps[start:stop], sketches[start:stop], bands[start:stop] = fp, sk, bk
 
     parallel.run(items, encoder(UNICODE_IN_C), work, nthreads)
+    for i in longs:
+        one = signature(given[i], cfg)
+        fps[i], sketches[i], bands[i] = one.fingerprint, one.sketch, one.bands
     return Signatures(cfg, fps, sketches, bands)
 
 
 def signature(text: str, config: FingerprintConfig | None = None) -> Signature:
-    """The signature of one text (SIGNATURE_CONFIG by default): one C call, no batch.
+    """The signature of one text (SIGNATURE_CONFIG by default): one C call, no batch (a
+    text longer than :data:`~simstore.text.longtext.LONG_TEXT_CHARS`: in blocks).
 
     The same Signature as ``signatures([text], config)[0]``.
     """
     check_str(text, "text")
     cfg = _signature_config(config)
+    if cfg.weighting == "uniform" and (hashes := long_set(text, cfg)) is not None:
+        sk, bk = _core.signature_hashes(hashes, np.array([0, len(hashes)], np.int64),
+                                        cfg.seed, cfg.sketch_bits, cfg.bands, cfg.rows)
+        sk.flags.writeable = bk.flags.writeable = False
+        return Signature._of(cfg, _set_fingerprint(hashes), sk[0], bk[0])
     words = cfg.sketch_bits // _WORD_BITS
     out = _single.signature_one(
         _ENCODE(text), cfg.ngram, cfg.seed, _WEIGHTING_CODE[cfg.weighting], UNICODE_IN_C,
