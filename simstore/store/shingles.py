@@ -70,11 +70,13 @@ def decode(codes: list[bytes], path: str, iids: list[bytes] | None = None
 
 PIECE = 500  # bytes at most a piece (see the module docstring)
 _KEY = 10  # internal id (8 bytes) + piece number (2)
+MAX_PIECES = 1 << 16  # pieces a piece number of 2 bytes can name
 
 
 def pieces(iid: bytes, code: bytes) -> list[tuple[bytes, bytes]]:
-    """(key, piece) rows of one doc's code, in key order."""
-    m = max(1, -(-len(code) // PIECE))
+    """(key, piece) rows of one doc's code, in key order (at most :data:`MAX_PIECES`: a
+    code over 32 MB, a text of about 5M distinct shingles, gets longer pieces)."""
+    m = min(max(1, -(-len(code) // PIECE)), MAX_PIECES)
     step = -(-len(code) // m)
     return [(iid + i.to_bytes(2, "big"), code[i * step : (i + 1) * step]) for i in range(m)]
 

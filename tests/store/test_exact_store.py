@@ -29,6 +29,7 @@ from simstore import (
 )
 from simstore.native import jaccard as native_sets
 from simstore.store import SimStore
+from simstore.store.shingles import MAX_PIECES, PIECE, pieces
 
 from ..oracles import brute_jaccard, brute_representatives_exact, shares_band, shingle_set
 from ..strategies import hash_sets, near_copy_texts, planted_texts
@@ -206,6 +207,15 @@ def test_update_and_delete_keep_one_set_per_doc(tmp_path):
         got = {m.doc_id: m.jaccard for m in s.similar(texts[1], 0.99)}
         assert got == {0: 1.0, 1: 1.0}
         assert 2 in {m.doc_id for m in s.similar(texts[5], 0.99)}
+
+
+def test_a_code_over_32_mb_is_cut_into_at_most_65536_pieces():
+    """A code longer than 65,536 pieces of 500 bytes gets longer pieces, numbered in 2 bytes."""
+    code = bytes(range(256)) * (PIECE * MAX_PIECES // 256 + 8)
+    rows = pieces(b"\0" * 8, code)
+    assert len(rows) == MAX_PIECES
+    assert [int.from_bytes(k[8:], "big") for k, _ in rows] == list(range(MAX_PIECES))
+    assert b"".join(v for _, v in rows) == code
 
 
 def test_long_texts_are_kept_in_pieces_and_read_back_whole(tmp_path):
