@@ -62,7 +62,7 @@ def encode_sets(hashes: np.ndarray, offsets: np.ndarray) -> tuple[bytes, np.ndar
     out_off = np.empty(nsets + 1, dtype=np.int64)
     cap = 8 * len(hashes) + 12 * nsets  # enough unless a set is crafted
     while True:
-        buf = bytearray(cap)
+        buf = np.empty(cap, dtype=np.uint8)  # not zeroed: only the pages written are touched
         n = lib.ss_shingles_encode(
             _u64_ptr(hashes), ffi.from_buffer("int64_t[]", offsets), nsets,
             ffi.from_buffer("uint8_t[]", buf), cap, ffi.from_buffer("int64_t[]", out_off),
@@ -70,7 +70,7 @@ def encode_sets(hashes: np.ndarray, offsets: np.ndarray) -> tuple[bytes, np.ndar
         if n < 0:
             raise_for(int(n), "encoding shingle sets (each must be strictly ascending)")
         if n <= cap:
-            return bytes(memoryview(buf)[:n]), out_off
+            return buf[:n].tobytes(), out_off
         cap = int(n)
 
 

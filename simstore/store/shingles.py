@@ -23,6 +23,7 @@ the two sets (C), with no sketch estimate in between.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,8 @@ def encode(sets: ShingleSets) -> list[bytes]:
     if not len(sets):
         return []
     blob, off = _sets.encode_sets(sets.hashes, sets.offsets)
+    if len(sets) == 1:
+        return [blob]  # the one code, not copied (a long text's is tens of MB)
     view = memoryview(blob)
     bounds = off.tolist()
     return [bytes(view[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
@@ -73,12 +76,13 @@ _KEY = 10  # internal id (8 bytes) + piece number (2)
 MAX_PIECES = 1 << 16  # pieces a piece number of 2 bytes can name
 
 
-def pieces(iid: bytes, code: bytes) -> list[tuple[bytes, bytes]]:
-    """(key, piece) rows of one doc's code, in key order (at most :data:`MAX_PIECES`: a
-    code over 32 MB, a text of about 5M distinct shingles, gets longer pieces)."""
+def pieces(iid: bytes, code: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """(key, piece) rows of one doc's code, in key order, made as they are taken (at most
+    :data:`MAX_PIECES`: a code over 32 MB, a text of about 5M distinct shingles, gets
+    longer pieces)."""
     m = min(max(1, -(-len(code) // PIECE)), MAX_PIECES)
     step = -(-len(code) // m)
-    return [(iid + i.to_bytes(2, "big"), code[i * step : (i + 1) * step]) for i in range(m)]
+    return ((iid + i.to_bytes(2, "big"), code[i * step : (i + 1) * step]) for i in range(m))
 
 
 def put(txn: Any, h: Handles, iid: bytes, code: bytes, *, replace: bool = False) -> None:

@@ -212,7 +212,7 @@ def test_update_and_delete_keep_one_set_per_doc(tmp_path):
 def test_a_code_over_32_mb_is_cut_into_at_most_65536_pieces():
     """A code longer than 65,536 pieces of 500 bytes gets longer pieces, numbered in 2 bytes."""
     code = bytes(range(256)) * (PIECE * MAX_PIECES // 256 + 8)
-    rows = pieces(b"\0" * 8, code)
+    rows = list(pieces(b"\0" * 8, code))
     assert len(rows) == MAX_PIECES
     assert [int.from_bytes(k[8:], "big") for k, _ in rows] == list(range(MAX_PIECES))
     assert b"".join(v for _, v in rows) == code
