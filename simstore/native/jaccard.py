@@ -74,7 +74,8 @@ def encode_sets(hashes: np.ndarray, offsets: np.ndarray) -> tuple[bytes, np.ndar
         cap = int(n)
 
 
-def decode_sets(codes: bytes, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+def decode_sets(codes: bytes | bytearray, offsets: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, int]:
     """The sets of codes made by :func:`encode_sets`: (hashes, offsets, bad), bad the
     index of the first malformed code (-1 when all are sound; the sets are then empty)."""
     ncodes = len(offsets) - 1
@@ -82,11 +83,12 @@ def decode_sets(codes: bytes, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarr
     bad = ffi.new("int64_t *")
     off = ffi.from_buffer("int64_t[]", offsets)
     hashes = np.empty(0, dtype=np.uint64)
-    n = lib.ss_shingles_decode(codes, off, ncodes, _u64_ptr(hashes), 0,
+    data = ffi.from_buffer("uint8_t[]", codes)  # bytes or bytearray, read in place
+    n = lib.ss_shingles_decode(data, off, ncodes, _u64_ptr(hashes), 0,
                                ffi.from_buffer("int64_t[]", out_off), bad)
     if n > 0:
         hashes = np.empty(int(n), dtype=np.uint64)
-        n = lib.ss_shingles_decode(codes, off, ncodes, _u64_ptr(hashes), len(hashes),
+        n = lib.ss_shingles_decode(data, off, ncodes, _u64_ptr(hashes), len(hashes),
                                    ffi.from_buffer("int64_t[]", out_off), bad)
     if n == lib.SS_EBADCODE:
         return np.empty(0, dtype=np.uint64), np.zeros(1, dtype=np.int64), int(bad[0])

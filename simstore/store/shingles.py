@@ -54,13 +54,14 @@ def encode(sets: ShingleSets) -> list[bytes]:
     return [bytes(view[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def decode(codes: list[bytes], path: str, iids: list[bytes] | None = None
+def decode(codes: list[bytes] | list[bytearray], path: str, iids: list[bytes] | None = None
            ) -> tuple[np.ndarray, np.ndarray]:
     """The sets of codes, in order (C): hashes and offsets, as :class:`ShingleSets` holds
     them (sound by construction); CorruptStoreError naming the first bad code."""
     off = np.zeros(len(codes) + 1, dtype=np.int64)
     np.cumsum([len(c) for c in codes], out=off[1:])
-    hashes, offsets, bad = _sets.decode_sets(b"".join(codes), off)
+    blob = codes[0] if len(codes) == 1 else b"".join(codes)  # one code: read in place
+    hashes, offsets, bad = _sets.decode_sets(blob, off)
     if bad >= 0:
         which = f" of doc {iids[bad].hex()}" if iids is not None else ""
         raise CorruptStoreError(
@@ -117,19 +118,21 @@ def delete(txn: Any, h: Handles, iid: bytes) -> None:
 # --------------------------------------------------------------------------- reads
 
 
-def _code(cur: Any, iid: bytes) -> bytes | None:
-    """One doc's code from its pieces (None if it has none); a gap in the piece numbers
-    makes it malformed (an empty code)."""
+def _code(cur: Any, iid: bytes) -> bytearray | None:
+    """One doc's code from its pieces (None if it has none), gathered in one buffer (a
+    long text's is tens of MB: never held twice); a gap in the piece numbers makes it
+    malformed (an empty code)."""
     if not cur.set_range(iid):
         return None
-    parts: list[bytes] = []
+    code, n = bytearray(), 0
     for key, piece in cur.iternext():
         if key[:8] != iid:
             break
-        if len(key) != _KEY or int.from_bytes(key[8:], "big") != len(parts):
-            return b""
-        parts.append(piece)
-    return b"".join(parts) if parts else None
+        if len(key) != _KEY or int.from_bytes(key[8:], "big") != n:
+            return bytearray()
+        code += piece
+        n += 1
+    return code if n else None
 
 
 def read(txn: Any, h: Handles, iids: list[bytes]) -> ShingleSets:
@@ -139,7 +142,7 @@ def read(txn: Any, h: Handles, iids: list[bytes]) -> ShingleSets:
 
 def _read(txn: Any, h: Handles, iids: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     cur = txn.cursor(h.shingles)
-    codes = []
+    codes: list[bytearray] = []
     for iid in iids:
         code = _code(cur, iid)
         if code is None:
@@ -193,7 +196,7 @@ def check(txn: Any, h: Handles, iids: np.ndarray) -> list[str]:
     orphans = 0
     bad: list[str] = []
     batch_keys: list[bytes] = []
-    batch_codes: list[bytes] = []
+    batch_codes: list[bytearray] = []
 
     def settle() -> None:
         codes, keys = batch_codes, batch_keys
@@ -220,7 +223,7 @@ def check(txn: Any, h: Handles, iids: np.ndarray) -> list[str]:
         code = _code(cur, iid)
         seen += 1
         batch_keys.append(iid)
-        batch_codes.append(code or b"")
+        batch_codes.append(code or bytearray())
         if len(batch_keys) >= 4096:
             settle()
         more = cur.set_range(iid + b"\xff\xff\xff")  # past the doc's pieces
