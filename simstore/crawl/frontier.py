@@ -540,7 +540,7 @@ class _Txn:
             h.where, h.slot = NOWHERE, b""
         if h.queued <= 0 or h.flags & PAUSED:
             return
-        conc = self.policy.concurrency
+        conc = self.policy.concurrency + self.policy.prefetch
         if (self.policy.robots and not h.flags & DELAY_KNOWN) or h.flags & THROTTLED:
             conc = 1
         if h.inflight >= conc:

@@ -44,7 +44,9 @@ class Politeness:
     the first wait after a 429/503 without Retry-After (doubled each time in a row);
     ``robots``: a host is asked one request at a time until its robots.txt was read;
     ``margin``: seconds added to a delay > 0, since a request leaves its process a few
-    milliseconds after the take that timed it (so the gaps a host sees stay >= its delay).
+    milliseconds after the take that timed it (so the gaps a host sees stay >= its delay);
+    ``prefetch``: requests a host may have taken beyond ``concurrency`` (they wait in a
+    crawler's own download slot, so a finished download is followed at once).
     """
 
     delay: float = 0.0
@@ -53,6 +55,7 @@ class Politeness:
     backoff: float = DEFAULT_BACKOFF
     robots: bool = False
     margin: float = DEFAULT_MARGIN
+    prefetch: int = 0
 
     def __post_init__(self) -> None:
         _seconds(self.delay, "delay")
@@ -62,6 +65,9 @@ class Politeness:
         c = self.concurrency
         if not isinstance(c, int) or isinstance(c, bool) or not 1 <= c <= 2**31 - 1:
             raise SimstoreValueError(f"'concurrency' must be an int >= 1 (got {c!r})")
+        f = self.prefetch
+        if not isinstance(f, int) or isinstance(f, bool) or not 0 <= f <= 2**31 - 1:
+            raise SimstoreValueError(f"'prefetch' must be an int >= 0 (got {f!r})")
 
     def cap(self, seconds: float) -> tuple[float, bool]:
         """(seconds within 0 .. max_delay, whether it had to be changed)."""

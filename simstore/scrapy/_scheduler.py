@@ -29,6 +29,8 @@ import os
 import socket
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from protego import Protego
@@ -38,11 +40,12 @@ from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
-from ..crawl import Done, Frontier, PayloadError, Popped, Push, parse_crawl_delay
+from ..crawl import Done, Frontier, PayloadError, Popped, Push, Taken, parse_crawl_delay
 from ..crawl.payload import decode, encode
 from ..crawl.rules import THROTTLE_STATUSES, parse_retry_after
 from ..exceptions import SimstoreError
 from ..store import SimStore
+from ._commit import in_loop
 from ._dupefilter import DupeFilter, open_frontier
 from ._gate import CHANGED, NEW, UNCHANGED
 from ._settings import CrawlSettings, crawl_settings, logger, refusal, refuse
@@ -88,6 +91,20 @@ def engine_slot(crawler: Any) -> Any:
     ``inprogress`` set is where a request stays until its callback's output is handled,
     and its ``nextcall`` wakes the engine)."""
     return getattr(engine_of(crawler), "_slot", None)
+
+
+@dataclass
+class _Job:
+    """One commit of the Scheduler: what it carries, then what came of it."""
+
+    n: int
+    raw: list[tuple[Any, bytes, bool]]  # children: (request, fingerprint, only new)
+    dones: list[Done | bytes]
+    left: list[bytes]
+    filtered: list[Any] = field(default_factory=list)
+    memory: list[Any] = field(default_factory=list)
+    requests: list[Any] = field(default_factory=list)  # those pushed, in order
+    taken: Taken | None = None
 
 
 class _Refused:
@@ -149,6 +166,10 @@ class Scheduler:
         self._loop: Any = None
         self._taken = 0
         self._quiet_until = 0.0  # no take before (nothing was fetchable, nothing changed)
+        self._pool: ThreadPoolExecutor | None = None  # the commits' thread, while crawling
+        self._job: _Job | None = None  # the commit the worker runs
+        self._future: Future[_Job] | None = None
+        self._again = -1  # a take asked for while the worker was busy (-1: none)
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Any:
@@ -189,7 +210,9 @@ class Scheduler:
                         counts["leased"], extra=extra)
 
     def _start_ticking(self, spider: Any = None) -> None:
-        """Once the spider runs: renew leases, write children, watch other processes."""
+        """Once the spider runs: commits go to a worker thread; renew leases, write
+        children and watch other processes every TICK."""
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="simstore-frontier")
         self._loop = create_looping_call(self._tick)
         self._loop.start(min(TICK, self.lease / 3), now=False)
 
@@ -201,7 +224,8 @@ class Scheduler:
         if self._timer is not None:
             self._timer.cancel()
         try:
-            self._cycle(0)
+            self._stop_worker()
+            self._flush(0)
             undone = [key for _, key, _ in self._held.values()]
             if undone:
                 self.frontier.release(undone, self.owner)
@@ -220,9 +244,27 @@ class Scheduler:
         finally:
             release(self.store)
 
+    def _stop_worker(self) -> None:
+        """Wait for the worker's commit and apply it here; later flushes run at once."""
+        pool, self._pool = self._pool, None
+        job, self._job = self._job, None
+        if pool is None:
+            return
+        if job is not None and self._future is not None:
+            try:
+                self._future.result()
+                self._apply(job)
+            except Exception as exc:  # noqa: BLE001 - written again by the flush after
+                logger.error("simstore: the frontier could not be written (%s)", exc,
+                             extra={"spider": self.spider})
+                self._requeue(job)
+        pool.shutdown(wait=True)
+
     def has_pending_requests(self) -> bool:
         """Whether this process or another has work queued or leased (not this one's)."""
         if self._memory or self._ready or self._pushes:
+            return True
+        if self._job is not None and self._job.raw:  # children not yet in the store
             return True
         return self.frontier.pending() - len(self._held) > 0
 
@@ -233,29 +275,32 @@ class Scheduler:
         of a crawl are seen, and are dropped by one read before the write."""
         self._pushes.append((request, self.df.fingerprint(request), filters(request)))
         if len(self._pushes) >= FLUSH_AT:
-            self._cycle(0)
+            self._flush(0)
         return True
 
-    def _writable(self, pushes: list[tuple[Any, bytes, bool]]) -> list[tuple[Push, Any]]:
-        """The pushes worth writing, encoded: those seen (by the store, one read for all, or
-        earlier in the batch) are counted as filtered; those that cannot be stored as data
-        stay in this process's memory."""
-        check = [fp for _, fp, only_new in pushes if only_new]
+    def _encode(self, job: _Job) -> list[Push]:
+        """The pushes of a job worth writing, encoded (in the worker): those seen (by the
+        store, one read for all, or earlier in the batch) go to ``job.filtered``; those
+        that cannot be stored as data are marked seen and go to ``job.memory``."""
+        check = [fp for _, fp, only_new in job.raw if only_new]
         seen = {fp for fp, was in zip(check, self.frontier.seen_many(check), strict=True)
                 if was} if check else set()
         out = []
-        for request, fp, only_new in pushes:
+        for request, fp, only_new in job.raw:
             if only_new and fp in seen:
-                self._filtered(request)
+                job.filtered.append(request)
                 continue
             seen.add(fp)
             try:
                 payload = encode(request.to_dict(spider=self.spider))
             except (PayloadError, ValueError, TypeError, AttributeError):
-                self._keep_in_memory(request, fp, only_new)
+                if self.frontier.seen_add_many([fp])[0] and only_new:
+                    job.filtered.append(request)
+                else:
+                    job.memory.append(request)
                 continue
-            out.append((Push(request.priority, payload, fp, only_new, host_of(request)),
-                        request))
+            out.append(Push(request.priority, payload, fp, only_new, host_of(request)))
+            job.requests.append(request)
         return out
 
     def next_request(self) -> Any:
@@ -267,7 +312,7 @@ class Scheduler:
             self._dequeued("memory")
             return request
         if not self._ready and self._may_take():
-            self._cycle(self._room())
+            self._flush(self._room())
         if not self._ready:
             self._waiting = True
             return None
@@ -295,16 +340,75 @@ class Scheduler:
         room = self._room()
         return room >= self.batch or room == self.concurrency
 
-    def _cycle(self, n: int) -> None:
-        pushes = self._writable(self._pushes) if self._pushes else []
-        self._pushes = []
-        dones = self._dones()
-        left, self._left_keys = self._left_keys, []
-        if not (n or pushes or dones or left):
+    def _collect(self, n: int) -> _Job | None:
+        """What the next commit carries: the children, the acknowledgements, the leases
+        whose download is over, and a take of n (None when there is nothing to do)."""
+        job = _Job(n, self._pushes, self._dones(), self._left_keys)
+        self._pushes, self._left_keys = [], []
+        if not (n or job.raw or job.dones or job.left):
+            return None
+        return job
+
+    def _run(self, job: _Job) -> _Job:
+        """One commit: the job's pushes, acknowledgements, freed slots and take."""
+        pushes = self._encode(job) if job.raw else []
+        job.taken = self.frontier.take(job.n, self.lease, self.owner, push=pushes,
+                                       done=job.dones, downloaded=job.left)
+        return job
+
+    def _flush(self, n: int) -> None:
+        """Commit what waits (and take n): in the worker thread while the crawl runs, so
+        the event loop never waits for a flush; at once before it runs and at close."""
+        if self._pool is None:
+            job = self._collect(n)
+            if job is not None:
+                self._apply(self._run(job))
             return
-        taken = self.frontier.take(n, self.lease, self.owner, push=[p for p, _ in pushes],
-                                   done=dones, downloaded=left)
-        for (_, request), key in zip(pushes, taken.pushed, strict=True):
+        if self._job is not None:  # one commit at a time: the next carries what waits
+            self._again = max(self._again, n)
+            return
+        job = self._collect(n)
+        if job is None:
+            return
+        self._job = job
+        self._future = self._pool.submit(self._run, job)
+        in_loop(self._future, lambda f: self._finished(job, f))
+
+    def _finished(self, job: _Job, fut: Future[_Job]) -> None:
+        """A commit of the worker is done: its results applied in the event loop."""
+        if job is not self._job:  # close() took it over
+            return
+        self._job = None
+        exc = fut.exception()
+        if exc is not None:
+            logger.error("simstore: the frontier could not be written (%s); retried",
+                         exc, extra={"spider": self.spider})
+            self._requeue(job)
+            return
+        self._apply(job)
+        if job.taken is not None and job.taken.popped:
+            self._wake()
+        again, self._again = self._again, -1
+        if again > 0 and not self._ready and self._may_take():
+            self._flush(self._room())
+        elif again == 0 or self._pushes:
+            self._flush(0)
+
+    def _requeue(self, job: _Job) -> None:
+        """A job whose commit failed: nothing of it was written; it goes into the next."""
+        self._pushes[:0] = job.raw
+        self._undecodable[:0] = job.dones
+        self._left_keys[:0] = job.left
+
+    def _apply(self, job: _Job) -> None:
+        """Count and hand out what a commit did (in the event loop's thread)."""
+        taken = job.taken
+        assert taken is not None
+        for request in job.filtered:
+            self._filtered(request)
+        for request in job.memory:
+            self._keep_in_memory(request)
+        for request, key in zip(job.requests, taken.pushed, strict=True):
             if key is None:
                 self._filtered(request)
             else:
@@ -317,7 +421,7 @@ class Scheduler:
             self._hand_out(popped)
         if taken.popped:
             self._empty_since = None
-        elif n:
+        elif job.n:
             self._log_wait(taken.wake)
             self._wait(taken.wake)
             self._quiet_until = min(taken.wake or math.inf, time.time() + TICK)
@@ -466,8 +570,8 @@ class Scheduler:
         third of the lease), and wake the engine while others may hold its work."""
         now = time.monotonic()
         self._quiet_until = 0.0
-        if self._pushes or (self._held and not self._ready):
-            self._cycle(0)
+        if self._pushes or self._left_keys or (self._held and not self._ready):
+            self._flush(0)
         if now - self._renewed >= self.lease / 3:
             self._renewed = now
             if self._held:
@@ -511,10 +615,7 @@ class Scheduler:
         self.stats.inc_value(f"scheduler/dequeued/{where}")
         self.stats.inc_value("scheduler/dequeued")
 
-    def _keep_in_memory(self, request: Any, fp: bytes, only_new: bool) -> None:
-        if self.frontier.seen_add_many([fp])[0] and only_new:
-            self._filtered(request)
-            return
+    def _keep_in_memory(self, request: Any) -> None:
         self.stats.inc_value(STATS + "unserializable")
         if not self._warned:
             self._warned = True

@@ -157,7 +157,7 @@ def politeness_setting(settings: Any) -> Politeness:
     if cap <= 0:
         raise SimstoreValueError(f"setting SIMSTORE_MAX_HOST_DELAY must be > 0 (got {cap!r})")
     return Politeness(delay=delay, concurrency=conc, max_delay=max(cap, delay),
-                      robots=flag(settings, "ROBOTSTXT_OBEY"))
+                      robots=flag(settings, "ROBOTSTXT_OBEY"), prefetch=max(1, conc // 2))
 
 
 def revisit_setting(settings: Any) -> Revisit | None:

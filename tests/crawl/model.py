@@ -88,6 +88,7 @@ class Policy:
     backoff: float = 2.0
     robots: bool = False
     margin: float = 0.02
+    prefetch: int = 0
 
 
 @dataclass
@@ -115,7 +116,7 @@ class Model:
     def concurrency(self, h: MHost) -> int:
         if (self.policy.robots and not h.known) or h.throttled:
             return 1
-        return self.policy.concurrency
+        return self.policy.concurrency + self.policy.prefetch
 
     def queued(self, name: str) -> list[MReq]:
         return sorted((r for r in self.queue.values() if r.host.lower() == name.lower()),

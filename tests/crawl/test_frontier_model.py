@@ -51,14 +51,17 @@ class FrontierMachine(RuleBasedStateMachine):
 
     @initialize(delay=st.sampled_from([0.0, 0.0, 0.5, 2.0]),
                 concurrency=st.sampled_from([1, 2, 8]), robots=st.booleans(),
-                margin=st.sampled_from([0.0, 0.02]))
-    def open(self, delay: float, concurrency: int, robots: bool, margin: float) -> None:
+                margin=st.sampled_from([0.0, 0.02]), prefetch=st.sampled_from([0, 0, 2]))
+    def open(self, delay: float, concurrency: int, robots: bool, margin: float,
+             prefetch: int) -> None:
         self.dir = tempfile.mkdtemp(prefix="frontier-model-", dir=SCRATCH)
         self.store = simstore.SimStore(self.dir + "/s", durable=False)
         self.clock = Clock(1_700_000_000.0)
-        polite = Politeness(delay=delay, concurrency=concurrency, robots=robots, margin=margin)
+        polite = Politeness(delay=delay, concurrency=concurrency, robots=robots, margin=margin,
+                            prefetch=prefetch)
         self.f = Frontier(self.store, clock=self.clock, politeness=polite)
-        self.m = Model(Policy(delay, concurrency, robots=robots, margin=margin))
+        self.m = Model(Policy(delay, concurrency, robots=robots, margin=margin,
+                              prefetch=prefetch))
         self.keys: list[bytes] = []  # every key the frontier gave, in order
         self.starts: dict[str, tuple[int, int]] = {}  # host -> (last start, its delay)
         self.blocked: dict[str, int] = {}  # host -> blocked until (ms), across clear()

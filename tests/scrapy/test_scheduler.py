@@ -147,7 +147,7 @@ def test_scheduler_waits_for_work_other_processes_hold(tmp_path):
     engine_for(crawler)
     sched.open(Spider.from_crawler(crawler))
     sched.enqueue_request(Request("http://x/1"))
-    sched._cycle(0)  # written
+    sched._flush(0)  # written
     other = sched.frontier.pop(30, "another process")
     assert sched.next_request() is None and sched.has_pending_requests()
     with pytest.raises(scrapy.exceptions.DontCloseSpider):
@@ -181,7 +181,7 @@ def test_a_wait_on_other_processes_leases_is_explained(tmp_path, caplog, monkeyp
     engine_for(crawler)
     sched.open(Spider.from_crawler(crawler))
     sched.enqueue_request(Request("http://x/1"))
-    sched._cycle(0)
+    sched._flush(0)
     sched.frontier.pop(30, "host/4242/dead")
     caplog.set_level("INFO", logger="simstore.scrapy")
     assert sched.next_request() is None

@@ -173,11 +173,12 @@ def test_the_frontier_and_the_middleware_share_one_store_handle(tmp_path):
 @pytest.mark.parametrize("lease", ["0", "soon"])
 def test_a_bad_lease_stops_the_crawl_at_start_with_one_line(tmp_path, lease):
     """SIMSTORE_LEASE <= 0 or not a number: the crawl closes at start (finish reason
-    simstore_refused) with one ERROR line naming the setting, and fetches nothing."""
+    simstore_refused, exit code 1) with one ERROR line naming the setting, and fetches
+    nothing."""
     site = Site(articles=3, variants=False)
     with serve(site) as (url, srv):
         c = crawlers(tmp_path, url, 1, tmp_path / "store", SIMSTORE_LEASE=lease)[0]
-        assert c.wait() == 0
+        assert c.wait() == 1
         assert fetched(srv) == Counter()
     lines = [ln for ln in c.output().splitlines() if "SIMSTORE_LEASE" in ln]
     assert len(lines) == 1 and "ERROR" in lines[0], c.output()[-3000:]
