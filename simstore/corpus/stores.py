@@ -55,8 +55,8 @@ def drop_if_new_and_empty(path: str) -> None:
 
 
 @contextmanager
-def open_store(store: SimStore | str | os.PathLike[str] | None = None, *, k: int | None = None, threshold: float | None = None,
-               exact: bool = False) -> Iterator[OpenStore]:
+def open_store(store: SimStore | str | os.PathLike[str] | None = None, *, k: int | None = None,
+               threshold: float | None = None, exact: bool = False) -> Iterator[OpenStore]:
     """The run's store for the rule ``k`` (Hamming) or ``threshold`` (Jaccard; ``exact``: by
     the shingle sets, which the store must keep); see the module docstring."""
     if store is None:

@@ -22,9 +22,9 @@ import numpy as np
 from .._validate import (
     MAX_FP,
     as_fingerprint_array,
+    check_durable,
     check_expected_size,
     check_fingerprint,
-    check_durable,
     check_int,
     check_k,
     check_path,

@@ -9,8 +9,7 @@ import shutil
 
 import pytest
 
-from tools.stress import crash_states as cs
-from tools.stress import powerloss
+from tools.stress import crash_states as cs, powerloss
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 

@@ -50,9 +50,11 @@ def build_shim(into: str) -> str:
     try:
         subprocess.run(cmd, check=True, capture_output=True, text=True)
     except FileNotFoundError:
-        raise SystemExit("powerloss needs a C compiler ('cc') to build its write recorder")
+        raise SystemExit("powerloss needs a C compiler ('cc') to build its write recorder"
+                         ) from None
     except subprocess.CalledProcessError as exc:
-        raise SystemExit(f"cannot build the write recorder: {exc.stderr.strip()[:500]}")
+        raise SystemExit(f"cannot build the write recorder: {exc.stderr.strip()[:500]}"
+                         ) from None
     return out
 
 

@@ -4,8 +4,8 @@ For each durability mode, a child process runs a seeded workload on one store th
 public API (adds, ``add_if_new``, ``add_many``, removes, batches, ``merge_levels``,
 ``expire``, four threads adding at once, the crawl frontier's push, pop with acks, take
 with children and acks, ack and release (not on an unsafe store: the frontier refuses
-one), and ``dedup-corpus --store`` in a process of its own) with ``writes_shim.c`` preloaded: every write, flush and size change below the
-store's directory is logged, and the child logs a marker before each call and after it
+one), and ``dedup-corpus --store`` in a process of its own) with ``writes_shim.c``
+preloaded: every write, flush and size change below the store's directory is logged, and the child logs a marker before each call and after it
 returns (the call acknowledged), with the state the store then holds (its documents and
 its frontier).
 
@@ -37,9 +37,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from simstore.crawl import Frontier, Push
 from simstore.exceptions import SimstoreError
 from simstore.store import SimStore
-from simstore.crawl import Frontier, Push
 from simstore.store.verify import check_here
 
 from .._util import checkout_env

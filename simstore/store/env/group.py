@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from .durability import flush_after
 
-if TYPE_CHECKING:
-    from .environment import Env
-
+# The environment (.environment.Env) that calls in: named by its attributes only, since
+# it imports this module.
+Env = Any
 T = TypeVar("T")
 GROUP_MAX = 64  # requests one commit takes at most
 
