@@ -5,9 +5,9 @@ public API (adds, ``add_if_new``, ``add_many``, removes, batches, ``merge_levels
 ``expire``, four threads adding at once, the crawl frontier's push, pop with acks, take
 with children and acks, ack and release (not on an unsafe store: the frontier refuses
 one), and ``dedup-corpus --store`` in a process of its own) with ``writes_shim.c``
-preloaded: every write, flush and size change below the store's directory is logged, and the child logs a marker before each call and after it
-returns (the call acknowledged), with the state the store then holds (its documents and
-its frontier).
+preloaded: every write, flush and size change below the store's directory is logged,
+and the child logs a marker before each call and after it returns (the call
+acknowledged), with the state the store then holds (its documents and its frontier).
 
 Crash states (:mod:`.crash_states`): at a random point of the trace, the data file as the
 last flush left it plus some of the later writes (none; in order up to a point; a random
