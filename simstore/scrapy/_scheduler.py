@@ -149,7 +149,7 @@ class Scheduler:
         self.df = DupeFilter(None, frontier, settings.getbool("DUPEFILTER_DEBUG"),
                              fingerprinter=crawler.request_fingerprinter)
         self.spider: Any = None
-        self._held: dict[int, tuple[Any, bytes, bytes]] = {}  # id(req) -> (req, key, fp)
+        self._held: dict[int, tuple[Any, bytes, bytes | None]] = {}  # id -> (req, key, fp)
         self._ready: list[Any] = []  # requests taken, not yet handed to the engine
         self._pushes: list[tuple[Push, Any]] = []  # children not yet written
         self._outcomes: dict[int, tuple[int, int, bool | None]] = {}  # status, digest, changed
@@ -435,7 +435,8 @@ class Scheduler:
             self._undecodable.append(popped.key)
             self.stats.inc_value(STATS + "undecodable")
             return
-        self._held[id(request)] = (request, popped.key, self.df.fingerprint(request))
+        fp = self.df.fingerprint(request) if self.revisit else None  # only revisits need it
+        self._held[id(request)] = (request, popped.key, fp)
         self._ready.append(request)
         self._taken += 1
 
