@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from ..exceptions import CorruptStoreError
 
 PREFIX = "crawl."  # the names of the frontier's databases
+FRONTIER_VERSION = 2  # the version of these records (crawl.meta's "version")
 
 PRIO_MAX = 2**63 - 1
 PRIO_MIN = -(2**63)

@@ -1,0 +1,531 @@
+"""One transaction on a frontier's databases: every operation of
+:class:`~simstore.crawl.frontier.Frontier`, on the records of :mod:`.records`.
+
+The clock is read when the transaction starts, with the write lock held (no lease is born
+expired); each operation keeps the invariants the frontier's docstring lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .calls import Done, Popped, Push, Taken, check_fp
+from .records import (
+    DELAY_KNOWN,
+    FRONTIER_VERSION,
+    NOWHERE,
+    PAUSED,
+    READY,
+    THROTTLED,
+    U64,
+    WAITING,
+    Host,
+    Lease,
+    Url,
+    host_id,
+    key_host,
+    ms,
+    queue_key,
+)
+from .rules import GONE_STATUSES, THROTTLE_STATUSES, THROTTLED_DELAY
+
+RECLAIM_MAX = 256  # expired leases a transaction moves back, at most (oldest first)
+PROMOTE_MAX = 1024  # waiting hosts a transaction lists as ready, at most
+
+
+class Txn:
+    """One transaction on a frontier's databases: the operations of a ``Frontier`` ``f``
+    (its rules, clock and keys are read from it)."""
+
+    def __init__(self, f: Any, txn: Any, handles: list[Any]) -> None:
+        self.f = f
+        self.txn = txn
+        self.meta, self.seen, self.queue, self.leases, self.hosts, self.urls = handles
+        self.now = f._now()  # read with the write lock held: no lease is born expired
+        self.policy = f.politeness
+        expire = f.expire
+        self.since = None if expire is None else self.now - int(expire * 1000)
+
+    # --- small helpers -------------------------------------------------------------------
+
+    def entries(self, db: Any) -> int:
+        return int(self.txn.stat(db)["entries"])
+
+    def is_seen(self, value: bytes | None) -> bool:
+        if value is None:
+            return False
+        return self.since is None or U64.unpack(bytes(value))[0] >= self.since
+
+    def mark_seen(self, fp: bytes) -> bool:
+        """Whether fp counted as seen; it is seen (now, unless it counted) after."""
+        if self.is_seen(self.txn.get(fp, db=self.seen)):
+            return True
+        self.txn.put(fp, ms(self.now), db=self.seen)
+        return False
+
+    def next_seq(self) -> int:
+        raw = self.txn.get(self.f._seq_key, db=self.meta)
+        return 1 if raw is None else U64.unpack(bytes(raw))[0] + 1
+
+    def load_host(self, hid: bytes, name: str | None = None) -> Host:
+        raw = self.txn.get(b"H" + hid, db=self.hosts)
+        if raw is None:
+            return Host(name or "")
+        return Host.unpack(raw)
+
+    def save_host(self, hid: bytes, h: Host) -> None:
+        self.txn.put(b"H" + hid, h.pack(), db=self.hosts)
+
+    def head(self, hid: bytes) -> bytes | None:
+        """The first queue key of host hid (highest priority, then oldest)."""
+        cur = self.txn.cursor(db=self.queue)
+        if not cur.set_range(hid):
+            return None
+        key = bytes(cur.key())
+        return key if key[:8] == hid and len(key) == 24 else None
+
+    def delay_ms(self, h: Host) -> int:
+        """The spacing of host h's requests: its delay, plus the margin when it has one."""
+        d = max(int(self.policy.delay * 1000), h.delay_ms)
+        return d + int(self.policy.margin * 1000) if d else 0
+
+    def place(self, hid: bytes, h: Host) -> None:
+        """List host h where it belongs now (invariant 2); the caller saves it."""
+        if h.where != NOWHERE:
+            self.txn.delete(h.slot, db=self.hosts)
+            h.where, h.slot = NOWHERE, b""
+        if h.queued <= 0 or h.flags & PAUSED:
+            return
+        conc = self.policy.concurrency + self.policy.prefetch
+        if (self.policy.robots and not h.flags & DELAY_KNOWN) or h.flags & THROTTLED:
+            conc = 1
+        if h.inflight >= conc:
+            return
+        at = max(h.next_ms, h.blocked_ms)
+        if at <= self.now:
+            head = self.head(hid)
+            if head is None:  # the count drifted (a queue entry dropped by hand): mend it
+                h.queued = 0
+                return
+            h.where, h.slot = READY, b"R" + head[8:24] + hid
+        else:
+            h.where, h.slot = WAITING, b"W" + ms(at) + hid
+        self.txn.put(h.slot, b"", db=self.hosts)
+
+    def settle(self, hid: bytes, h: Host) -> None:
+        self.place(hid, h)
+        self.save_host(hid, h)
+
+    # --- writes --------------------------------------------------------------------------
+
+    def push(self, pushes: list[Push]) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        seq = None
+        for p in pushes:
+            if p.fp is not None and self.mark_seen(p.fp) and p.only_new:
+                out.append(None)
+                continue
+            seq = self.next_seq() if seq is None else seq + 1
+            out.append(self.enqueue(host_id(p.host), p.host, p.priority, seq, p.payload))
+        if seq is not None:
+            self.txn.put(self.f._seq_key, U64.pack(seq), db=self.meta)
+        return out
+
+    def enqueue(self, hid: bytes, name: str, priority: int, seq: int, payload: bytes
+                ) -> bytes:
+        key = queue_key(hid, priority, seq)
+        self.txn.put(key, payload, db=self.queue)
+        self.requeued(hid, key, name)
+        return key
+
+    def requeued(self, hid: bytes, key: bytes, name: str | None = None) -> None:
+        """Count a request (re)entering host hid's queue under key; list the host anew
+        when it was nowhere or the request comes before its listed first one."""
+        h = self.load_host(hid, name)
+        h.queued += 1
+        if h.where == NOWHERE or (h.where == READY and key[8:24] < h.slot[1:17]):
+            self.place(hid, h)
+        self.save_host(hid, h)
+
+    def take(self, n: int, lease_ms: int, owner: bytes, pushes: list[Push],
+             dones: list[Done], left: list[bytes]) -> Taken:
+        pushed = self.push(pushes) if pushes else []
+        if dones:
+            self.ack(dones, owner)
+        if left:
+            self.downloaded(left, owner)
+        reclaimed = self.reclaim(RECLAIM_MAX)
+        self.promote(PROMOTE_MAX)
+        popped: list[Popped] = []
+        paused = n and self.txn.get(self.f._paused_key, db=self.meta) is not None
+        cur = self.txn.cursor(db=self.hosts)
+        while len(popped) < n and not paused:
+            if not cur.set_range(b"R"):
+                break
+            rkey = bytes(cur.key())
+            if rkey[:1] != b"R":
+                break
+            hid = rkey[17:25]
+            h = self.load_host(hid)
+            key = self.head(hid)
+            if h.slot != rkey or key is None:  # an index entry out of step: mend it
+                self.txn.delete(rkey, db=self.hosts)
+                if h.slot == rkey:
+                    h.where, h.slot = NOWHERE, b""
+                    h.queued = 0 if key is None else h.queued
+                self.settle(hid, h)
+                continue
+            payload = bytes(self.txn.pop(key, db=self.queue))
+            deadline = self.now + lease_ms
+            self.txn.put(b"L" + key, Lease(deadline, self.now, owner, payload).pack(),
+                         db=self.leases)
+            self.txn.put(b"D" + ms(deadline) + key, b"", db=self.leases)
+            h.queued = max(h.queued - 1, 0)
+            h.inflight += 1
+            h.next_ms = self.now + self.delay_ms(h)
+            self.settle(hid, h)
+            popped.append(Popped(key, payload, h.name))
+        wake = self.first_wait() if len(popped) < n else None
+        return Taken(popped, pushed, wake, reclaimed)
+
+    def first_wait(self) -> float | None:
+        cur = self.txn.cursor(db=self.hosts)
+        if cur.set_range(b"W"):
+            key = bytes(cur.key())
+            if key[:1] == b"W":
+                return U64.unpack_from(key, 1)[0] / 1000
+        return None
+
+    def promote(self, limit: int) -> int:
+        """List the waiting hosts whose time has come as ready."""
+        cur = self.txn.cursor(db=self.hosts)
+        due = []
+        if cur.set_range(b"W"):
+            for key in cur.iternext(values=False):
+                key = bytes(key)
+                if key[:1] != b"W" or U64.unpack_from(key, 1)[0] > self.now or len(due) >= limit:
+                    break
+                due.append(key)
+        for key in due:
+            hid = key[9:17]
+            h = self.load_host(hid)
+            if h.slot != key:
+                self.txn.delete(key, db=self.hosts)
+            self.settle(hid, h)
+        return len(due)
+
+    def unlease(self, key: bytes, lease: Lease, back: bool) -> tuple[bytes, Host]:
+        """Drop key's lease (and its deadline entry); back: queue it again. The host,
+        with one request fewer in flight unless its download was over (not yet saved)."""
+        self.txn.delete(b"L" + key, db=self.leases)
+        self.txn.delete(b"D" + ms(lease.deadline_ms) + key, db=self.leases)
+        hid = key_host(key)
+        if back:
+            self.txn.put(key, lease.payload, db=self.queue)
+        h = self.load_host(hid)
+        if not lease.downloaded:
+            h.inflight = max(h.inflight - 1, 0)
+        if back:
+            h.queued += 1
+        return hid, h
+
+    def owned(self, key: bytes, owner: bytes) -> Lease | None:
+        raw = self.txn.get(b"L" + key, db=self.leases)
+        if raw is None:
+            return None
+        lease = Lease.unpack(raw)
+        return lease if lease.owner == owner else None
+
+    def reclaim(self, limit: int) -> int:
+        cur = self.txn.cursor(db=self.leases)
+        expired = []
+        if cur.set_range(b"D"):
+            for dkey in cur.iternext(values=False):
+                dkey = bytes(dkey)
+                if dkey[:1] != b"D" or U64.unpack_from(dkey, 1)[0] >= self.now:
+                    break
+                if len(expired) >= limit:
+                    break
+                expired.append(dkey)
+        for dkey in expired:
+            key = dkey[9:]
+            raw = self.txn.get(b"L" + key, db=self.leases)
+            if raw is None:  # a deadline entry without its lease: drop it
+                self.txn.delete(dkey, db=self.leases)
+                continue
+            self.settle(*self.unlease(key, Lease.unpack(raw), back=True))
+        return len(expired)
+
+    def ack(self, dones: list[Done], owner: bytes) -> int:
+        n = 0
+        for d in dones:
+            lease = self.owned(d.key, owner)
+            if lease is not None:
+                hid, h = self.unlease(d.key, lease, back=False)
+                payload = lease.payload
+            elif self.txn.get(b"L" + d.key, db=self.leases) is None:
+                value = self.txn.pop(d.key, db=self.queue)  # back in the queue meanwhile
+                if value is None:
+                    continue
+                hid = key_host(d.key)
+                h = self.load_host(hid)
+                h.queued = max(h.queued - 1, 0)
+                payload = bytes(value)
+            else:  # another process took it again: its answer counts
+                continue
+            n += 1
+            self.outcome(hid, h, d, payload)
+            self.settle(hid, h)
+        return n
+
+    def outcome(self, hid: bytes, h: Host, d: Done, payload: bytes) -> None:
+        """Count a request's answer on its host and schedule its revisit."""
+        if d.status is None:
+            return
+        h.fetched += 1
+        if d.status not in THROTTLE_STATUSES:
+            h.throttles = 0
+        revisit = self.f.revisit
+        if revisit is None or d.fp is None or d.status in THROTTLE_STATUSES:
+            return
+        fp = check_fp(d.fp)
+        raw = self.txn.get(b"U" + fp, db=self.urls)
+        old = None if raw is None else Url.unpack(raw)
+        if old is not None and old.due_ms:
+            self.txn.delete(b"T" + ms(old.due_ms) + fp, db=self.urls)
+        if d.status in GONE_STATUSES:
+            gone = (old.gone if old else 0) + 1
+            interval = old.interval_ms if old else revisit.next_interval(None, False)
+            digest = old.digest if old else 0
+            if gone >= revisit.gone_after:  # not revisited again; kept so it stays known
+                self.txn.put(b"U" + fp, Url(0, interval, digest, gone, hid, b"").pack(),
+                             db=self.urls)
+                return
+        else:
+            gone, digest = 0, d.digest
+            if old is None:
+                interval = revisit.next_interval(None, False)
+            else:
+                changed = d.changed if d.changed is not None else old.digest != d.digest
+                interval = revisit.next_interval(old.interval_ms, changed)
+        due = self.now + max(interval, 1)
+        self.txn.put(b"U" + fp, Url(due, interval, digest, gone, hid, payload).pack(),
+                     db=self.urls)
+        self.txn.put(b"T" + ms(due) + fp, b"", db=self.urls)
+
+    def queue_due(self, limit: int) -> int:
+        cur = self.txn.cursor(db=self.urls)
+        due = []
+        if cur.set_range(b"T"):
+            for tkey in cur.iternext(values=False):
+                tkey = bytes(tkey)
+                if tkey[:1] != b"T" or U64.unpack_from(tkey, 1)[0] > self.now:
+                    break
+                if len(due) >= limit:
+                    break
+                due.append(tkey)
+        if not due:
+            return 0
+        seq = self.next_seq()
+        for tkey in due:
+            fp = tkey[9:]
+            self.txn.delete(tkey, db=self.urls)
+            raw = self.txn.get(b"U" + fp, db=self.urls)
+            if raw is None:
+                continue
+            rec = Url.unpack(raw)
+            rec.due_ms = 0  # queued now: due again once fetched
+            self.txn.put(b"U" + fp, rec.pack(), db=self.urls)
+            if rec.payload:
+                self.txn.put(fp, ms(self.now), db=self.seen)
+                self.enqueue(rec.hid, "", 0, seq, rec.payload)
+                seq += 1
+        self.txn.put(self.f._seq_key, U64.pack(seq - 1), db=self.meta)
+        return len(due)
+
+    def downloaded(self, keys: list[bytes], owner: bytes) -> int:
+        """Owner's leases of keys whose download is over: their hosts' slots are free."""
+        n = 0
+        for k in keys:
+            lease = self.owned(k, owner)
+            if lease is not None and not lease.downloaded:
+                self.txn.put(b"L" + k, Lease(lease.deadline_ms, lease.taken_ms, owner,
+                                             lease.payload, True).pack(), db=self.leases)
+                hid = key_host(k)
+                h = self.load_host(hid)
+                h.inflight = max(h.inflight - 1, 0)
+                self.settle(hid, h)
+                n += 1
+        return n
+
+    def release(self, keys: list[bytes], owner: bytes) -> int:
+        n = 0
+        for k in keys:
+            lease = self.owned(k, owner)
+            if lease is not None:
+                self.settle(*self.unlease(k, lease, back=True))
+                n += 1
+        return n
+
+    def renew(self, keys: list[bytes], owner: bytes, lease_ms: int) -> int:
+        n = 0
+        deadline = self.now + lease_ms
+        for k in keys:
+            lease = self.owned(k, owner)
+            if lease is not None:
+                self.txn.delete(b"D" + ms(lease.deadline_ms) + k, db=self.leases)
+                self.txn.put(b"L" + k, Lease(deadline, lease.taken_ms, owner,
+                                             lease.payload, lease.downloaded).pack(),
+                             db=self.leases)
+                self.txn.put(b"D" + ms(deadline) + k, b"", db=self.leases)
+                n += 1
+        return n
+
+    def set_delay(self, name: str, delay_ms: int) -> None:
+        hid = host_id(name)
+        h = self.load_host(hid, name)
+        h.name = h.name or name
+        h.delay_ms = min(delay_ms, 2**32 - 1)
+        h.flags |= DELAY_KNOWN
+        # robots.txt was a request to the host, and the request that made the crawler
+        # fetch it follows one delay later: the next take waits for both
+        h.next_ms = max(h.next_ms, self.now + 2 * self.delay_ms(h))
+        self.settle(hid, h)
+
+    def throttle(self, name: str, wait: float | None, status: int) -> float:
+        hid = host_id(name)
+        h = self.load_host(hid, name)
+        h.name = h.name or name
+        h.throttles += 1
+        if status == 503:
+            h.n503 += 1
+        else:
+            h.n429 += 1
+        if wait is None:
+            wait = self.policy.backoff_for(h.throttles)
+        if self.now >= h.blocked_ms:  # a new episode (not one more answer of a burst)
+            cap = int(self.policy.max_delay * 1000)
+            h.delay_ms = min(max(2 * h.delay_ms, int(THROTTLED_DELAY * 1000)), cap)
+        h.flags |= THROTTLED
+        h.blocked_ms = max(h.blocked_ms, self.now + int(wait * 1000))
+        self.settle(hid, h)
+        return wait
+
+    def set_paused(self, name: str | None, paused: bool) -> None:
+        if name is None:
+            if paused:
+                self.txn.put(self.f._paused_key, b"1", db=self.meta)
+            else:
+                self.txn.delete(self.f._paused_key, db=self.meta)
+            return
+        hid = host_id(name)
+        h = self.load_host(hid, name)
+        h.name = h.name or name
+        h.flags = (h.flags | PAUSED) if paused else (h.flags & ~PAUSED)
+        self.settle(hid, h)
+
+    def drop_host(self, name: str) -> int:
+        hid = host_id(name)
+        cur = self.txn.cursor(db=self.queue)
+        n = 0
+        while cur.set_range(hid) and bytes(cur.key())[:8] == hid:
+            cur.delete()
+            n += 1
+        raw = self.txn.get(b"H" + hid, db=self.hosts)
+        if raw is not None:
+            h = Host.unpack(raw)
+            h.queued = 0
+            self.settle(hid, h)
+        return n
+
+    def clear(self) -> None:
+        """Drop requests, leases, the seen set and revisits; keep each host's politeness
+        (its next allowed time, delay, block and flags: the host was asked all the same)
+        with nothing queued or in flight."""
+        hosts = []
+        cur = self.txn.cursor(db=self.hosts)
+        if cur.set_range(b"H"):
+            for k, v in cur:
+                if bytes(k[:1]) != b"H":
+                    break
+                hosts.append((bytes(k), Host.unpack(v)))
+        for db in (self.seen, self.queue, self.leases, self.hosts, self.urls):
+            self.txn.drop(db, delete=False)
+        for k, h in hosts:
+            h.queued = h.inflight = 0
+            h.where, h.slot = NOWHERE, b""
+            self.txn.put(k, h.pack(), db=self.hosts)
+        self.txn.delete(self.f._paused_key, db=self.meta)
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def iter_leases(self) -> Iterable[tuple[bytes, Lease]]:
+        cur = self.txn.cursor(db=self.leases)
+        if not cur.set_range(b"L"):
+            return
+        for k, v in cur:
+            k = bytes(k)
+            if k[:1] != b"L":
+                break
+            yield k[1:], Lease.unpack(v)
+
+    def counts(self) -> dict[str, int]:
+        leased = self.entries(self.leases) // 2
+        due = 0
+        cur = self.txn.cursor(db=self.urls)
+        if cur.set_range(b"T"):
+            for k in cur.iternext(values=False):
+                if bytes(k[:1]) != b"T":
+                    break
+                due += 1
+        return {"queued": self.entries(self.queue), "leased": leased,
+                "seen": self.entries(self.seen), "due": due}
+
+    def pending(self, owner: bytes | None) -> int:
+        n = self.entries(self.queue) + self.entries(self.leases) // 2
+        if owner is not None:
+            n -= sum(1 for _, le in self.iter_leases() if le.owner == owner)
+        return n
+
+    def host_rows(self, limit: int | None) -> list[dict[str, Any]]:
+        rows = []
+        cur = self.txn.cursor(db=self.hosts)
+        if cur.set_range(b"H"):
+            for k, v in cur:
+                if bytes(k[:1]) != b"H":
+                    break
+                h = Host.unpack(v)
+                rows.append({
+                    "host": h.name, "queued": h.queued, "in_flight": h.inflight,
+                    "next_allowed": h.next_ms / 1000 if h.next_ms else None,
+                    "blocked_until": h.blocked_ms / 1000 if h.blocked_ms else None,
+                    "delay": max(self.policy.delay, h.delay_ms / 1000),
+                    "crawl_delay": h.delay_ms / 1000 if h.flags & DELAY_KNOWN else None,
+                    "fetched": h.fetched, "answers_429": h.n429, "answers_503": h.n503,
+                    "paused": bool(h.flags & PAUSED)})
+        rows.sort(key=lambda r: (-r["queued"], -r["in_flight"], r["host"]))
+        return rows if limit is None else rows[:limit]
+
+    def owners(self) -> list[dict[str, Any]]:
+        owners: dict[str, dict[str, Any]] = {}
+        for _, le in self.iter_leases():
+            who = le.owner.decode("utf-8", "replace")
+            o = owners.setdefault(who, {"owner": who, "leases": 0, "oldest_age": 0.0,
+                                        "expired": 0})
+            o["leases"] += 1
+            o["oldest_age"] = max(o["oldest_age"], (self.now - le.taken_ms) / 1000)
+            o["expired"] += le.deadline_ms < self.now
+        return sorted(owners.values(), key=lambda o: o["owner"])
+
+    def status(self, hosts: int | None) -> dict[str, Any]:
+        out: dict[str, Any] = {"frontier": self.f.name, "version": FRONTIER_VERSION,
+                               "now": self.now / 1000}
+        out.update(self.counts())
+        out["paused"] = self.txn.get(self.f._paused_key, db=self.meta) is not None
+        out["owners"] = self.owners()
+        out["next_wake"] = self.first_wait()
+        rows = self.host_rows(None)
+        out["host_count"] = len(rows)
+        out["hosts"] = rows if hosts is None else rows[:hosts]
+        return out
