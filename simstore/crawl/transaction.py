@@ -197,16 +197,22 @@ class Txn:
                 return U64.unpack_from(key, 1)[0] / 1000
         return None
 
-    def promote(self, limit: int) -> int:
-        """List the waiting hosts whose time has come as ready."""
-        cur = self.txn.cursor(db=self.hosts)
-        due = []
-        if cur.set_range(b"W"):
+    def until(self, db: Any, kind: bytes, before: int, limit: int) -> list[bytes]:
+        """The keys ``kind`` ‖ u64 time ‖ ... of db whose time is before ``before`` (ms), in
+        time order, at most limit of them: the due part of a time index."""
+        cur = self.txn.cursor(db=db)
+        out: list[bytes] = []
+        if cur.set_range(kind):
             for key in cur.iternext(values=False):
                 key = bytes(key)
-                if key[:1] != b"W" or U64.unpack_from(key, 1)[0] > self.now or len(due) >= limit:
+                if key[:1] != kind or U64.unpack_from(key, 1)[0] >= before or len(out) >= limit:
                     break
-                due.append(key)
+                out.append(key)
+        return out
+
+    def promote(self, limit: int) -> int:
+        """List the waiting hosts whose time has come as ready."""
+        due = self.until(self.hosts, b"W", self.now + 1, limit)
         for key in due:
             hid = key[9:17]
             h = self.load_host(hid)
@@ -238,16 +244,7 @@ class Txn:
         return lease if lease.owner == owner else None
 
     def reclaim(self, limit: int) -> int:
-        cur = self.txn.cursor(db=self.leases)
-        expired = []
-        if cur.set_range(b"D"):
-            for dkey in cur.iternext(values=False):
-                dkey = bytes(dkey)
-                if dkey[:1] != b"D" or U64.unpack_from(dkey, 1)[0] >= self.now:
-                    break
-                if len(expired) >= limit:
-                    break
-                expired.append(dkey)
+        expired = self.until(self.leases, b"D", self.now, limit)
         for dkey in expired:
             key = dkey[9:]
             raw = self.txn.get(b"L" + key, db=self.leases)
@@ -315,16 +312,7 @@ class Txn:
         self.txn.put(b"T" + ms(due) + fp, b"", db=self.urls)
 
     def queue_due(self, limit: int) -> int:
-        cur = self.txn.cursor(db=self.urls)
-        due = []
-        if cur.set_range(b"T"):
-            for tkey in cur.iternext(values=False):
-                tkey = bytes(tkey)
-                if tkey[:1] != b"T" or U64.unpack_from(tkey, 1)[0] > self.now:
-                    break
-                if len(due) >= limit:
-                    break
-                due.append(tkey)
+        due = self.until(self.urls, b"T", self.now + 1, limit)
         if not due:
             return 0
         seq = self.next_seq()
