@@ -56,7 +56,7 @@ class DupeFilter(RFPDupeFilter):
 
     def fingerprint(self, request: Any) -> bytes:
         """The request's fingerprint (the crawler's request fingerprinter)."""
-        return bytes(self._fingerprint(request))
+        return bytes(self.fingerprinter.fingerprint(request))
 
     def request_seen(self, request: Any) -> bool:
         """Whether the request was seen (by any process); it is seen from now on."""
