@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from ..crawl import Frontier
-from ._common import Out, open_store
+from ._common import Out, open_store, size_arg
 
 
 def _when(t: float | None, now: float) -> str:
@@ -68,7 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path")
     p.add_argument("--frontier", default="default", metavar="NAME",
                    help="the frontier's name (SIMSTORE_FRONTIER; default 'default')")
-    p.add_argument("--hosts", type=int, default=20, metavar="N",
+    p.add_argument("--hosts", type=size_arg, default=20, metavar="N",
                    help="show the N hosts with the most queued (default 20)")
     p.add_argument("--pause", nargs="?", const="", default=None, metavar="HOST",
                    help="take nothing more (from HOST, or at all) until --resume")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import simstore
 from simstore.cli import main
 from simstore.crawl import Frontier, Push
@@ -54,3 +56,19 @@ def test_crawl_on_a_missing_store_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no store" in err[0]
     assert not (tmp_path / "nothing").exists()
+
+
+def test_crawl_refuses_bad_arguments_by_their_flag(tmp_path, capsys):
+    """--hosts 0 or x is a usage error naming --hosts (exit 2); a frontier name LMDB cannot
+    hold is one line naming it (exit 1); the store's frontier is left as it was."""
+    path = _store(tmp_path)
+    for bad in ("0", "x"):
+        with pytest.raises(SystemExit) as err:
+            main(["crawl", path, "--hosts", bad])
+        assert err.value.code == 2
+        assert "argument --hosts" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert main(["crawl", path, "--frontier", "no spaces!"]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "frontier name" in lines[0]
+    with simstore.SimStore(path) as s:
+        assert Frontier(s).counts()["queued"] == 4
