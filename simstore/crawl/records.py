@@ -61,11 +61,6 @@ def queue_key(hid: bytes, priority: int, seq: int) -> bytes:
     return hid + prio_bytes(priority) + U64.pack(seq)
 
 
-def key_priority(key: bytes) -> int:
-    """The priority a queue key was made with (clamped to int64)."""
-    return PRIO_MAX - U64.unpack_from(key, 8)[0]
-
-
 def key_host(key: bytes) -> bytes:
     """The host id of a queue key."""
     return bytes(key[:8])

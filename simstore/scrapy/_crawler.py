@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from scrapy import signals
-from scrapy.exceptions import DropItem, IgnoreRequest
 
 from ..exceptions import SimstoreError, SimstoreValueError
 from ..store import DocId
 from ._gate import NEAR_DUPLICATE, Gate, Verdict
-from ._settings import (
+from ._settings import (  # Refused: the one component of a refused crawl, re-exported
+    Refused,
     both_checkers,
     expire_setting,
     flag,
@@ -49,21 +49,6 @@ def gate_from_settings(settings: Any) -> Gate:
             "middleware stored 'unchanged' and drop every item; keep one of them")
     return Gate(settings.get("SIMSTORE_PATH"), k=k, threshold=threshold, durable=durable,
                 expire=expire, allow_shared=flag(settings, "SIMSTORE_ALLOW_SHARED_STORE"))
-
-
-class Refused:
-    """A simstore component of a refused crawl (:func:`~._settings.refuse`): it touches no
-    store, and anything that reaches it before the close is held back. ``error``: why the
-    crawl was refused (by this component or another)."""
-
-    def __init__(self, error: SimstoreError | None) -> None:
-        self.error = error
-
-    def process_request(self, request: Any, spider: Any = None) -> None:
-        raise IgnoreRequest("simstore refused the crawl's settings")
-
-    def process_item(self, item: Any, spider: Any = None) -> Any:
-        raise DropItem("simstore refused the crawl's settings")
 
 
 class Checker:

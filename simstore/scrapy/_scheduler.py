@@ -48,7 +48,7 @@ from ..store import SimStore
 from ._commit import in_loop
 from ._dupefilter import DupeFilter, open_frontier
 from ._gate import CHANGED, NEW, UNCHANGED
-from ._settings import CrawlSettings, crawl_settings, logger, refusal, refuse
+from ._settings import CrawlSettings, Refused, crawl_settings, logger, refusal, refuse
 from ._stores import release
 
 TICK = 0.25  # seconds between two looks at leases, children and other processes' work
@@ -107,28 +107,6 @@ class _Job:
     taken: Taken | None = None
 
 
-class _Refused:
-    """The scheduler of a refused crawl: touches no store, gives nothing."""
-
-    def open(self, spider: Any) -> None:
-        """Nothing: the crawl closes at its start."""
-
-    def close(self, reason: str) -> None:
-        """Nothing to let go."""
-
-    def has_pending_requests(self) -> bool:
-        return False
-
-    def enqueue_request(self, request: Any) -> bool:
-        return False
-
-    def next_request(self) -> None:
-        return None
-
-    def __len__(self) -> int:
-        return 0
-
-
 class Scheduler:
     """Scrapy's BaseScheduler on a shared frontier of the store (see the module doc)."""
 
@@ -177,13 +155,13 @@ class Scheduler:
         another simstore component, a store that cannot be opened) gets a scheduler that
         touches no store: the frontier stays as it was (see :mod:`._settings`)."""
         if refusal(crawler) is not None:
-            return _Refused()
+            return Refused(refusal(crawler))
         try:
             cfg = crawl_settings(crawler.settings, "simstore.scrapy.Scheduler")
             store, frontier = open_frontier(cfg)
         except SimstoreError as exc:
             refuse(crawler, exc)
-            return _Refused()
+            return Refused(refusal(crawler))
         obj = cls(crawler, store, frontier, cfg)
         connect = crawler.signals.connect
         connect(obj._idle, signal=signals.spider_idle)

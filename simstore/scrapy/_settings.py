@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scrapy import signals
-from scrapy.exceptions import CloseSpider, NotConfigured
+from scrapy.exceptions import CloseSpider, DropItem, IgnoreRequest, NotConfigured
 
 from .._validate import parse_duration
 from ..crawl import DEFAULT_NAME, Politeness, Revisit, check_name
@@ -237,10 +237,42 @@ def refuse(crawler: Any, error: SimstoreError) -> None:
         return
     _REFUSALS[crawler] = error
     logger.error("simstore: %s", error)
-    crawler.signals.connect(_Closer(crawler).spider_opened, signal=signals.spider_opened,
-                            weak=False)
-    crawler.signals.connect(_Closer(crawler).spider_closed, signal=signals.spider_closed,
-                            weak=False)
+    closer = _Closer(crawler)
+    crawler.signals.connect(closer.spider_opened, signal=signals.spider_opened, weak=False)
+    crawler.signals.connect(closer.spider_closed, signal=signals.spider_closed, weak=False)
+
+
+class Refused:
+    """Any simstore component of a refused crawl (:func:`refuse`), the scheduler included:
+    it touches no store, gives no request, and holds back whatever reaches it before the
+    close. ``error``: why the crawl was refused (by this component or another)."""
+
+    def __init__(self, error: SimstoreError | None) -> None:
+        self.error = error
+
+    def process_request(self, request: Any, spider: Any = None) -> None:
+        raise IgnoreRequest("simstore refused the crawl's settings")
+
+    def process_item(self, item: Any, spider: Any = None) -> Any:
+        raise DropItem("simstore refused the crawl's settings")
+
+    def open(self, spider: Any) -> None:
+        """Nothing: the crawl closes at its start."""
+
+    def close(self, reason: str) -> None:
+        """Nothing to let go."""
+
+    def has_pending_requests(self) -> bool:
+        return False
+
+    def enqueue_request(self, request: Any) -> bool:
+        return False
+
+    def next_request(self) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return 0
 
 
 class _Closer:
