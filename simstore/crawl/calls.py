@@ -50,13 +50,15 @@ class Done:
 @dataclass(frozen=True)
 class Taken:
     """What a take gave: the requests leased, the keys the pushes got (None: seen), when
-    the next waiting host may go (seconds since the epoch, None: none waits) and how many
-    expired leases it moved back."""
+    the next waiting host may go (seconds since the epoch, None: none waits), how many
+    expired leases it moved back, and whether a host may still be asked now (False: a
+    take before a slot is freed, a request queued or the wake finds nothing)."""
 
     popped: list[Popped]
     pushed: list[bytes | None]
     wake: float | None
     reclaimed: int
+    more: bool = True
 
 
 def check_seconds(value: object, name: str, hi: float) -> float:

@@ -158,7 +158,7 @@ class Txn:
         reclaimed = self.reclaim(RECLAIM_MAX)
         self.promote(PROMOTE_MAX)
         popped: list[Popped] = []
-        paused = n and self.txn.get(self.f._paused_key, db=self.meta) is not None
+        paused = self.txn.get(self.f._paused_key, db=self.meta) is not None
         cur = self.txn.cursor(db=self.hosts)
         while len(popped) < n and not paused:
             if not cur.set_range(b"R"):
@@ -186,8 +186,9 @@ class Txn:
             h.next_ms = self.now + self.delay_ms(h)
             self.settle(hid, h)
             popped.append(Popped(key, payload, h.name))
-        wake = self.first_wait() if len(popped) < n else None
-        return Taken(popped, pushed, wake, reclaimed)
+        more = not paused and cur.set_range(b"R") and bytes(cur.key())[:1] == b"R"
+        wake = self.first_wait() if len(popped) < n or not more else None
+        return Taken(popped, pushed, wake, reclaimed, bool(more))
 
     def first_wait(self) -> float | None:
         cur = self.txn.cursor(db=self.hosts)

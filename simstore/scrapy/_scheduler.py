@@ -29,6 +29,7 @@ import os
 import socket
 import time
 import uuid
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,6 +129,8 @@ class Scheduler:
                              fingerprinter=crawler.request_fingerprinter)
         self.spider: Any = None
         self._held: dict[int, tuple[Any, bytes, bytes | None]] = {}  # id -> (req, key, fp)
+        self._held_hosts: Counter[str] = Counter()  # the hosts of the requests held
+        self._fresh = 0  # children waiting whose host this process holds no request of
         self._ready: list[Any] = []  # requests taken, not yet handed to the engine
         self._pushes: list[tuple[Push, Any]] = []  # children not yet written
         self._outcomes: dict[int, tuple[int, int, bool | None]] = {}  # status, digest, changed
@@ -209,6 +212,7 @@ class Scheduler:
                 self.frontier.release(undone, self.owner)
                 self.stats.inc_value(STATS + "released", len(undone))
             self._held.clear()
+            self._held_hosts.clear()
             self._ready.clear()
             if self._memory:
                 logger.warning("simstore: %d requests that cannot be stored were not crawled "
@@ -252,6 +256,8 @@ class Scheduler:
         start requests filtered once (:func:`filters`). Nothing is encoded yet: most links
         of a crawl are seen, and are dropped by one read before the write."""
         self._pushes.append((request, self.df.fingerprint(request), filters(request)))
+        if host_of(request) not in self._held_hosts:
+            self._fresh += 1
         if len(self._pushes) >= FLUSH_AT:
             self._flush(0)
         return True
@@ -311,16 +317,17 @@ class Scheduler:
     def _may_take(self) -> bool:
         """Whether a take is worth a commit now: not for one or two free download slots
         while many requests are in flight (they come back in a batch), nor, after a take
-        that found less than it asked (hosts at their limits or waiting), before its wake
-        or the next tick unless a batch of host slots was freed or of children queued
-        since (anything at all when this process has nothing in flight)."""
+        that left no host that may be asked now (all at their limits or waiting), before its wake
+        or the next tick unless a batch of host slots was freed since, or of children
+        queued of hosts this process holds no request of (a host it holds requests of
+        stays at its limit), or anything at all when nothing is in flight here."""
         room = self._room()
         idle = room == self.concurrency
         if room < self.batch and not idle:
             return False
-        if time.time() < self._quiet_until:
+        if time.time() < self._quiet_until:  # the last take left no host that may be asked
             need = 1 if idle else self.batch
-            return (len(self._left_keys) >= need or len(self._pushes) >= need
+            return (len(self._left_keys) >= need or self._fresh >= need
                     or (idle and self._any_done()))
         return True
 
@@ -328,7 +335,7 @@ class Scheduler:
         """What the next commit carries: the children, the acknowledgements, the leases
         whose download is over, and a take of n (None when there is nothing to do)."""
         job = _Job(n, self._pushes, self._dones(), self._left_keys)
-        self._pushes, self._left_keys = [], []
+        self._pushes, self._left_keys, self._fresh = [], [], 0
         if not (n or job.raw or job.dones or job.left):
             return None
         return job
@@ -407,7 +414,8 @@ class Scheduler:
             self._empty_since = None
         elif job.n:
             self._log_wait(taken.wake)
-        if len(taken.popped) < job.n:  # the rest waits for freed slots, children or a wake
+        if job.n and (len(taken.popped) < job.n or not taken.more):
+            # no host may be asked now: the next take waits for freed slots, children or a wake
             self._wait(taken.wake)
             self._quiet_until = min(taken.wake or math.inf, time.time() + TICK)
 
@@ -422,6 +430,7 @@ class Scheduler:
             return
         fp = self.df.fingerprint(request) if self.revisit else None  # only revisits need it
         self._held[id(request)] = (request, popped.key, fp)
+        self._held_hosts[popped.host] += 1
         self._ready.append(request)
         self._taken += 1
 
@@ -437,6 +446,10 @@ class Scheduler:
             if rid in ready or request in busy:
                 continue
             del self._held[rid]
+            host = host_of(request)
+            self._held_hosts[host] -= 1
+            if self._held_hosts[host] <= 0:
+                del self._held_hosts[host]
             status, digest, changed = self._outcomes.pop(rid, (None, 0, None))
             out.append(Done(key, status, fp, changed, digest))
         return out

@@ -200,8 +200,9 @@ class Model:
         return n
 
     def take(self, n: int, lease_ms: int, owner: str, now: int
-             ) -> tuple[list[tuple[bytes, bytes, str]], float | None]:
-        """(key, payload, host) of each request leased, and the wake."""
+             ) -> tuple[list[tuple[bytes, bytes, str]], float | None, bool]:
+        """(key, payload, host) of each request leased, the wake (when fewer than n were
+        leased or no host is left that may be asked now) and whether one is left."""
         got: list[tuple[bytes, bytes, str]] = []
         while len(got) < n and not self.paused:
             heads = [(self.queued(h.name)[0], h) for h in self.ready(now)]
@@ -214,7 +215,8 @@ class Model:
             h.inflight += 1
             h.next_ms = now + self.delay_ms(h)
             got.append((key, req.payload, h.name))
-        return got, (self.wake(now) if len(got) < n else None)
+        more = not self.paused and bool(self.ready(now))
+        return got, (self.wake(now) if len(got) < n or not more else None), more
 
     def release(self, keys: list[bytes], owner: str) -> int:
         mine = [k for k in dict.fromkeys(keys)

@@ -136,12 +136,13 @@ class FrontierMachine(RuleBasedStateMachine):
         self.m.downloaded(left, owner)
         live_before = {k: o for k, o in live_before.items() if k in self.m.leases}
         reclaimed = self.m.reclaim(now)
-        want, wake = self.m.take(n, int(lease * 1000), owner, now)
+        want, wake, more = self.m.take(n, int(lease * 1000), owner, now)
         assert taken.pushed == want_pushed
         self.given(taken.pushed)
         assert taken.reclaimed == len(reclaimed)
         assert [(p.key, p.payload, p.host) for p in taken.popped] == want
         assert taken.wake == wake
+        assert taken.more == more
         self.check_take_promises(taken.popped, n, owner, now, live_before)
 
     @rule(owner=owners, data=st.data())
