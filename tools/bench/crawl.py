@@ -53,7 +53,7 @@ from typing import Any
 from ..crawl.peers import redis_available
 from ..crawl.site import Site, serve
 from . import crawl_frontier
-from ._harness import DEFAULT_WORKDIR, REPO, Report, Stats, load_average
+from ._harness import DEFAULT_WORKDIR, Report, Stats, child_env, load_average
 
 PARTS = ("overhead", "traps", "frontier", "polite", "revisit")
 # issue 56's "done" for a polite crawl: (figure, limit, op, unit)
@@ -84,7 +84,7 @@ def _crawl(work: Path, url: str, starts: list[str], simstore: dict[str, str] | N
         opts |= {"SIMSTORE_PATH": run / "store", "DOWNLOADER_MIDDLEWARES": MIDDLEWARE,
                  **simstore}
     stats = run / "stats.json"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = child_env()
     with open(run / "log", "wb") as log:
         p = subprocess.Popen(command([url + s for s in starts], os.devnull, str(stats), opts),
                              cwd=run, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -45,7 +45,7 @@ import numpy as np
 from ..crawl.peers import SIMSTORE as SCHEDULER, redis_server, redis_settings
 from ..crawl.site import Site, serve
 from ..crawl.web import Web
-from ._harness import DEFAULT_WORKDIR, REPO, Report, Stats, load_average
+from ._harness import DEFAULT_WORKDIR, Report, Stats, child_env, load_average
 
 CRAWL_TIMEOUT = 600  # CLOSESPIDER_TIMEOUT of every crawl process: no run waits for ever
 
@@ -64,7 +64,7 @@ def _run(work: Path, starts: list[str], n: int, settings: dict[str, Any] | None
     from ..crawl.spider import command
 
     run = Path(tempfile.mkdtemp(prefix="frontier-", dir=work))
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = child_env()
     procs, logs = [], []
     for i in range(n):
         opts: dict[str, Any] = {"LOG_LEVEL": "WARNING", "USER_AGENT": f"bench-{i}",
