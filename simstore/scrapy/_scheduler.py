@@ -395,6 +395,7 @@ class Scheduler:
         """Count and hand out what a commit did (in the event loop's thread)."""
         taken = job.taken
         assert taken is not None
+        self.stats.inc_value(STATS + "commits")
         for request in job.filtered:
             self._filtered(request)
         for request in job.memory:

@@ -92,6 +92,22 @@ def test_four_crawlers_from_one_start_url_fetch_each_page_once(tmp_path):
     crawl_together(tmp_path, 4, 200)
 
 
+def test_one_crawler_commits_once_for_several_pages(tmp_path):
+    """One crawler of a one-host site at Scrapy's default concurrency: every page once, in
+    at most one commit per 2 pages (children, acknowledgements, freed slots and takes of
+    several pages share one; one commit a page before the host's limit held takes back)."""
+    site = Site(articles=200, variants=False)
+    hold = threading.Event()
+    with serve(site, delay=0.01, hold=hold) as (url, srv):
+        cs = crawlers(tmp_path, url, 1, tmp_path / "store")
+        release_when_ready(hold, cs)
+        assert cs[0].wait() == 0
+        count = fetched(srv)
+    assert set(count) == site_paths(site) and max(count.values()) == 1
+    st = finished(cs[0])
+    assert 0 < st["simstore/frontier/commits"] <= len(count) / 2, st
+
+
 def kill_when_busy(victim: Crawler, srv, pages: int) -> None:
     """SIGKILL the crawler once it has fetched `pages` pages (so it holds leases)."""
     deadline = time.monotonic() + TIMEOUT
