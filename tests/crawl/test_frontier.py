@@ -124,6 +124,71 @@ def test_clear_keeps_each_hosts_next_allowed_time(store):
     assert f.take(1, 60, "p").popped == []
 
 
+# --- a host held by one process, or by several ----------------------------------------
+
+
+def _hosted(store, n: int) -> Frontier:
+    """A frontier with n requests of one host queued; 2 in flight at once for many
+    processes (concurrency 2, no prefetch), 4 for one holding them all."""
+    f = Frontier(store, politeness=Politeness(concurrency=2, prefetch=0))
+    f.push_many([Push(0, b"r%d" % i, None, True, "a.example") for i in range(n)])
+    return f
+
+
+def test_one_process_holding_a_host_alone_may_take_twice_its_concurrency(store):
+    """Its own download slot sends at most the concurrency at once; the rest wait there."""
+    f = _hosted(store, 10)
+    assert len(f.take(10, 60, "p1").popped) == 4
+    assert f.take(1, 60, "p1").popped == [] and f.take(1, 60, "p2").popped == []
+    assert f.hosts()[0]["in_flight"] == 4
+
+
+def test_two_processes_hold_a_host_to_its_concurrency_between_them(store):
+    """Once a second process takes from a host, both together stay at the concurrency
+    until nothing is in flight there: the host never sees more from two processes."""
+    f = _hosted(store, 10)
+    first = f.take(1, 60, "p1").popped
+    assert len(first) == 1
+    assert len(f.take(5, 60, "p2").popped) == 1  # 2 in flight: the limit for many
+    assert f.take(5, 60, "p1").popped == [] and f.take(5, 60, "p2").popped == []
+    f.ack([first[0].key], "p1")
+    assert len(f.take(5, 60, "p1").popped) == 1  # still shared: 2 at most
+    held = {o["owner"]: o["leases"] for o in f.owners()}
+    assert held == {"p1": 1, "p2": 1}
+
+
+def test_a_host_emptied_of_requests_in_flight_may_be_held_alone_again(store):
+    f = _hosted(store, 10)
+    got = f.take(1, 60, "p1").popped + f.take(1, 60, "p2").popped
+    assert len(got) == 2
+    f.take(0, 60, "p1", downloaded=[got[0].key])  # downloads over: slots given back
+    assert len(f.take(0, 60, "p2", downloaded=[got[1].key]).popped) == 0
+    assert len(f.take(10, 60, "p2").popped) == 4
+
+
+def test_a_host_record_without_a_holder_counts_as_held_by_many(store):
+    """Format 2 as first written kept no holder: a host with requests in flight then
+    reads as held by several processes (the stricter limit)."""
+    from simstore.crawl.records import _HOST, HOLDER, Host, host_id
+
+    f = _hosted(store, 10)
+    assert len(f.take(1, 60, "p1").popped) == 1
+    hid = b"H" + host_id("a.example")
+    env = lmdb_env(store)
+    hosts = env.open_db(b"crawl.default.hosts")
+    with env.begin(write=True) as txn:
+        raw = bytes(txn.get(hid, db=hosts))
+        assert raw[_HOST.size - 3] & HOLDER  # the flags byte: a holder follows the slot
+        h = Host.unpack(raw)
+        assert h.holder and h.inflight == 1
+        h.holder = b""
+        raw = h.pack()
+        assert not raw[_HOST.size - 3] & HOLDER
+        assert Host.unpack(raw) == h
+        txn.put(hid, raw, db=hosts)
+    assert len(f.take(10, 60, "p1").popped) == 1  # 2 at most, as for many
+
+
 # --- odd arguments (issue 55 item 10) ---------------------------------------------------
 
 def _txnid(store) -> int:
