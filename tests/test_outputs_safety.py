@@ -111,6 +111,7 @@ def test_a_killed_compact_leaves_a_copy_the_next_compact_removes(tmp_path):
         real_live = E.Env.live
         class Slow:
             def __init__(self, lenv): self.lenv = lenv
+            def __getattr__(self, name): return getattr(self.lenv, name)
             def copy(self, *a, **kw):
                 self.lenv.copy(*a, **kw)
                 print("copied", flush=True)

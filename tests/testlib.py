@@ -24,6 +24,7 @@ import pytest
 import simstore.store.runs.tables
 from simstore.search.layout import permute
 from simstore.store import SimStore
+from simstore.store.check.lmdbfile import read_metas
 from simstore.store.check.pages import FileCheck
 from simstore.store.format import encode_id
 from simstore.store.runs.format import Job, lineage
@@ -83,6 +84,31 @@ def sound(store: SimStore) -> list[str]:
         return found or records(txn, h)
 
 
+def tree_pages(data: Path, name: bytes, psize: int = 4096) -> tuple[list[int], list[int]]:
+    """(branch pages, root first; leaf pages in key order) of a named database's B-tree in
+    the newest snapshot of the data file at data (a sound one)."""
+    txnid = max(m.txnid for m in read_metas(str(data), psize) if m)
+    check = FileCheck(str(data), psize)
+    assert check.run(txnid) == []
+    rec = check.names[name]
+    branches: list[int] = []
+    leaves: list[int] = []
+    with open(data, "rb") as fh:
+        def walk(pgno: int, level: int) -> None:
+            if level == rec.depth:
+                leaves.append(pgno)
+                return
+            branches.append(pgno)
+            fh.seek(pgno * psize)
+            page = fh.read(psize)
+            n = (struct.unpack_from("<H", page, 12)[0] - 16) // 2
+            for ptr in struct.unpack_from(f"<{n}H", page, 16):
+                lo, hi, flags, _ = struct.unpack_from("<HHHH", page, ptr)
+                walk(lo | hi << 16 | flags << 32, level + 1)
+        walk(rec.root, 1)
+    return branches, leaves
+
+
 # --- run tables at small constants -------------------------------------------------------
 
 # RECENT_MAX 8: a new level every ninth new doc; MERGE_STEP 8, MERGE_PER_DOC 2: a
@@ -130,7 +156,7 @@ def state_of(store: SimStore) -> State:
 def merging(store: SimStore) -> Job | None:
     """The merge under way, if any."""
     with reading(store) as txn:
-        return read_job(txn, meta_db(store))
+        return read_job(txn, meta_db(store), tables(store).meta_guard())
 
 
 def tombstoned(store: SimStore) -> set[int]:

@@ -61,8 +61,8 @@ def cmd_verify(args: argparse.Namespace, out: Out) -> int:
         for p in problems:
             out.record({"problem": p}, f"PROBLEM: {p}")
         fix = (
-            "its file is damaged: restore data.mdb from a copy (a rebuild reads the same "
-            "damaged pages)" if needs_restore(problems)
+            "its file is damaged: restore data.mdb from a copy (a rebuild stops, changing "
+            "nothing, at a damaged page it must read)" if needs_restore(problems)
             else f"'{PROG} rebuild {args.path}' re-lays the tables from the docs table"
         )
         print(f"{PROG}: {args.path} has {len(problems)} problem(s); {fix}", file=sys.stderr)

@@ -23,6 +23,7 @@ import lmdb
 import numpy as np
 
 from ..native import lmdbmap as _lmdbmap, single as _single
+from .check.ranges import TreeGuard
 from .format import DocId, decode_id
 
 # a hit: (internal id, sketch distance, doc id, fingerprint)
@@ -32,13 +33,15 @@ Hit = tuple[int, int, DocId, int]
 class DocsMap:
     """The docs records of a store's environment, found in its map (one per binding)."""
 
-    def __init__(self, env: Any, docs: Any, name: bytes, map_epoch: Callable[[], int]
-                 ) -> None:
-        """env: the LMDB environment; docs and name: the docs database's handle and name;
-        map_epoch: the environment's remap counter (an address holds within one epoch)."""
+    def __init__(self, env: Any, docs: Any, name: bytes, guard: TreeGuard,
+                 map_epoch: Callable[[], int]) -> None:
+        """env: the LMDB environment; docs, name and guard: the docs database's handle,
+        name and the guard of its pages; map_epoch: the environment's remap counter (an
+        address holds within one epoch)."""
         self._env = env
         self._name = name
         self._docs = docs
+        self._guard = guard
         self._epoch = map_epoch
         self._psize = int(env.stat()["psize"])
         self._base: tuple[int, int, Any] | None = None  # (epoch, map address, its buffer)
@@ -86,7 +89,7 @@ class DocsMap:
             return self._base[1:]
         try:
             with self._env.begin(buffers=True) as txn:
-                cur = txn.cursor(db=self._docs)
+                cur = self._guard.cursor(txn, self._docs, records=0)  # its first leaf
                 base = _lmdbmap.base_of_page(cur.key(), self._psize) if cur.first() else None
         except lmdb.Error:  # e.g. a map another process grew: LMDB answers this time
             return None

@@ -16,10 +16,11 @@ import numpy as np
 
 from .._files import TempDir, sweep
 from .._validate import check_path
-from ..exceptions import StoreAccessError, StoreError
+from ..exceptions import CorruptStoreError, StoreAccessError, StoreError
 from ..search import hamming
 from ..search.layout import Layout, evaluate, plan
 from . import format as F, verify as _verify
+from .check.pages import check_pinned
 from .env import Env, translate
 from .schema import Handles, table_engine, write_meta
 
@@ -109,10 +110,11 @@ def rebuild(env: Env, handles: Callable[[], Handles], k: int, expected_size: int
 def compact(env: Env, dest: str | bytes | os.PathLike[str]) -> None:
     """Write a compacted copy (free pages dropped) of the store to a new directory.
 
-    The copy is made in a sibling temporary directory (a random hidden name, locked
-    while this process lives) and renamed into place, so ``dest`` is either absent or a
-    complete store, whatever happens; copies left by killed compacts to the same
-    ``dest`` are removed first.
+    The snapshot copied is checked first, every page read as bytes (a damaged one is
+    CorruptStoreError: LMDB's copy would abort on it). The copy is made in a sibling
+    temporary directory (a random hidden name, locked while this process lives) and
+    renamed into place, so ``dest`` is either absent or a complete store, whatever
+    happens; copies left by killed compacts to the same ``dest`` are removed first.
     """
     dest = check_path(dest, "dest")
     target = os.path.abspath(dest)  # "dest/" names the directory dest
@@ -134,11 +136,7 @@ def compact(env: Env, dest: str | bytes | os.PathLike[str]) -> None:
         ) from exc
     try:
         with env.lock:
-            lenv = env.live()
-            try:
-                lenv.copy(tmp.tmp, compact=True)
-            except lmdb.Error as exc:
-                raise translate(exc, env.path) from exc
+            _copy_checked(env.live(), env.path, tmp.tmp)
         try:
             tmp.commit()
         except OSError as exc:
@@ -148,6 +146,27 @@ def compact(env: Env, dest: str | bytes | os.PathLike[str]) -> None:
     except BaseException:
         tmp.discard()
         raise
+
+
+def _copy_checked(lenv: Any, path: str, dest: str) -> None:
+    """Copy (compacted) a snapshot whose every page checked out as bytes first: LMDB's
+    copy walks every tree, and a damaged page would abort it."""
+    try:
+        pinned = check_pinned(lenv, path)
+        if pinned is None:
+            raise StoreError(f"store {path!r}: writers kept committing; compact could not "
+                             "pin a snapshot to check (try again)")
+        txn, damage = pinned
+        try:
+            if damage:
+                raise CorruptStoreError(
+                    f"store {path!r} looks damaged: {damage[0]}; restore data.mdb from a "
+                    "copy (simstore-cli verify says more); nothing was copied")
+            lenv.copy(dest, compact=True, txn=txn)
+        finally:
+            txn.abort()
+    except lmdb.Error as exc:
+        raise translate(exc, path) from exc
 
 
 def pairs(snapshot: Snapshot, k: int) -> Iterator[tuple[Any, Any, int]]:

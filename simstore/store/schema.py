@@ -43,8 +43,10 @@ class Handles:
     idx: RunIds  # where a doc id's internal id is found
     # checks the docs pages a cursor will step on (simstore.store.check.ranges)
     docs_guard: TreeGuard
-    # an exact store's shingles database (simstore.store.shingles); None in other stores
+    # an exact store's shingles database (simstore.store.shingles) and the guard of its
+    # pages; None in other stores
     shingles: Any = None
+    shingles_guard: TreeGuard | None = None
     # the docs records where LMDB maps them (simstore.store.docsmap); None: read through
     # LMDB only (a store bound without a map epoch)
     docmap: DocsMap | None = None
@@ -111,6 +113,7 @@ def bind(
     docs = env.open_db(b"docs", txn=txn, create=create)
     tables = table_engine(env, txn, layout, docs, codec, config, create=create,
                           map_epoch=map_epoch)
+    docs_guard = TreeGuard(env, b"docs")
     return Handles(
         path=path,
         layout=layout,
@@ -122,10 +125,11 @@ def bind(
         bands=RunBands(tables) if sig else None,
         format_version=int(fmt["version"]),
         shingles=env.open_db(SHINGLES_DB, txn=txn, create=create) if exact else None,
+        shingles_guard=TreeGuard(env, SHINGLES_DB) if exact else None,
         idx=RunIds(docs, codec, tables),
-        docs_guard=TreeGuard(env, b"docs"),
-        docmap=DocsMap(env, docs, b"docs", map_epoch) if map_epoch is not None and sig
-        else None,
+        docs_guard=docs_guard,
+        docmap=DocsMap(env, docs, b"docs", docs_guard, map_epoch)
+        if map_epoch is not None and sig else None,
     )
 
 

@@ -26,12 +26,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import lmdb
 import numpy as np
 
 from ..exceptions import CorruptStoreError
 from ..native import jaccard as _sets
 from ..text.jaccard import ShingleSets
 from . import format as F
+from .check.ranges import TreeGuard
 from .reads import SimilarMatch, candidate_records
 from .runs import PUT_CHUNK, put_sorted
 from .schema import Handles
@@ -95,9 +97,21 @@ def put(txn: Any, h: Handles, iid: bytes, code: bytes, *, replace: bool = False)
         txn.put(key, piece, db=h.shingles)
 
 
+def _guard(h: Handles) -> TreeGuard:
+    assert h.shingles_guard is not None  # (an exact store's handles)
+    return h.shingles_guard
+
+
+def _past(iid: bytes) -> bytes:
+    """A key past every piece of doc iid and before the next doc's."""
+    return iid + b"\xff\xff\xff"
+
+
 def put_many(txn: Any, h: Handles, iids: list[bytes], codes: list[bytes]) -> None:
-    """Store new docs' set codes, iids ascending past every stored one (appended)."""
-    cur = txn.cursor(h.shingles)
+    """Store new docs' set codes, iids ascending past every stored one (appended: the
+    cursor goes to the end)."""
+    first = iids[0] if iids else b""
+    cur = _guard(h).cursor(txn, h.shingles, first, stop=first)
     append = True
     for a in range(0, len(iids), PUT_CHUNK):
         rows = [row for iid, code in zip(iids[a : a + PUT_CHUNK], codes[a : a + PUT_CHUNK],
@@ -106,22 +120,23 @@ def put_many(txn: Any, h: Handles, iids: list[bytes], codes: list[bytes]) -> Non
 
 
 def delete(txn: Any, h: Handles, iid: bytes) -> None:
-    """Drop one doc's set (with its docs record)."""
-    cur = txn.cursor(h.shingles)
-    if not cur.set_range(iid):
-        return
-    while cur.key()[:8] == iid:
-        if not cur.delete():
-            break
+    """Drop one doc's set (with its docs record): its pieces by key (see :func:`_pieces`)."""
+    n = 0
+    try:
+        while n < MAX_PIECES and txn.delete(iid + n.to_bytes(2, "big"), db=h.shingles):
+            n += 1
+    except lmdb.Error:
+        _guard(h).explain(iid, _past(iid))
+        raise
 
 
 # --------------------------------------------------------------------------- reads
 
 
 def _code(cur: Any, iid: bytes) -> bytearray | None:
-    """One doc's code from its pieces (None if it has none), gathered in one buffer (a
-    long text's is tens of MB: never held twice); a gap in the piece numbers makes it
-    malformed (an empty code)."""
+    """One doc's code from the pieces a cursor walks (verify's walk, over pages checked
+    first), gathered in one buffer; a gap in the piece numbers or a key of another
+    length makes it malformed (an empty code)."""
     if not cur.set_range(iid):
         return None
     code, n = bytearray(), 0
@@ -135,6 +150,27 @@ def _code(cur: Any, iid: bytes) -> bytearray | None:
     return code if n else None
 
 
+def _pieces(cur: Any, iid: bytes) -> bytearray | None:
+    """One doc's code from its pieces, looked up by key in growing batches (None if it has
+    none), in one buffer (a long text's is tens of MB: never held twice); a gap in the
+    piece numbers makes it malformed (an empty code). By key, LMDB never steps from leaf
+    to leaf, where a damaged page aborts it: a query reads no more pages than its
+    candidates' (a walk's check, per candidate, cost more than the query)."""
+    code, n, want = bytearray(), 0, 8
+    while n < MAX_PIECES:
+        got = cur.getmulti([iid + i.to_bytes(2, "big")
+                            for i in range(n, min(n + want, MAX_PIECES))])
+        for key, piece in got:
+            if int.from_bytes(key[8:], "big") != n:
+                return bytearray()
+            code += piece
+            n += 1
+        if len(got) < want:
+            break
+        want = min(4 * want, 1 << 12)
+    return code if n else None
+
+
 def read(txn: Any, h: Handles, iids: list[bytes]) -> ShingleSets:
     """The sets of stored docs (internal ids), in order; a missing one is CorruptStoreError."""
     return ShingleSets(*_read(txn, h, iids))
@@ -144,7 +180,11 @@ def _read(txn: Any, h: Handles, iids: list[bytes]) -> tuple[np.ndarray, np.ndarr
     cur = txn.cursor(h.shingles)
     codes: list[bytearray] = []
     for iid in iids:
-        code = _code(cur, iid)
+        try:
+            code = _pieces(cur, iid)
+        except lmdb.Error:
+            _guard(h).explain(iid, _past(iid))
+            raise
         if code is None:
             raise CorruptStoreError(
                 f"store {h.path!r}: doc {iid.hex()} has no shingle set in an exact store; "
@@ -226,7 +266,7 @@ def check(txn: Any, h: Handles, iids: np.ndarray) -> list[str]:
         batch_codes.append(code or bytearray())
         if len(batch_keys) >= 4096:
             settle()
-        more = cur.set_range(iid + b"\xff\xff\xff")  # past the doc's pieces
+        more = cur.set_range(_past(iid))
     settle()
     missing = len(want) - seen
     if missing:

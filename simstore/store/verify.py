@@ -34,8 +34,7 @@ import lmdb
 
 from ..exceptions import SimstoreError, StoreError, VerifyTimeoutError
 from . import schema as _schema, shingles as _shingles
-from .check.lmdbfile import begin
-from .check.pages import FileCheck, check_open
+from .check.pages import check_open, check_pinned
 from .env import MAX_DBS, translate
 from .schema import Handles
 
@@ -66,8 +65,10 @@ class Report:
     txnid: int | None = None
 
 
-# Problems of the file itself (its pages, a docs record): a rebuild reads the same pages and
-# records, so only a copy of data.mdb mends them; the others a rebuild re-derives.
+# Problems of the file itself (its pages, a docs record): only a copy of data.mdb mends them.
+# A rebuild reads the docs table's pages, frees the run tables' by reading them (all of
+# a table whose runs fill overflow pages) and keeps the shingle sets (they come from the
+# texts); it re-derives what the other problems name.
 _FILE_DAMAGE = ("data.mdb: ", "the store's file is damaged", "docs record ")
 
 
@@ -235,19 +236,14 @@ def _check_env(env: Any, path: str) -> Report | None:
     if problems:
         return Report(problems)
     h = _schema.load(env, path, None, None)
-    data = os.path.join(path, "data.mdb")
-    psize = int(env.stat()["psize"])
-    for _ in range(_ATTEMPTS):
-        txn = begin(env)
-        try:
-            found = FileCheck(data, psize).run(txn.id())
-            if found is None:
-                continue  # two commits replaced the snapshot's meta page: again
-            # Only a snapshot sound in structure is walked by LMDB.
-            return Report(found or records(txn, h), txn.id())
-        finally:
-            txn.abort()
-    return None
+    pinned = check_pinned(env, path)
+    if pinned is None:
+        return None
+    txn, found = pinned
+    try:  # only a snapshot sound in structure is walked by LMDB
+        return Report(found or records(txn, h), txn.id())
+    finally:
+        txn.abort()
 
 
 def records(txn: Any, h: Handles) -> list[str]:

@@ -210,9 +210,9 @@ def add_many(
     rows = F.iid_rows(iids)
     keys32 = None if bands is None else band_keys32(bands)
 
-    # docs: records in internal-id (= input) order, appended
+    # docs: records in internal-id (= input) order, appended (the cursor goes to the end)
     prefix = h.codec.prefixes(fps, sketches, keys32, at)
-    cur = txn.cursor(h.docs)
+    cur = h.docs_guard.cursor(txn, h.docs, F.iid_bytes(first), stop=F.iid_bytes(first))
     for a in range(0, len(new), PUT_CHUNK):
         pos = new[a : a + PUT_CHUNK]
         if ints:

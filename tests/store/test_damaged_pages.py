@@ -4,7 +4,6 @@ CorruptStoreError (never an abort inside LMDB), and verify advises restoring the
 from __future__ import annotations
 
 import random
-import struct
 import subprocess
 import sys
 import textwrap
@@ -14,30 +13,11 @@ import pytest
 
 from simstore.store import SimStore
 from simstore.store.check.lmdbfile import read_metas
-from simstore.store.check.pages import FileCheck
-from tests.testlib import state_of
+from tests.testlib import state_of, tree_pages
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout (tests/store/..)
 PSIZE = 4096
 FPS = list(range(0, 3000 * 7919, 7919))
-
-
-def _last_docs_leaf(data: Path) -> int:
-    """The page number of the docs table's last leaf (where the recent docs lie)."""
-    txnid = max(m.txnid for m in read_metas(str(data), PSIZE) if m)
-    check = FileCheck(str(data), PSIZE)
-    assert check.run(txnid) == []
-    rec = check.names[b"docs"]
-    pgno = rec.root
-    with open(data, "rb") as fh:
-        for _ in range(rec.depth - 1):  # down the rightmost branch nodes
-            fh.seek(pgno * PSIZE)
-            page = fh.read(PSIZE)
-            n = (struct.unpack_from("<H", page, 12)[0] - 16) // 2
-            ptr = struct.unpack_from("<H", page, 16 + 2 * (n - 1))[0]
-            lo, hi, flags, _ = struct.unpack_from("<HHHH", page, ptr)
-            pgno = lo | hi << 16 | flags << 32
-    return pgno
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +36,7 @@ def _damaged(sound: Path, tmp_path: Path, payload: bytes) -> Path:
     path = tmp_path / "d"
     path.mkdir()
     (path / "data.mdb").write_bytes((sound / "data.mdb").read_bytes())
-    leaf = _last_docs_leaf(path / "data.mdb")
+    leaf = tree_pages(path / "data.mdb", b"docs")[1][-1]  # where the recent docs lie
     with open(path / "data.mdb", "r+b") as fh:
         fh.seek(leaf * PSIZE)
         fh.write(payload)
@@ -138,9 +118,9 @@ def _last_page_past_the_end(data: Path) -> None:
         fh.write((metas[slot].last_pg + 40).to_bytes(8, "little"))  # type: ignore[union-attr]
 
 
-def _write_at_last_leaf(payload: bytes):
+def _write_at_last_leaf(payload: bytes, name: bytes = b"docs"):
     def damage(data: Path) -> None:
-        leaf = _last_docs_leaf(data)
+        leaf = tree_pages(data, name)[1][-1]
         with open(data, "r+b") as fh:
             fh.seek(leaf * PSIZE)
             fh.write(payload)
@@ -155,6 +135,7 @@ def _truncate_half(data: Path) -> None:
 UPGRADE_DAMAGE = {
     "zeroed docs leaf": _write_at_last_leaf(bytes(PSIZE)),
     "random docs leaf": _write_at_last_leaf(random.Random(4).randbytes(PSIZE)),
+    "zeroed leaf of a table it drops": _write_at_last_leaf(bytes(PSIZE), b"runs"),
     "last page past the end": _last_page_past_the_end,
     "truncated to half": _truncate_half,
 }

@@ -13,11 +13,10 @@ import simstore
 from simstore import SimStore
 from simstore.cli import main
 from simstore.store.runs import merges, tables as runs
-from simstore.store.runs.removed import read_job
 from tools.stress.constants import CHURN_RUNS
 
 from ..oracles import brute_matches
-from ..testlib import meta_db, reading
+from ..testlib import merging
 
 
 def _grown(path: Path, n: int = 60_000, batch: int = 1_500) -> SimStore:
@@ -63,16 +62,14 @@ def test_a_merge_under_way_is_finished_then_every_level_merged(
         for lo in range(0, 20_000, 200):
             s.add_many(range(lo, lo + 200), rng.integers(0, 2**64 - 1, 200, dtype=np.uint64,
                                                          endpoint=True))
-            with reading(s) as txn:
-                under_way = read_job(txn, meta_db(s)) is not None
+            under_way = merging(s) is not None
             if under_way and len(s.stats()["levels"]) >= 3:
                 break
         assert under_way
         stored = dict(s.items())
         assert s.merge_levels() >= 1
         assert len(s.stats()["levels"]) == 1
-        with reading(s) as txn:
-            assert read_job(txn, meta_db(s)) is None
+        assert merging(s) is None
         for fp in list(stored.values())[::997]:
             q = fp ^ 0b111
             assert s.query(q, 3) == brute_matches(stored, q, 3)

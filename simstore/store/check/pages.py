@@ -383,6 +383,26 @@ def check_alone(path: str) -> list[str]:
     return FileCheck(data, psize).run(txnid) or []
 
 
+def check_pinned(env: Any, path: str) -> tuple[Any, list[str]] | None:
+    """A read transaction of env (the store at ``path``) and the structural problems of
+    its snapshot, every page read as bytes ([]: sound, LMDB may walk it); None when
+    writers kept replacing the snapshot before its pages were read. The caller ends the
+    transaction."""
+    data = os.path.join(path, "data.mdb")
+    psize = int(env.stat()["psize"])
+    for _ in range(L.ATTEMPTS):
+        txn = L.begin(env)
+        try:
+            found = FileCheck(data, psize).run(txn.id())
+        except BaseException:
+            txn.abort()
+            raise
+        if found is not None:
+            return txn, found
+        txn.abort()  # two commits replaced the snapshot's meta page: again
+    return None
+
+
 def check_open(env: Any, path: str) -> list[str]:
     """Structural problems of what opening a store reads; [] when none are found.
 

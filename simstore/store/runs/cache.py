@@ -22,6 +22,7 @@ import numpy as np
 from ...exceptions import CorruptStoreError
 from ...native import lmdbmap as _lmdbmap, probe as _probe
 from ...native.keytable import KeyTable
+from ..check.ranges import TreeGuard
 from .format import STATE_KEY, State, lineage, mix, mix_xor, place_run
 from .index import read_index
 from .rows import band_keys
@@ -153,17 +154,20 @@ class LevelCache:
     opened in place, its recent docs, and the probers pointed at both (the tables' prober,
     the band entries' and the ids' exact ones)."""
 
-    def __init__(self, env: Any, meta: Any, dbs: list[Any], run_dbs: list[Any], *,
+    def __init__(self, env: Any, meta: Any, dbs: list[Any], run_dbs: list[Any],
+                 guards: list[TreeGuard], *,
                  bands_at: int | None, ids_at: int, prober: _probe.Prober,
                  bprober: _probe.Prober | None, iprober: _probe.Prober, walk: Walk,
                  map_epoch: Callable[[], int] | None) -> None:
-        """map_epoch: the environment's epoch (changes whenever this process remaps);
-        without it levels are read as private copies, never in place."""
+        """guards: of the pages a cursor of each run database steps on; map_epoch: the
+        environment's epoch (changes whenever this process remaps); without it levels are
+        read as private copies, never in place."""
         self._env = env
         self._meta = meta
         self._psize = int(env.stat()["psize"])  # a shorter run record is copied (parse_run)
         self.dbs = dbs
         self.run_dbs = run_dbs
+        self._guards = guards
         self.bands_at = bands_at
         self.ids_at = ids_at
         self._prober = prober
@@ -230,8 +234,8 @@ class LevelCache:
         nt = len(self.dbs)
         index: list[np.ndarray] = []
         with self._reading(txn, level, gen) as src:
-            for db in self.run_dbs:
-                firsts = read_index(src, db, level)
+            for db, guard in zip(self.run_dbs, self._guards, strict=True):
+                firsts = read_index(src, db, guard, level)
                 if firsts is None:
                     raise CorruptStoreError(f"table level {level} has no index record: the "
                                             "store is damaged (verify() says more)")
@@ -240,9 +244,9 @@ class LevelCache:
         whole_at = 0 if self._sparse() else WHOLE_AT
         sets = [_probe.RunSet(i if i < nt else 0, [None] * len(firsts), firsts,
                               kw=4 if i == self.bands_at else 8,
-                              fetch=functools.partial(self._fetch, level, gen, db, firsts),
+                              fetch=functools.partial(self._fetch, level, gen, i, firsts),
                               whole_at=whole_at)
-                for i, (db, firsts) in enumerate(zip(self.run_dbs, index, strict=True))]
+                for i, firsts in enumerate(index)]
         for rs, old in zip(sets, kept or [], strict=bool(kept)):
             rs.adopt(old)  # the runs both name: the same records
         for rs in sets:  # a set this small would be fetched whole by its first probe
@@ -279,17 +283,20 @@ class LevelCache:
             if inplace is not None:
                 inplace.abort()
 
-    def _fetch(self, level: int, gen: int, db: Any, firsts: np.ndarray,
+    def _fetch(self, level: int, gen: int, i: int, firsts: np.ndarray,
                idxs: Sequence[int]) -> list[_probe.Placed | _probe.Run]:
-        """Runs idxs of a level (first keys firsts) as the query under way sees them."""
-        lead = bytes((level,))
+        """Runs idxs of a level (first keys firsts) of run database i as the query under
+        way sees them."""
+        db, lead = self.run_dbs[i], bytes((level,))
         with self._reading(self._txn, level, gen, lineage_ok=True) as src:
             out = []
             in_place = src is not self._txn
+            guard = self._guards[i]
             cur = src.cursor(db=db) if in_place and self._sparse() else None
             pages = self._map_pages() if cur is not None else 0
-            for i in idxs:
-                key = lead + int(firsts[i]).to_bytes(8, "big")
+            for at in idxs:
+                key = lead + int(firsts[at]).to_bytes(8, "big")
+                guard.check(src, key, stop=key + b"\0")  # its leaf and overflow pages
                 in_map = in_place
                 val = self._in_map(cur, key, pages) if cur is not None else src.get(key, db=db)
                 if val is None and in_map:  # merged away since: a copy

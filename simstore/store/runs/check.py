@@ -21,6 +21,7 @@ import numpy as np
 
 from ...exceptions import CorruptStoreError
 from ...native import core as _core
+from ..check.ranges import TreeGuard
 from .format import (
     CLEAN_KEY,
     CURSOR_KEY,
@@ -47,7 +48,7 @@ class _Merging(NamedTuple):
 
 def _merging(rt: RunTables, txn: Any, st: State) -> _Merging | None:
     """The merge under way whose target is a level of the state, if any."""
-    job = read_job(txn, rt.meta_db())
+    job = read_job(txn, rt.meta_db(), rt.meta_guard())
     if job is None or txn.get(CLEAN_KEY, db=rt.meta_db()) is not None:
         return None
     if job.target not in st.gens():
@@ -62,6 +63,7 @@ class RunTables(Protocol):
 
     dbs: list[Any]  # the permutation tables' run databases
     run_dbs: list[Any]  # those, then the band entries' (a similarity store), the ids'
+    run_guards: list[TreeGuard]  # the pages a cursor of each steps on
     specs: list[tuple[bytes, bytes, bytes]]
     nbands: int
     bands_at: int | None  # the band entries' place in run_dbs
@@ -70,6 +72,8 @@ class RunTables(Protocol):
     def state(self, txn: Any) -> State: ...
 
     def meta_db(self) -> Any: ...
+
+    def meta_guard(self) -> TreeGuard: ...
 
     def extra(self, txn: Any) -> list[str]: ...
 
@@ -93,8 +97,8 @@ def check_tables(rt: RunTables, txn: Any, iids: np.ndarray, fps: np.ndarray) -> 
     recent = iids >= np.uint64(st.flushed)
     if mix_xor(iids[recent], fps[recent]) != st.recent_xor:
         problems.append("run state: the recent docs' hash does not match the docs table")
-    gone = tombstones(txn, rt.meta_db(), 0, 1 << 64)
-    pending = _pending(txn, rt.meta_db())
+    gone = tombstones(txn, rt.meta_db(), rt.meta_guard(), 0, 1 << 64)
+    pending = _pending(txn, rt.meta_db(), rt.meta_guard())
     if len(gone) != st.stale + pending:
         problems.append(f"run state: {st.stale} stale docs and {pending} tombstones left "
                         f"to delete, but {len(gone)} tombstones")
@@ -108,9 +112,9 @@ def check_tables(rt: RunTables, txn: Any, iids: np.ndarray, fps: np.ndarray) -> 
     return problems
 
 
-def _pending(txn: Any, meta: Any) -> int:
+def _pending(txn: Any, meta: Any, guard: TreeGuard) -> int:
     """Tombstones of a merge already swapped in, not yet deleted (they name no entry)."""
-    cleaned, job = txn.get(CLEAN_KEY, db=meta), read_job(txn, meta)
+    cleaned, job = txn.get(CLEAN_KEY, db=meta), read_job(txn, meta, guard)
     if cleaned is None or job is None:
         return 0
     return len(job.gone) - int.from_bytes(cleaned, "little")
@@ -121,13 +125,14 @@ def _check_table(rt: RunTables, txn: Any, t: int, db: Any, st: State,
                  merging: _Merging | None) -> list[str]:
     want = _core.permute_blocks(fps, *rt.specs[t])
     name = table_name(t).decode()
-    return _check_index(txn, name, db, st) + _check_level_rows(
-        txn, name, db, st, want, iids, 1, gone, merging, t)
+    guard = rt.run_guards[t]
+    return _check_index(txn, name, db, guard, st) + _check_level_rows(
+        txn, name, db, guard, st, want, iids, 1, gone, merging, t)
 
 
-def _check_index(txn: Any, name: str, db: Any, st: State) -> list[str]:
+def _check_index(txn: Any, name: str, db: Any, guard: TreeGuard, st: State) -> list[str]:
     """Each level's index names exactly its runs."""
-    found = (index_problem(txn, db, lv.id) for lv in st.levels)
+    found = (index_problem(txn, db, guard, lv.id) for lv in st.levels)
     return [f"table {name}: {p}" for p in found if p]
 
 
@@ -156,21 +161,21 @@ def check_ids(rt: RunTables, txn: Any, iids: np.ndarray, idh: np.ndarray) -> lis
 def _check_db(rt: RunTables, txn: Any, i: int, name: str, st: State, want: np.ndarray,
               vals: np.ndarray, per_doc: int) -> list[str]:
     """Run database i (not a table) holds the wanted rows, its index its runs."""
-    gone = tombstones(txn, rt.meta_db(), 0, 1 << 64)
-    db = rt.run_dbs[i]
-    return _check_index(txn, name, db, st) + _check_level_rows(
-        txn, name, db, st, want, vals, per_doc, gone, _merging(rt, txn, st), i)
+    gone = tombstones(txn, rt.meta_db(), rt.meta_guard(), 0, 1 << 64)
+    db, guard = rt.run_dbs[i], rt.run_guards[i]
+    return _check_index(txn, name, db, guard, st) + _check_level_rows(
+        txn, name, db, guard, st, want, vals, per_doc, gone, _merging(rt, txn, st), i)
 
 
-def _check_level_rows(txn: Any, name: str, db: Any, st: State, want: np.ndarray,
-                      want_vals: np.ndarray, per_doc: int, gone: np.ndarray,
+def _check_level_rows(txn: Any, name: str, db: Any, guard: TreeGuard, st: State,
+                      want: np.ndarray, want_vals: np.ndarray, per_doc: int, gone: np.ndarray,
                       merging: _Merging | None, i: int) -> list[str]:
     """A run database's levels hold exactly the wanted (key, iid) rows, plus at most
     per_doc stale rows per removed doc the state counts, each one's iid a tombstone
     (merges leave out some: see the module's docstring); i: the run database's place
     (its merge cursor)."""
     try:
-        levels = [read_level(txn, db, lv.id) for lv in st.levels]
+        levels = [read_level(txn, db, guard, lv.id) for lv in st.levels]
     except CorruptStoreError as exc:
         return [f"table {name}: {exc}"]
     problems = []

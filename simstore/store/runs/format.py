@@ -34,6 +34,7 @@ import numpy as np
 
 from ...exceptions import CorruptStoreError
 from ...native.probe import MAX_RUN_DIR_BITS, Placed, Run, run_dir
+from ..check.ranges import TreeGuard
 from .index import append_index, drop_index
 from .rows import band_keys
 from .size import DIR_MIN_ENTRIES, RUN_HEAD, dir_bits
@@ -253,7 +254,8 @@ def _run_bounds(keys: np.ndarray, run_entries: int) -> list[int]:
     return starts
 
 
-def put_runs(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, *,
+def put_runs(txn: Any, db: Any, guard: TreeGuard, level: int, keys: np.ndarray,
+             vals: np.ndarray, *,
              run_entries: int, halves: bool = False, dirs: bool = False,
              tail: int = 0) -> None:
     """Add sorted (keys, vals) to one level as runs of about run_entries keys, never
@@ -288,14 +290,14 @@ def put_runs(txn: Any, db: Any, level: int, keys: np.ndarray, vals: np.ndarray, 
         ktype = "<u4" if halves else "<u8"
         body = keys[a:b].astype(ktype).tobytes() + vals[a:b].astype(vtype).tobytes() + dtail
         txn.put(lead + int(keys[a]).to_bytes(8, "big"), head + body, db=db)
-    append_index(txn, db, level, keys[np.asarray(starts, dtype=np.int64)])
+    append_index(txn, db, guard, level, keys[np.asarray(starts, dtype=np.int64)])
 
 
-def drop_level(txn: Any, db: Any, level: int) -> None:
+def drop_level(txn: Any, db: Any, guard: TreeGuard, level: int) -> None:
     """Delete every run of one level, and its index."""
-    drop_index(txn, db, level)
-    cur = txn.cursor(db)
+    drop_index(txn, db, guard, level)
     lead = bytes((level,))
+    cur = guard.cursor(txn, db, lead, stop=bytes((level + 1,)))
     if not cur.set_range(lead):
         return
     while bytes(cur.key()[:1]) == lead:
@@ -303,12 +305,12 @@ def drop_level(txn: Any, db: Any, level: int) -> None:
             break
 
 
-def read_runs(txn: Any, db: Any, level: int) -> list[tuple[int, Run]]:
+def read_runs(txn: Any, db: Any, guard: TreeGuard, level: int) -> list[tuple[int, Run]]:
     """(first key, run) of every run of one level, in key order, as views of what txn
     read (copies where not aligned to their widths). Each record's framing is checked;
     key order is not (:func:`read_level` checks it)."""
-    cur = txn.cursor(db)
     lead = bytes((level,))
+    cur = guard.cursor(txn, db, lead, stop=bytes((level + 1,)))
     out: list[tuple[int, Run]] = []
     if not cur.set_range(lead):
         return out
@@ -427,13 +429,14 @@ def run_arrays(runs: list[tuple[int, Run]]) -> tuple[np.ndarray, np.ndarray]:
             np.concatenate(vals).astype(np.uint32 if narrow else np.uint64, copy=False))
 
 
-def read_level(txn: Any, db: Any, level: int) -> tuple[np.ndarray, np.ndarray]:
+def read_level(txn: Any, db: Any, guard: TreeGuard, level: int
+               ) -> tuple[np.ndarray, np.ndarray]:
     """(keys, vals) of one level in key order, copied: uint64 keys, uint32 or uint64 vals.
 
     Values stay 32-bit when every run of the level stores them so. Checks the
     key order (the walk of ``verify`` and a merge's input).
     """
-    k, v = run_arrays(read_runs(txn, db, level))
+    k, v = run_arrays(read_runs(txn, db, guard, level))
     if len(k) > 1 and bool((k[1:] < k[:-1]).any()):
         raise CorruptStoreError(f"the runs of table level {level} are out of key order")
     return k, v

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...exceptions import CorruptStoreError
+from ..check.ranges import TreeGuard
 
 _LE8 = np.dtype("<u8")
 INDEX_LEAD = 0xFF  # above every level id: the index records sort after every run
@@ -33,10 +34,11 @@ def _chunk_key(level: int, number: int) -> bytes:
     return _head(level) + number.to_bytes(4, "big")
 
 
-def _chunks(txn: Any, db: Any, level: int) -> list[tuple[bytes, bytes]] | None:
+def _chunks(txn: Any, db: Any, guard: TreeGuard, level: int
+            ) -> list[tuple[bytes, bytes]] | None:
     """(key, value) of one level's chunks in order, or None when it has no head record."""
     head = _head(level)
-    cur = txn.cursor(db)
+    cur = guard.cursor(txn, db, head, stop=_head(level + 1))
     if not cur.set_key(head):
         return None
     out = []
@@ -50,12 +52,13 @@ def _chunks(txn: Any, db: Any, level: int) -> list[tuple[bytes, bytes]] | None:
     return out
 
 
-def _last(txn: Any, db: Any, level: int) -> tuple[bytes, bytes] | None:
+def _last(txn: Any, db: Any, guard: TreeGuard, level: int) -> tuple[bytes, bytes] | None:
     """The last record of one level's index (its head when it has no chunk), or None when
     it has no head. Level ids stay below INDEX_LEAD - 1, so the next one's head exists
     as a key to seek."""
-    cur = txn.cursor(db)
-    moved = cur.prev() if cur.set_range(_head(level + 1)) else cur.last()
+    after = _head(level + 1)
+    cur = guard.cursor(txn, db, after, stop=after, back=True)
+    moved = cur.prev() if cur.set_range(after) else cur.last()
     if not moved or bytes(cur.key()[:2]) != _head(level):
         return None
     return bytes(cur.key()), bytes(cur.value())
@@ -70,10 +73,10 @@ def _put_chunks(txn: Any, db: Any, level: int, firsts: np.ndarray, number: int) 
         number += 1
 
 
-def drop_index(txn: Any, db: Any, level: int) -> None:
+def drop_index(txn: Any, db: Any, guard: TreeGuard, level: int) -> None:
     """Delete one level's index: its head and chunks."""
     head = _head(level)
-    cur = txn.cursor(db)
+    cur = guard.cursor(txn, db, head, stop=_head(level + 1))
     if not cur.set_range(head):
         return
     while bytes(cur.key()[:2]) == head:
@@ -81,12 +84,13 @@ def drop_index(txn: Any, db: Any, level: int) -> None:
             break
 
 
-def append_index(txn: Any, db: Any, level: int, firsts: np.ndarray) -> None:
+def append_index(txn: Any, db: Any, guard: TreeGuard, level: int, firsts: np.ndarray
+                 ) -> None:
     """Add the first keys of runs just written (above the level's others) to its index:
     the last chunk filled up, then new ones (a level without an index gets one)."""
-    last = _last(txn, db, level)
+    last = _last(txn, db, guard, level)
     if last is None:
-        put_index(txn, db, level, firsts)
+        put_index(txn, db, guard, level, firsts)
         return
     key, val = last
     if len(key) == 2:  # the head alone: no chunk yet
@@ -98,18 +102,19 @@ def append_index(txn: Any, db: Any, level: int, firsts: np.ndarray) -> None:
     _put_chunks(txn, db, level, firsts[room:], int.from_bytes(key[2:], "big") + 1)
 
 
-def put_index(txn: Any, db: Any, level: int, firsts: np.ndarray) -> None:
+def put_index(txn: Any, db: Any, guard: TreeGuard, level: int, firsts: np.ndarray) -> None:
     """Write a level's index: exactly these first keys (none: an empty level)."""
-    drop_index(txn, db, level)
+    drop_index(txn, db, guard, level)
     txn.put(_head(level), b"", db=db)
     _put_chunks(txn, db, level, firsts, 0)
 
 
-def trim_index(txn: Any, db: Any, level: int, cut: int) -> None:
+def trim_index(txn: Any, db: Any, guard: TreeGuard, level: int, cut: int) -> None:
     """Drop the first ``cut`` keys of a level's index (a merge deleted those runs): the
     chunks they fill are deleted, the one they end in rewritten; later ones stay."""
     head = _head(level)
-    cur = txn.cursor(db)
+    # the head, a first chunk trimmed before, the full ones and the one cut ends in
+    cur = guard.cursor(txn, db, head, cut // CHUNK_KEYS + 3, stop=_head(level + 1))
     if not cur.set_key(head):
         raise CorruptStoreError(f"table level {level} has fewer index keys than runs")
     gone: list[bytes] = []
@@ -130,10 +135,10 @@ def trim_index(txn: Any, db: Any, level: int, cut: int) -> None:
         txn.put(*rest, db=db)
 
 
-def read_index(txn: Any, db: Any, level: int) -> np.ndarray | None:
+def read_index(txn: Any, db: Any, guard: TreeGuard, level: int) -> np.ndarray | None:
     """The first keys of one level's runs from its index (a private copy, checked
     ascending), or None when the level has no index head."""
-    chunks = _chunks(txn, db, level)
+    chunks = _chunks(txn, db, guard, level)
     if chunks is None:
         return None
     raw = b"".join(val for _, val in chunks)
@@ -143,10 +148,10 @@ def read_index(txn: Any, db: Any, level: int) -> np.ndarray | None:
     return firsts
 
 
-def run_keys(txn: Any, db: Any, level: int) -> list[bytes]:
+def run_keys(txn: Any, db: Any, guard: TreeGuard, level: int) -> list[bytes]:
     """The record keys of one level's runs, in key order (a walk of the keys)."""
-    cur = txn.cursor(db)
     lead = bytes((level,))
+    cur = guard.cursor(txn, db, lead, stop=bytes((level + 1,)))
     out: list[bytes] = []
     if cur.set_range(lead):
         for key in cur.iternext(values=False):
@@ -156,13 +161,13 @@ def run_keys(txn: Any, db: Any, level: int) -> list[bytes]:
     return out
 
 
-def index_problem(txn: Any, db: Any, level: int) -> str | None:
+def index_problem(txn: Any, db: Any, guard: TreeGuard, level: int) -> str | None:
     """What is wrong with one level's index against its runs' keys, if anything."""
     try:
-        firsts = read_index(txn, db, level)
+        firsts = read_index(txn, db, guard, level)
     except CorruptStoreError as exc:
         return str(exc)
-    want = [int.from_bytes(k[1:9], "big") for k in run_keys(txn, db, level)]
+    want = [int.from_bytes(k[1:9], "big") for k in run_keys(txn, db, guard, level)]
     if firsts is None:
         return f"table level {level} has no index record" if want else None
     if firsts.tolist() != want:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...exceptions import CorruptStoreError
 from ...native.probe import Run
+from ..check.ranges import TreeGuard
 from .format import EMPTY, full_keys, parse_run
 from .index import read_index, trim_index
 
@@ -22,9 +23,9 @@ class LevelRuns:
     """One level's runs in one run database, fetched one by one as a merge needs them
     (a write transaction copies what it gets: fetching the whole level would copy it all)."""
 
-    def __init__(self, txn: Any, db: Any, level: int) -> None:
-        self._txn, self._db, self.level = txn, db, level
-        index = read_index(txn, db, level)
+    def __init__(self, txn: Any, db: Any, guard: TreeGuard, level: int) -> None:
+        self._txn, self._db, self._guard, self.level = txn, db, guard, level
+        index = read_index(txn, db, guard, level)
         if index is None:
             raise CorruptStoreError(f"merge source level {level} has no index record")
         self.firsts = index.tolist()
@@ -65,7 +66,7 @@ class LevelRuns:
                                         "has and the table not")
         self.keys, self.firsts = self.keys[cut:], self.firsts[cut:]
         self._got = {i - cut: r for i, r in self._got.items() if i >= cut}
-        trim_index(self._txn, self._db, self.level, cut)
+        trim_index(self._txn, self._db, self._guard, self.level, cut)
         return True
 
 

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ...exceptions import CorruptStoreError
+from ..check.ranges import TreeGuard
 from .format import (
     CLEAN_KEY,
     CURSOR_KEY,
@@ -89,6 +90,7 @@ class RunWriter(Protocol):
     entries in each, the state record, and how rows are written into a level."""
 
     run_dbs: list[Any]
+    run_guards: list[TreeGuard]  # the pages a cursor of each steps on
     per_doc: list[int]  # entries a doc has in each run database (a band database: nbands)
 
     def state(self, txn: Any) -> State:
@@ -109,10 +111,12 @@ class Merger:
     """The merge job of one :class:`~simstore.store.runs.tables.RunTables`: begins, steps,
     swaps in and cleans up merges of its levels through a :class:`RunWriter`."""
 
-    def __init__(self, tables: RunWriter, meta: Any, docs: Any) -> None:
-        """meta: the database of the state and merge records; docs: the docs table."""
+    def __init__(self, tables: RunWriter, meta: Any, guard: TreeGuard, docs: Any) -> None:
+        """meta: the database of the state and merge records (guard: of its pages); docs:
+        the docs table."""
         self._tables = tables
         self._meta = meta
+        self._guard = guard
         self._docs = docs
         self._listed: int | None = None  # the merge (generation) whose list a GoneSet found
         self._owe: tuple[Any, int] | None = None  # (write transaction, docs' worth it owes)
@@ -152,7 +156,7 @@ class Merger:
         of the merging it owed (the merge under way, or one due); how many docs' worth
         (0: no merge was left to do)."""
         st = self._tables.state(txn)
-        job = read_job(txn, self._meta)
+        job = read_job(txn, self._meta, self._guard)
         if job is None:
             job, st = self._start(txn, st)
             if job is None:
@@ -168,7 +172,7 @@ class Merger:
         began one). (0, False): no merge was under way and none began (at most one
         level, or not start)."""
         st = self._tables.state(txn)
-        job = read_job(txn, self._meta)
+        job = read_job(txn, self._meta, self._guard)
         began = False
         if job is None:
             if not start or len(st.levels) < 2:
@@ -217,11 +221,11 @@ class Merger:
         lo = st.bounds()[first][1]
         sources = st.levels[first:]
         job = Job(self.free_id(txn, st), new_gen(), sources,
-                  tombstones(txn, self._meta, lo, sources[-1].hi))
-        for db in self._tables.run_dbs:
-            drop_level(txn, db, job.target)
-            put_index(txn, db, job.target, _NO_RUNS)
-        put_job(txn, self._meta, job)
+                  tombstones(txn, self._meta, self._guard, lo, sources[-1].hi))
+        for db, guard in zip(self._tables.run_dbs, self._tables.run_guards, strict=True):
+            drop_level(txn, db, guard, job.target)
+            put_index(txn, db, guard, job.target, _NO_RUNS)
+        put_job(txn, self._meta, self._guard, job)
         txn.put(CURSOR_KEY, pack_cursors([0] * len(self._tables.run_dbs)), db=self._meta)
         target = Level(job.target, job.gen, lo)
         return job, st._replace(levels=st.levels[:first] + (target,) + st.levels[first:])
@@ -252,17 +256,18 @@ class Merger:
         cursors = unpack_cursors(txn.get(CURSOR_KEY, db=self._meta), len(self._tables.run_dbs))
         # the tombstones beyond its own list (docs removed since it began), if any
         late = st.stale > len(job.gone)
-        gone = GoneSet(txn, self._meta, lo, job.sources[-1].hi, job.gone, late=late,
+        gone = GoneSet(txn, self._meta, self._guard, lo, job.sources[-1].hi, job.gone, late=late,
                        listed=self._listed == job.gen)
         if late:  # its list is among the tombstones (so until it is done)
             self._listed = job.gen
         size = self._tables.run_size(span)
         left = budget
         changed: set[int] = set()  # the levels whose runs this slice added or deleted
-        for i, db in enumerate(self._tables.run_dbs):
+        for i, (db, guard) in enumerate(zip(self._tables.run_dbs, self._tables.run_guards,
+                                            strict=True)):
             if cursors[i] is None:
                 continue
-            srcs = [LevelRuns(txn, db, lv.id) for lv in job.sources]
+            srcs = [LevelRuns(txn, db, guard, lv.id) for lv in job.sources]
             entries = budget * self._tables.per_doc[i]  # every database a doc's worth alike
             cursors[i], spent, wrote = self._slice(txn, i, srcs, job, gone, cursors[i],
                                                    entries, size)
@@ -333,7 +338,7 @@ class Merger:
             return None
         for key in (MERGE_KEY, CURSOR_KEY, CLEAN_KEY):
             txn.delete(key, db=self._meta)
-        drop_gone(txn, self._meta)
+        drop_gone(txn, self._meta, self._guard)
         return budget - (end - done)
 
     @staticmethod
@@ -352,9 +357,9 @@ class Merger:
         are gone already); the stale count drops by the tombstones the merge honoured
         (deleted by _clean)."""
         at = self._sources_at(st, job)
-        for db in self._tables.run_dbs:
+        for db, guard in zip(self._tables.run_dbs, self._tables.run_guards, strict=True):
             for lv in job.sources:
-                drop_level(txn, db, lv.id)
+                drop_level(txn, db, guard, lv.id)
         target = Level(job.target, next_gen(st.levels[at - 1].gen), job.sources[-1].hi)
         rest = st.levels[at + len(job.sources):]
         return st._replace(levels=st.levels[:at - 1] + (target,) + rest,

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...exceptions import CorruptStoreError
+from ..check.ranges import TreeGuard
 from .format import MERGE_KEY, Job
 
 BLOCK = b"t"  # tombstone blocks: BLOCK + (iid >> BLOCK_BITS) -> bitmap
@@ -89,12 +90,13 @@ def _set_bits(txn: Any, db: Any, iids: Iterable[int], on: bool) -> None:
     flush()
 
 
-def _block_maps(txn: Any, db: Any, first: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+def _block_maps(txn: Any, db: Any, guard: TreeGuard, first: int, end: int
+                ) -> tuple[np.ndarray, np.ndarray]:
     """The numbers (uint64) and bitmaps ((n, 64) uint8, checked) of the tombstone blocks
     numbered first <= b < end, in order: one cursor walk, the bytes copied in one step."""
     nums, maps = [], []
     stop = _block_key(end)
-    cur = txn.cursor(db)
+    cur = guard.cursor(txn, db, _block_key(first), stop=stop)
     if cur.set_range(_block_key(first)):
         for key, val in cur.iternext():
             if len(key) != 9 or bytes(key[:1]) != BLOCK or bytes(key) >= stop:
@@ -105,9 +107,9 @@ def _block_maps(txn: Any, db: Any, first: int, end: int) -> tuple[np.ndarray, np
             np.frombuffer(b"".join(maps), dtype=np.uint8).reshape(-1, _BLOCK_BYTES))
 
 
-def tombstones(txn: Any, db: Any, lo: int, hi: int) -> np.ndarray:
+def tombstones(txn: Any, db: Any, guard: TreeGuard, lo: int, hi: int) -> np.ndarray:
     """Sorted internal ids of the tombstones with lo <= iid < hi."""
-    nums, maps = _block_maps(txn, db, lo >> BLOCK_BITS,
+    nums, maps = _block_maps(txn, db, guard, lo >> BLOCK_BITS,
                              (hi + (1 << BLOCK_BITS) - 1) >> BLOCK_BITS)
     at, bit = np.nonzero(np.unpackbits(maps, axis=1, bitorder="little"))
     # blocks come in key order, each one's ids ascending: sorted and distinct already
@@ -133,8 +135,8 @@ class GoneSet:
     under churn merges run back to back: stale entries about live / STALE_SHARE).
     """
 
-    def __init__(self, txn: Any, db: Any, lo: int, hi: int, gone: np.ndarray,
-                 late: bool = True, listed: bool = False) -> None:
+    def __init__(self, txn: Any, db: Any, guard: TreeGuard, lo: int, hi: int,
+                 gone: np.ndarray, late: bool = True, listed: bool = False) -> None:
         """late: read the tombstone blocks of the range too; listed: they are known to
         hold every id of gone (checked by an earlier GoneSet of the same merge: its
         tombstones stay until it is done), so gone need not be set bit by bit."""
@@ -143,14 +145,14 @@ class GoneSet:
         nblocks = max((hi - self._base + (1 << BLOCK_BITS) - 1) >> BLOCK_BITS, 0) if late else 0
         self._bits = np.zeros(nblocks * _BLOCK_BYTES, dtype=np.uint8)
         if nblocks:
-            self._read_blocks(txn, db, nblocks)
+            self._read_blocks(txn, db, guard, nblocks)
             if not listed:
                 self._set(self.gone[~self.contains(self.gone)])
 
-    def _read_blocks(self, txn: Any, db: Any, nblocks: int) -> None:
+    def _read_blocks(self, txn: Any, db: Any, guard: TreeGuard, nblocks: int) -> None:
         """OR in the tombstone blocks of the range."""
         first = self._base >> BLOCK_BITS
-        nums, maps = _block_maps(txn, db, first, first + nblocks)
+        nums, maps = _block_maps(txn, db, guard, first, first + nblocks)
         rows = self._bits.reshape(nblocks, _BLOCK_BYTES)
         rows[(nums - np.uint64(first)).astype(np.intp)] |= maps
 
@@ -188,9 +190,10 @@ class GoneSet:
 # --- a merge's gone list ----------------------------------------------------------
 
 
-def _gone_chunks(txn: Any, db: Any, prefix: bytes = GONE_KEY) -> list[tuple[bytes, bytes]]:
+def _gone_chunks(txn: Any, db: Any, guard: TreeGuard, prefix: bytes = GONE_KEY
+                 ) -> list[tuple[bytes, bytes]]:
     """(key, value) of the merge's gone chunks of one kind, in order (one walk)."""
-    cur = txn.cursor(db)
+    cur = guard.cursor(txn, db, prefix, stop=prefix[:-1] + bytes((prefix[-1] + 1,)))
     out: list[tuple[bytes, bytes]] = []
     if cur.set_range(prefix):
         for key, val in cur.iternext():
@@ -200,15 +203,15 @@ def _gone_chunks(txn: Any, db: Any, prefix: bytes = GONE_KEY) -> list[tuple[byte
     return out
 
 
-def read_job(txn: Any, db: Any) -> Job | None:
+def read_job(txn: Any, db: Any, guard: TreeGuard) -> Job | None:
     """The merge under way (record ``merge`` and its gone chunks of either kind), if any."""
     raw = txn.get(MERGE_KEY, None, db)  # (db by place: read by every write)
     if raw is None:
         return None
 
     def chunks(count: int) -> np.ndarray:
-        parts = [val for _, val in _gone_chunks(txn, db)]
-        blocks = [val for _, val in _gone_chunks(txn, db, GONE_BLOCKS_KEY)]
+        parts = [val for _, val in _gone_chunks(txn, db, guard)]
+        blocks = [val for _, val in _gone_chunks(txn, db, guard, GONE_BLOCKS_KEY)]
         if any(len(p) % 8 for p in parts) or any(len(b) % _GONE_BLOCK for b in blocks):
             raise CorruptStoreError("the run tables' merge record is malformed")
         ids = np.frombuffer(b"".join(parts), dtype="<u8").astype(np.uint64)
@@ -241,12 +244,12 @@ def ids_blocks(ids: np.ndarray) -> bytes:
                           axis=1).tobytes()
 
 
-def put_job(txn: Any, db: Any, job: Job) -> None:
+def put_job(txn: Any, db: Any, guard: TreeGuard, job: Job) -> None:
     """Write a merge's record and its gone list in chunks that each fit in a leaf page
     (one record of 8 bytes per removed doc would take a run of free pages: the file
     grew): its ids, or its tombstone blocks where they take fewer bytes (more than 9
     removed docs a block of 512 ids, on average)."""
-    drop_gone(txn, db)
+    drop_gone(txn, db, guard)
     txn.put(MERGE_KEY, job.pack(), db=db)
     raw = np.ascontiguousarray(job.gone, dtype="<u8").tobytes()
     key, step = GONE_KEY, 8 * GONE_CHUNK
@@ -258,8 +261,8 @@ def put_job(txn: Any, db: Any, job: Job) -> None:
         txn.put(key + n.to_bytes(4, "big"), raw[at:at + step], db=db)
 
 
-def drop_gone(txn: Any, db: Any) -> None:
+def drop_gone(txn: Any, db: Any, guard: TreeGuard) -> None:
     """Delete the gone chunks of a merge (done, or rewritten), of either kind."""
     for prefix in (GONE_KEY, GONE_BLOCKS_KEY):
-        for key, _ in _gone_chunks(txn, db, prefix):
+        for key, _ in _gone_chunks(txn, db, guard, prefix):
             txn.delete(key, db=db)

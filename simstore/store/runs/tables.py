@@ -142,9 +142,12 @@ class RunTables:
         self.dbs = [env.open_db(table_name(t), txn=txn, create=create) for t in range(n)]
         # every run database: the tables, then the band entries of a similarity store,
         # then the ids; bands_at and ids_at: their places (bands_at None: no bands)
-        self.run_dbs = self.dbs + (
-            [env.open_db(BANDS_DB, txn=txn, create=create)] if nbands else []) + [
-            env.open_db(IDS_DB, txn=txn, create=create)]
+        names = [table_name(t) for t in range(n)] + ([BANDS_DB] if nbands else []) + [IDS_DB]
+        self.run_dbs = self.dbs + [env.open_db(name, txn=txn, create=create)
+                                   for name in names[n:]]
+        # the pages a cursor of each run database (and of the meta database) steps on
+        self.run_guards = [TreeGuard(env, name) for name in names]
+        self._meta_guard = TreeGuard(env, STATE_DB)
         self.bands_at = n if nbands else None
         self.ids_at = len(self.run_dbs) - 1
         self.per_doc = [1] * n + ([nbands] if nbands else []) + [1]
@@ -160,7 +163,7 @@ class RunTables:
         self._prober = _probe.Prober(self.specs, self._hbits)
         self._memo: tuple[bytes, State] | None = None  # the last state record written
         self.cache = LevelCache(
-            env, self._meta, self.dbs, self.run_dbs, bands_at=self.bands_at,
+            env, self._meta, self.dbs, self.run_dbs, self.run_guards, bands_at=self.bands_at,
             ids_at=self.ids_at, prober=self._prober,
             # Band entries (band << 32 | key32) and id hashes are looked up exactly
             bprober=_probe.Prober([(b"\0", b"\x40", b"\0")], [64]) if nbands else None,
@@ -169,7 +172,7 @@ class RunTables:
             map_epoch=map_epoch)
         # the cache and the merger hold no strong reference back: a dropped store's
         # tables (and their LMDB environment) go at once, not at the next collection
-        self.merger = Merger(weakref.proxy(self), self._meta, docs)
+        self.merger = Merger(weakref.proxy(self), self._meta, self._meta_guard, docs)
 
     # --- state ---------------------------------------------------------------------------
 
@@ -306,7 +309,7 @@ class RunTables:
         """Add sorted rows to run database i's level, in runs of about size keys (band
         entries as low halves)."""
         table = i < len(self.dbs)  # else band entries (as low halves) or ids
-        put_runs(txn, self.run_dbs[i], level, keys, vals, run_entries=size,
+        put_runs(txn, self.run_dbs[i], self.run_guards[i], level, keys, vals, run_entries=size,
                  halves=i == self.bands_at, dirs=table,
                  tail=64 - self._hbits[i] if table else 0)
 
@@ -314,7 +317,7 @@ class RunTables:
         """Write docs as the whole of a level (replacing any runs under its id)."""
         size = self.run_size(len(w.iids))
         for i, (keys, vals) in enumerate(self._rows(w)):
-            drop_level(txn, self.run_dbs[i], level)
+            drop_level(txn, self.run_dbs[i], self.run_guards[i], level)
             self.put_rows(txn, i, level, keys, vals, size)
 
     def _flush(self, txn: Any, st: State, job: Job | None, fresh: _Walked | None = None
@@ -335,7 +338,7 @@ class RunTables:
             last, lo, _ = bounds[-1]
             busy = {lv.id for lv in job.sources} | {job.target}
             if last.id not in busy and st.next - lo <= FOLD_FLUSHES * RECENT_MAX:
-                gone = tombstones(txn, self._meta, lo, st.flushed)
+                gone = tombstones(txn, self._meta, self._meta_guard, lo, st.flushed)
                 drop_tombstones(txn, self._meta, gone)
                 lv = Level(last.id, new_gen(), st.next)
                 self._write_level(txn, lv.id, self._walk(txn, lo))
@@ -359,7 +362,7 @@ class RunTables:
         (Merger.repay), so the pages a merge frees are reused as it goes. fresh: as for
         :meth:`_flush`.
         """
-        job = read_job(txn, self._meta)
+        job = read_job(txn, self._meta, self._meta_guard)
         if st.next - st.flushed > RECENT_MAX:
             st = self._flush(txn, st, job, fresh)
         m = self.merger
@@ -435,7 +438,10 @@ class RunTables:
 
     def drop(self, txn: Any) -> None:
         """Delete every run table of this layout, its state, merge and tombstones (for a
-        rebuild)."""
+        rebuild). The pages LMDB reads to free them are checked first (a damaged one is
+        CorruptStoreError, not an abort)."""
+        for guard in [*self.run_guards, self._meta_guard]:
+            guard.check_drop(txn)
         for db in self.run_dbs:
             txn.drop(db, delete=True)
         txn.drop(self._meta, delete=False)
@@ -443,6 +449,10 @@ class RunTables:
     def meta_db(self) -> Any:
         """The database of the state record, the merge records and the tombstones."""
         return self._meta
+
+    def meta_guard(self) -> TreeGuard:
+        """The guard of the pages a cursor of :meth:`meta_db` steps on."""
+        return self._meta_guard
 
     def check(self, txn: Any, iids: np.ndarray, fps: np.ndarray) -> list[str]:
         """Problems of the run tables against the live docs (iids, fps in iid order)."""

@@ -17,6 +17,7 @@ from hypothesis import given, settings, strategies as st
 
 import simstore
 from simstore import SimStore
+from simstore.store.check.ranges import TreeGuard
 from simstore.store.runs.format import Job
 from simstore.store.runs.removed import GoneSet, blocks_ids, ids_blocks, put_tombstones
 
@@ -248,7 +249,8 @@ def test_gone_set_is_the_tombstones_and_the_list_in_range(
         with env.begin() as txn:
             for late in (True, False):  # (the bitmap takes a list in any order)
                 listed = np.random.default_rng(seed).permutation(gone) if late else gone
-                got = GoneSet(txn, db, lo, hi, listed, late=late).contains(vals)
+                got = GoneSet(txn, db, TreeGuard(env, b"runs"), lo, hi, listed,
+                              late=late).contains(vals)
                 want = (tomb if late else set()) | set(gone.tolist())
                 inside = (vals >= lo) & (vals < hi)
                 assert got[inside].tolist() == [int(v) in want for v in vals[inside]]
