@@ -958,4 +958,6 @@ def expiry_cutoff(older_than: float | str | None, before: float | None) -> int:
                                  "(a time in seconds since the epoch)")
     if before is not None:
         return F.at_ms(before, "before")
-    return max(F.now_ms() - int(parse_duration(older_than, "older_than") * 1000), 0)
+    age_ms = parse_duration(older_than, "older_than") * 1000  # may overflow to inf
+    now = F.now_ms()
+    return 0 if age_ms >= now else now - int(age_ms)  # older than the epoch: nothing is

@@ -140,6 +140,15 @@ def test_expire_durations(tmp_path):
         assert len(s) == 0
 
 
+@pytest.mark.parametrize("age", [1.7976931348623157e305, "1e300w", 2e9 * DAY])
+def test_an_age_beyond_the_epoch_expires_nothing(tmp_path, age):
+    """No doc is older than the epoch: such an age removes nothing (it once overflowed)."""
+    with SimStore(tmp_path / "s") as s:
+        s.add("old", 1, at=1.0)
+        assert s.expire(older_than=age) == 0
+        assert len(s) == 1
+
+
 @pytest.mark.parametrize("kwargs", [
     {}, {"older_than": "banana"}, {"older_than": 0}, {"older_than": -5}, {"older_than": "3x"},
     {"older_than": "nan"}, {"older_than": "30d", "before": 5.0}, {"before": -1},
