@@ -40,14 +40,6 @@ def host_id(host: str) -> bytes:
                            digest_size=8).digest()
 
 
-TAG_SIZE = 8
-
-
-def owner_tag(owner: bytes) -> bytes:
-    """The 8-byte tag of a lease owner (BLAKE2b of its name) a host record keeps."""
-    return hashlib.blake2b(owner, digest_size=TAG_SIZE).digest()
-
-
 def host_of_url(url: object) -> str:
     """The host name of a URL (lower case; "" when it has none)."""
     if not isinstance(url, str):
@@ -110,7 +102,6 @@ class Lease:
 PAUSED = 1  # Host.flags: no request of the host is taken
 DELAY_KNOWN = 2  # Host.flags: its robots.txt was read (its Crawl-delay, or none, known)
 THROTTLED = 4  # Host.flags: it answered 429/503: one request at a time, its delay learnt
-HOLDER = 8  # in a host record: 8 bytes after the slot name the one process holding it
 
 NOWHERE, READY, WAITING = 0, 1, 2
 
@@ -123,11 +114,7 @@ class Host:
 
     ``next_ms``: no request starts before (the last start plus the delay);
     ``blocked_ms``: none before either (a 429/503); ``delay_ms``: its robots.txt
-    Crawl-delay (capped); ``slot``: the ``R`` or ``W`` key it is listed under, if any;
-    ``holder``: while requests are in flight, the tag (:func:`owner_tag`) of the one
-    process that took them all, from the take that found none in flight until none is
-    again; empty when none is in flight or more than one process took them (a record
-    without one, as format 2 first wrote it, reads as more than one).
+    Crawl-delay (capped); ``slot``: the ``R`` or ``W`` key it is listed under, if any.
     """
 
     name: str
@@ -143,28 +130,14 @@ class Host:
     flags: int = 0
     where: int = NOWHERE
     slot: bytes = b""
-    holder: bytes = b""
-
-    def enter(self, tag: bytes) -> None:
-        """One more request in flight, taken by the process of tag."""
-        self.holder = tag if self.inflight == 0 or self.holder == tag else b""
-        self.inflight += 1
-
-    def leave(self) -> None:
-        """One request fewer in flight."""
-        self.inflight = max(self.inflight - 1, 0)
-        if not self.inflight:
-            self.holder = b""
 
     def pack(self) -> bytes:
         """The record's bytes."""
-        held = len(self.holder) == TAG_SIZE and self.inflight > 0
-        flags = (self.flags & ~HOLDER) | (HOLDER if held else 0)
-        return (_HOST.pack(self.next_ms, self.blocked_ms, self.fetched, self.delay_ms,
-                           self.queued, self.inflight, self.n429, self.n503,
-                           min(self.throttles, 2**32 - 1), flags, self.where,
-                           len(self.slot)) + self.slot + (self.holder if held else b"")
-                + self.name.encode("utf-8", "surrogatepass"))
+        return _HOST.pack(self.next_ms, self.blocked_ms, self.fetched, self.delay_ms,
+                          self.queued, self.inflight, self.n429, self.n503,
+                          min(self.throttles, 2**32 - 1), self.flags, self.where,
+                          len(self.slot)) + self.slot + self.name.encode("utf-8",
+                                                                         "surrogatepass")
 
     @classmethod
     def unpack(cls, raw: bytes) -> Host:
@@ -174,14 +147,12 @@ class Host:
             raise CorruptStoreError(f"a frontier host record of {len(raw)} bytes")
         (next_ms, blocked_ms, fetched, delay_ms, queued, inflight, n429, n503, throttles,
          flags, where, n) = _HOST.unpack_from(raw)
-        at = _HOST.size + n
-        slot = raw[_HOST.size:at]
-        holder = raw[at:at + TAG_SIZE] if flags & HOLDER else b""
-        if len(slot) != n or len(holder) != (TAG_SIZE if flags & HOLDER else 0):
+        slot = raw[_HOST.size:_HOST.size + n]
+        if len(slot) != n:
             raise CorruptStoreError("a frontier host record shorter than its slot")
-        name = raw[at + len(holder):].decode("utf-8", "surrogatepass")
+        name = raw[_HOST.size + n:].decode("utf-8", "surrogatepass")
         return cls(name, next_ms, blocked_ms, fetched, delay_ms, queued, inflight, n429,
-                   n503, throttles, flags & ~HOLDER, where, slot, holder)
+                   n503, throttles, flags, where, slot)
 
 
 _URL = struct.Struct(">QQQB8s")

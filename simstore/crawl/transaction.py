@@ -26,7 +26,6 @@ from .records import (
     host_id,
     key_host,
     ms,
-    owner_tag,
     queue_key,
 )
 from .rules import GONE_STATUSES, THROTTLE_STATUSES, THROTTLED_DELAY
@@ -91,24 +90,17 @@ class Txn:
         d = max(int(self.policy.delay * 1000), h.delay_ms)
         return d + int(self.policy.margin * 1000) if d else 0
 
-    def limit(self, h: Host, tag: bytes | None = None) -> int:
-        """The most requests of host h in flight at once: one until its robots.txt is read
-        (with ``robots``) or once it answered 429/503; else concurrency + prefetch, twice
-        that while one process holds them all (its own download slot sends at most
-        ``concurrency`` at once) for that process (tag), or for any (None: the listing)."""
-        if (self.policy.robots and not h.flags & DELAY_KNOWN) or h.flags & THROTTLED:
-            return 1
-        base = self.policy.concurrency + self.policy.prefetch
-        if h.inflight == 0 or (h.holder and (tag is None or h.holder == tag)):
-            return 2 * base
-        return base
-
     def place(self, hid: bytes, h: Host) -> None:
         """List host h where it belongs now (invariant 2); the caller saves it."""
         if h.where != NOWHERE:
             self.txn.delete(h.slot, db=self.hosts)
             h.where, h.slot = NOWHERE, b""
-        if h.queued <= 0 or h.flags & PAUSED or h.inflight >= self.limit(h):
+        if h.queued <= 0 or h.flags & PAUSED:
+            return
+        conc = self.policy.concurrency + self.policy.prefetch
+        if (self.policy.robots and not h.flags & DELAY_KNOWN) or h.flags & THROTTLED:
+            conc = 1
+        if h.inflight >= conc:
             return
         at = max(h.next_ms, h.blocked_ms)
         if at <= self.now:
@@ -168,36 +160,12 @@ class Txn:
         popped: list[Popped] = []
         paused = self.txn.get(self.f._paused_key, db=self.meta) is not None
         cur = self.txn.cursor(db=self.hosts)
-        tag = owner_tag(owner)
-        start = b"R"
         while len(popped) < n and not paused:
-            found = self.next_ready(cur, start, tag)
-            if found is None:
+            if not cur.set_range(b"R"):
                 break
-            start, hid, h, key = found
-            payload = bytes(self.txn.pop(key, db=self.queue))
-            deadline = self.now + lease_ms
-            self.txn.put(b"L" + key, Lease(deadline, self.now, owner, payload).pack(),
-                         db=self.leases)
-            self.txn.put(b"D" + ms(deadline) + key, b"", db=self.leases)
-            h.queued = max(h.queued - 1, 0)
-            h.enter(tag)
-            h.next_ms = self.now + self.delay_ms(h)
-            self.settle(hid, h)
-            popped.append(Popped(key, payload, h.name))
-        more = not paused and self.next_ready(cur, start, tag) is not None
-        wake = self.first_wait() if len(popped) < n or not more else None
-        return Taken(popped, pushed, wake, reclaimed, more)
-
-    def next_ready(self, cur: Any, start: bytes, tag: bytes
-                   ) -> tuple[bytes, bytes, Host, bytes] | None:
-        """The first host listed ready from ``R`` key start on that the process of tag may
-        ask now: (its ``R`` key, id, record, first queue key). Hosts another process holds
-        alone past the limit for many are passed by; index entries out of step mended."""
-        while cur.set_range(start):
             rkey = bytes(cur.key())
             if rkey[:1] != b"R":
-                return None
+                break
             hid = rkey[17:25]
             h = self.load_host(hid)
             key = self.head(hid)
@@ -208,11 +176,19 @@ class Txn:
                     h.queued = 0 if key is None else h.queued
                 self.settle(hid, h)
                 continue
-            if h.inflight >= self.limit(h, tag):
-                start = rkey + b"\0"
-                continue
-            return rkey, hid, h, key
-        return None
+            payload = bytes(self.txn.pop(key, db=self.queue))
+            deadline = self.now + lease_ms
+            self.txn.put(b"L" + key, Lease(deadline, self.now, owner, payload).pack(),
+                         db=self.leases)
+            self.txn.put(b"D" + ms(deadline) + key, b"", db=self.leases)
+            h.queued = max(h.queued - 1, 0)
+            h.inflight += 1
+            h.next_ms = self.now + self.delay_ms(h)
+            self.settle(hid, h)
+            popped.append(Popped(key, payload, h.name))
+        more = not paused and cur.set_range(b"R") and bytes(cur.key())[:1] == b"R"
+        wake = self.first_wait() if len(popped) < n or not more else None
+        return Taken(popped, pushed, wake, reclaimed, bool(more))
 
     def first_wait(self) -> float | None:
         cur = self.txn.cursor(db=self.hosts)
@@ -256,7 +232,7 @@ class Txn:
             self.txn.put(key, lease.payload, db=self.queue)
         h = self.load_host(hid)
         if not lease.downloaded:
-            h.leave()
+            h.inflight = max(h.inflight - 1, 0)
         if back:
             h.queued += 1
         return hid, h
@@ -367,7 +343,7 @@ class Txn:
                                              lease.payload, True).pack(), db=self.leases)
                 hid = key_host(k)
                 h = self.load_host(hid)
-                h.leave()
+                h.inflight = max(h.inflight - 1, 0)
                 self.settle(hid, h)
                 n += 1
         return n
@@ -467,7 +443,7 @@ class Txn:
             self.txn.drop(db, delete=False)
         for k, h in hosts:
             h.queued = h.inflight = 0
-            h.where, h.slot, h.holder = NOWHERE, b"", b""
+            h.where, h.slot = NOWHERE, b""
             self.txn.put(k, h.pack(), db=self.hosts)
         self.txn.delete(self.f._paused_key, db=self.meta)
 

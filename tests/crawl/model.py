@@ -48,21 +48,9 @@ class MHost:
     paused: bool = False
     throttles: int = 0
     inflight: int = 0
-    holder: str | None = None  # the one owner that took all its requests in flight
     fetched: int = 0
     n429: int = 0
     n503: int = 0
-
-    def enter(self, owner: str) -> None:
-        """A take by owner: it holds the host alone if nothing was in flight, or it held
-        it alone already; otherwise no one does until nothing is in flight again."""
-        self.holder = owner if self.inflight == 0 or self.holder == owner else None
-        self.inflight += 1
-
-    def leave(self) -> None:
-        self.inflight -= 1
-        if self.inflight == 0:
-            self.holder = None
 
 
 @dataclass
@@ -125,16 +113,10 @@ class Model:
         d = max(int(self.policy.delay * 1000), h.delay_ms)
         return d + int(self.policy.margin * 1000) if d else 0
 
-    def concurrency(self, h: MHost, owner: str | None = None) -> int:
-        """In flight at most: 1 before robots.txt (robots) or once throttled; else
-        concurrency + prefetch, twice that for the owner holding the host alone (for any
-        owner: None) or when nothing is in flight."""
+    def concurrency(self, h: MHost) -> int:
         if (self.policy.robots and not h.known) or h.throttled:
             return 1
-        base = self.policy.concurrency + self.policy.prefetch
-        if h.inflight == 0 or (h.holder is not None and owner in (None, h.holder)):
-            return 2 * base
-        return base
+        return self.policy.concurrency + self.policy.prefetch
 
     def queued(self, name: str) -> list[MReq]:
         return sorted((r for r in self.queue.values() if r.host.lower() == name.lower()),
@@ -147,12 +129,9 @@ class Model:
             return None
         return max(h.next_ms, h.blocked_ms)
 
-    def ready(self, now: int, owner: str | None = None) -> list[MHost]:
-        """The hosts that may be asked now (by owner: not one another owner holds alone
-        with as many in flight as the limit for many)."""
+    def ready(self, now: int) -> list[MHost]:
         return [h for h in self.hosts.values()
-                if (at := self.may_go_at(h)) is not None and at <= now
-                and h.inflight < self.concurrency(h, owner)]
+                if (at := self.may_go_at(h)) is not None and at <= now]
 
     def wake(self, now: int) -> float | None:
         times = [at for h in self.hosts.values()
@@ -185,8 +164,7 @@ class Model:
             if lease is not None and lease.owner == owner:
                 del self.leases[key]
                 h = self.host(lease.req.host)
-                if not lease.downloaded:
-                    h.leave()
+                h.inflight -= not lease.downloaded
             elif lease is None and key in self.queue:
                 h = self.host(self.queue.pop(key).host)
             else:
@@ -208,8 +186,7 @@ class Model:
     def back(self, key: bytes) -> None:
         lease = self.leases.pop(key)
         self.queue[key] = lease.req
-        if not lease.downloaded:
-            self.host(lease.req.host).leave()
+        self.host(lease.req.host).inflight -= not lease.downloaded
 
     def downloaded(self, keys: list[bytes], owner: str) -> int:
         """Owner's leases whose download is over give their host's slot back, once."""
@@ -218,7 +195,7 @@ class Model:
             lease = self.leases.get(k)
             if lease is not None and lease.owner == owner and not lease.downloaded:
                 lease.downloaded = True
-                self.host(lease.req.host).leave()
+                self.host(lease.req.host).inflight -= 1
                 n += 1
         return n
 
@@ -228,17 +205,17 @@ class Model:
         leased or no host is left that may be asked now) and whether one is left."""
         got: list[tuple[bytes, bytes, str]] = []
         while len(got) < n and not self.paused:
-            heads = [(self.queued(h.name)[0], h) for h in self.ready(now, owner)]
+            heads = [(self.queued(h.name)[0], h) for h in self.ready(now)]
             if not heads:
                 break
             req, h = min(heads, key=lambda rh: rh[0].order)
             key = next(k for k, r in self.queue.items() if r is req)
             del self.queue[key]
             self.leases[key] = MLease(req, now + lease_ms, owner)
-            h.enter(owner)
+            h.inflight += 1
             h.next_ms = now + self.delay_ms(h)
             got.append((key, req.payload, h.name))
-        more = not self.paused and bool(self.ready(now, owner))
+        more = not self.paused and bool(self.ready(now))
         return got, (self.wake(now) if len(got) < n or not more else None), more
 
     def release(self, keys: list[bytes], owner: str) -> int:
@@ -305,7 +282,7 @@ class Model:
         self.leases.clear()
         self.seen.clear()
         for h in self.hosts.values():
-            h.inflight, h.holder = 0, None
+            h.inflight = 0
 
     def pending(self, owner: str | None) -> int:
         mine = 0 if owner is None else sum(le.owner == owner for le in self.leases.values())

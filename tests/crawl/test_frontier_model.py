@@ -102,14 +102,10 @@ class FrontierMachine(RuleBasedStateMachine):
                 f"host {name!r} asked at {now} before its last start {last[0]} + delay {last[1]}")
             assert now >= self.blocked.get(name, 0), f"host {name!r} asked inside its block"
             h = self.m.hosts[name]
-            assert h.inflight <= self.m.concurrency(h, owner), f"host {name!r} over its limit"
-            owners = {le.owner for le in self.m.leases.values()
-                      if le.req.host.lower() == name and not le.downloaded}
-            if len(owners) > 1:  # two processes: concurrency + prefetch between them
-                assert h.inflight <= self.m.policy.concurrency + self.m.policy.prefetch
+            assert h.inflight <= self.m.concurrency(h), f"host {name!r} over its concurrency"
             self.starts[name] = (now, self.m.delay_ms(h))
         if len(popped) < n and not self.m.paused:
-            assert not self.m.ready(now, owner), "a take left a fetchable request queued"
+            assert not self.m.ready(now), "a take left a fetchable request queued"
 
     # --- rules -------------------------------------------------------------------------
 
