@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "single": "single",
     "bulk-memory": "bulk_memory",
     "durability": "durability",
+    "record-cost": "record_cost",
     "frontier-hosts": "frontier_hosts",
 }
 
