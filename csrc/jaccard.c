@@ -238,18 +238,9 @@ static uint64_t coded_bits(const uint64_t *a, size_t n, int k) {
     return bits;
 }
 
-/* Bytes of one set's code, written to out when out is not NULL. */
-static size_t encode_set(const uint64_t *a, size_t n, uint8_t *out) {
-    bitwriter w = {out, 0, 0, 0};
-    put_bits(&w, SET_CODEC_VERSION, 8);
-    uint64_t m = n;
-    do {
-        uint8_t b = (uint8_t)(m & 127);
-        m >>= 7;
-        put_bits(&w, b | (m ? 128 : 0), 8);
-    } while (m);
-    if (n == 0) return w.pos;
-    /* k near log2 of the mean gap; the cheapest of its neighbours */
+/* The Rice parameter of the gaps of a[0..n) (n > 0): near log2 of the mean gap,
+ * the cheapest of its neighbours; *bits gets the gaps' bits with it. */
+static int choose_k(const uint64_t *a, size_t n, uint64_t *bits) {
     uint64_t mean = a[n - 1] / n;
     int k0 = 0;
     while (k0 < 63 && (mean >> (k0 + 1)) != 0) k0++;
@@ -263,19 +254,80 @@ static size_t encode_set(const uint64_t *a, size_t n, uint8_t *out) {
             best = k;
         }
     }
-    put_bits(&w, (uint64_t)best, 8);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t g = gap_at(a, i), q = g >> best;
+    *bits = best_bits;
+    return best;
+}
+
+/* The bytes of the header of a set of n values coded with k, written to out
+ * when out is not NULL (a whole number of bytes: the gaps start a byte). */
+static size_t put_header(uint8_t *out, uint64_t n, int k) {
+    bitwriter w = {out, 0, 0, 0};
+    put_bits(&w, SET_CODEC_VERSION, 8);
+    uint64_t m = n;
+    do {
+        uint8_t b = (uint8_t)(m & 127);
+        m >>= 7;
+        put_bits(&w, b | (m ? 128 : 0), 8);
+    } while (m);
+    if (n) put_bits(&w, (uint64_t)k, 8);
+    return w.pos;
+}
+
+/* The gaps of the next m values a[0..m) of a set, `done` of whose values,
+ * the last of them `last`, are written. */
+static void put_gaps(bitwriter *w, const uint64_t *a, size_t m, int k,
+                     uint64_t done, uint64_t last) {
+    for (size_t i = 0; i < m; i++) {
+        uint64_t g = done + i == 0 ? a[0] : a[i] - (i ? a[i - 1] : last) - 1;
+        uint64_t q = g >> k;
         if (q >= ESCAPE_Q) {
-            put_wide(&w, ~(uint64_t)0, ESCAPE_Q);
-            put_wide(&w, g, 64);
+            put_wide(w, ~(uint64_t)0, ESCAPE_Q);
+            put_wide(w, g, 64);
             continue;
         }
-        put_wide(&w, ((uint64_t)1 << (q + 1)) - 2, (int)q + 1); /* q ones, a zero */
-        put_wide(&w, g, best);
+        put_wide(w, ((uint64_t)1 << (q + 1)) - 2, (int)q + 1); /* q ones, a zero */
+        put_wide(w, g, k);
     }
+}
+
+/* Bytes of one set's code, written to out when out is not NULL. */
+static size_t encode_set(const uint64_t *a, size_t n, uint8_t *out) {
+    uint64_t bits = 0;
+    int k = n ? choose_k(a, n, &bits) : 0;
+    size_t head = put_header(out, n, k);
+    if (out == NULL || n == 0) return head + (size_t)((bits + 7) / 8);
+    bitwriter w = {out, head, 0, 0};
+    put_gaps(&w, a, n, k, 0, 0);
     if (w.nacc) put_bits(&w, 0, 8 - w.nacc);
     return w.pos;
+}
+
+int64_t ss_setcode_begin(const uint64_t *a, size_t n, ss_setcode_writer *w,
+                         uint8_t *head) {
+    for (size_t i = 1; i < n; i++)
+        if (a[i] <= a[i - 1]) return SS_EINVAL;
+    uint64_t bits = 0;
+    int k = n ? choose_k(a, n, &bits) : 0;
+    w->pos = put_header(head, n, k);
+    w->acc = 0;
+    w->nacc = 0;
+    w->k = k;
+    w->done = 0;
+    w->last = 0;
+    return (int64_t)(w->pos + (bits + 7) / 8);
+}
+
+int64_t ss_setcode_put(ss_setcode_writer *w, const uint64_t *a, size_t m,
+                       uint8_t *out, int end) {
+    bitwriter bw = {out, (size_t)w->pos, w->acc, w->nacc};
+    put_gaps(&bw, a, m, w->k, w->done, w->last);
+    if (end && bw.nacc) put_bits(&bw, 0, 8 - bw.nacc);
+    w->done += m;
+    if (m) w->last = a[m - 1];
+    w->pos = bw.pos;
+    w->acc = bw.acc;
+    w->nacc = bw.nacc;
+    return (int64_t)bw.pos;
 }
 
 int64_t ss_shingles_encode(const uint64_t *hashes, const int64_t *offsets,
@@ -330,9 +382,10 @@ static int get_wide(bitreader *r, int nb, uint64_t *v) { /* nb <= 64 */
     return get_bits(r, nb, v);
 }
 
-/* A code's header: its size n and where its bit stream starts (*body); SS_EBADCODE if
- * the version is unknown, the varint runs off the end or n cannot fit. */
-static int read_header(const uint8_t *in, size_t len, uint64_t *n, size_t *body) {
+/* A code's version byte and size n from in[0..len): the bytes they take
+ * (*body), SS_EBADCODE if the version is unknown or the varint runs off the
+ * end or cannot fit. */
+static int size_of(const uint8_t *in, size_t len, uint64_t *n, size_t *body) {
     if (len < 2 || in[0] != SET_CODEC_VERSION) return SS_EBADCODE;
     uint64_t m = 0;
     size_t p = 1;
@@ -342,6 +395,18 @@ static int read_header(const uint8_t *in, size_t len, uint64_t *n, size_t *body)
         m |= (uint64_t)(b & 127) << shift;
         if (!(b & 128)) break;
     }
+    *n = m;
+    *body = p;
+    return 0;
+}
+
+/* A whole code's header: its size n and where its bit stream starts (*body);
+ * SS_EBADCODE if size_of refuses it, the Rice parameter is out of range or
+ * the code is too short for n gaps. */
+static int read_header(const uint8_t *in, size_t len, uint64_t *n, size_t *body) {
+    uint64_t m;
+    size_t p;
+    if (size_of(in, len, &m, &p)) return SS_EBADCODE;
     if (m == 0) {
         if (p != len) return SS_EBADCODE;
     } else if (p >= len || in[p] > 63 || (len - p - 1) * 8 < m) {
@@ -352,39 +417,122 @@ static int read_header(const uint8_t *in, size_t len, uint64_t *n, size_t *body)
     return 0;
 }
 
+enum { MORE = 1 }; /* what read_gap answers when the bytes end inside a gap */
+
+/* The next gap of a code with Rice parameter k: 0 (in *g), MORE when the bytes
+ * end first (br then stands anywhere inside it), SS_EBADCODE (too long for k). */
+static inline int read_gap(bitreader *br, int k, uint64_t *g) {
+    uint64_t q = 0, bit = 0;
+    while (q < ESCAPE_Q) {
+        if (get_bits(br, 1, &bit)) return MORE;
+        if (!bit) break;
+        q++;
+    }
+    if (q >= ESCAPE_Q) return get_wide(br, 64, g) ? MORE : 0;
+    uint64_t low = 0;
+    if (q > (~(uint64_t)0 >> k)) return SS_EBADCODE;
+    if (get_wide(br, k, &low)) return MORE;
+    *g = (q << k) | low;
+    return 0;
+}
+
+/* The value a gap g gives after `read` values, the last prev: 0, or SS_EBADCODE
+ * when it passes 2^64 - 1. */
+static inline int add_gap(uint64_t read, uint64_t prev, uint64_t *g) {
+    if (read == 0) return 0;
+    if (*g >= ~(uint64_t)0 - prev) return SS_EBADCODE; /* prev + g + 1 overflows */
+    *g += prev + 1;
+    return 0;
+}
+
+/* The next value of r, read from the bits it holds and in[*pos..len): 0 (in
+ * r->value; *pos moves on), MORE when in ends first (nothing is taken), or
+ * SS_EBADCODE. */
+static int next_value(ss_setcode_reader *r, const uint8_t *in, size_t len,
+                      size_t *pos) {
+    bitreader br = {in, *pos, len, r->acc, r->nacc};
+    uint64_t g = 0;
+    int rc = read_gap(&br, r->k, &g);
+    if (rc) return rc;
+    if (add_gap(r->read, r->value, &g)) return SS_EBADCODE;
+    r->value = g;
+    r->read++;
+    r->acc = br.acc;
+    r->nacc = br.nacc;
+    *pos = br.pos;
+    return 0;
+}
+
 /* Decodes one code into out[0..n); SS_EBADCODE if it is malformed. */
 static int decode_set(const uint8_t *in, size_t len, size_t body, uint64_t n,
                       uint64_t *out) {
     if (n == 0) return 0;
     int k = in[body];
-    bitreader r = {in, body + 1, len, 0, 0};
+    bitreader br = {in, body + 1, len, 0, 0};
     uint64_t prev = 0;
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t q = 0, bit = 0, g = 0;
-        while (q < ESCAPE_Q) {
-            if (get_bits(&r, 1, &bit)) return SS_EBADCODE;
-            if (!bit) break;
-            q++;
-        }
-        if (q >= ESCAPE_Q) {
-            if (get_wide(&r, 64, &g)) return SS_EBADCODE;
-        } else {
-            uint64_t low = 0;
-            if (q > (~(uint64_t)0 >> k) || get_wide(&r, k, &low)) return SS_EBADCODE;
-            g = (q << k) | low;
-        }
-        uint64_t v;
-        if (i == 0) {
-            v = g;
-        } else {
-            if (g >= ~(uint64_t)0 - prev) return SS_EBADCODE; /* prev + g + 1 overflows */
-            v = prev + g + 1;
-        }
-        out[i] = prev = v;
+        uint64_t g = 0;
+        if (read_gap(&br, k, &g) || add_gap(i, prev, &g)) return SS_EBADCODE;
+        out[i] = prev = g;
     }
-    /* only zero padding may follow, within the last byte */
-    if (r.pos != len || (r.acc & (((uint64_t)1 << r.nacc) - 1)) != 0) return SS_EBADCODE;
+    ss_setcode_reader r = {.n = n, .read = n, .acc = br.acc, .nacc = br.nacc};
+    return ss_setcode_done(&r, len - br.pos);
+}
+
+int64_t ss_setcode_open(ss_setcode_reader *r, const uint8_t *in, size_t len) {
+    uint64_t n;
+    size_t p;
+    if (size_of(in, len, &n, &p)) return SS_EBADCODE;
+    memset(r, 0, sizeof *r);
+    r->n = n;
+    if (n == 0) return (int64_t)p;
+    if (p >= len || in[p] > 63) return SS_EBADCODE;
+    r->k = in[p];
+    return (int64_t)p + 1;
+}
+
+int ss_setcode_common(ss_setcode_reader *a, const uint8_t *ain, size_t alen,
+                      size_t *apos, ss_setcode_reader *b, const uint8_t *bin,
+                      size_t blen, size_t *bpos, uint64_t *common) {
+    for (;;) {
+        if (!a->held) {
+            if (a->read == a->n) return 0;
+            int rc = next_value(a, ain, alen, apos);
+            if (rc) return rc == MORE ? 1 : rc;
+            a->held = 1;
+        }
+        if (!b->held) {
+            if (b->read == b->n) return 0;
+            int rc = next_value(b, bin, blen, bpos);
+            if (rc) return rc == MORE ? 2 : rc;
+            b->held = 1;
+        }
+        if (a->value == b->value) {
+            ++*common;
+            a->held = b->held = 0;
+        } else if (a->value < b->value) {
+            a->held = 0;
+        } else {
+            b->held = 0;
+        }
+    }
+}
+
+int ss_setcode_skip(ss_setcode_reader *r, const uint8_t *in, size_t len,
+                    size_t *pos) {
+    while (r->read < r->n) {
+        int rc = next_value(r, in, len, pos);
+        if (rc) return rc == MORE ? 1 : rc;
+    }
+    r->held = 0;
     return 0;
+}
+
+int ss_setcode_done(const ss_setcode_reader *r, size_t left) {
+    /* only zero padding may follow, within the last byte */
+    if (r->read != r->n || left || (r->acc & (((uint64_t)1 << r->nacc) - 1)) != 0)
+        return SS_EBADCODE;
+    return SS_OK;
 }
 
 int64_t ss_shingles_decode(const uint8_t *codes, const int64_t *offsets,

@@ -428,6 +428,57 @@ int64_t ss_shingles_encode(const uint64_t *hashes, const int64_t *offsets,
 int64_t ss_shingles_decode(const uint8_t *codes, const int64_t *offsets,
                            size_t ncodes, uint64_t *out, size_t cap,
                            int64_t *out_offsets, int64_t *bad);
+/* One set's code a part at a time (a long text's: its set handed back as it
+ * is coded, its code compared as it is read). The bytes are those of
+ * ss_shingles_encode. */
+typedef struct {
+    uint64_t pos;  /* bytes of the code written */
+    uint64_t acc;  /* bits not yet written, the low nacc of them */
+    uint64_t done; /* values written */
+    uint64_t last; /* the last of them */
+    int nacc;
+    int k;         /* the Rice parameter */
+} ss_setcode_writer;
+/* Plans the code of the ascending set a[0..n) into *w and writes its header
+ * (at most 12 bytes) to head. Returns the code's size in bytes, SS_EINVAL if a
+ * is not strictly ascending. */
+int64_t ss_setcode_begin(const uint64_t *a, size_t n, ss_setcode_writer *w,
+                         uint8_t *head);
+/* Codes the next m values a[0..m) of the set begun, into out (the whole code's
+ * buffer: written from w->pos on, at most 14 bytes a value); end: a[m - 1] is
+ * the set's last value (the last byte is padded). Returns the bytes written
+ * so far. */
+int64_t ss_setcode_put(ss_setcode_writer *w, const uint64_t *a, size_t m,
+                       uint8_t *out, int end);
+typedef struct {
+    uint64_t n;     /* values in the set */
+    uint64_t read;  /* values read */
+    uint64_t value; /* the last of them */
+    uint64_t acc;   /* bits taken from the bytes, not yet read: the low nacc */
+    int nacc;
+    int k;          /* the Rice parameter */
+    int held;       /* value is read but not yet compared */
+} ss_setcode_reader;
+/* Starts reading a code from its first bytes in[0..len) (its header whole:
+ * 12 bytes, or the whole code). Returns the bytes the header took,
+ * SS_EBADCODE (an unknown version, a bad size or Rice parameter). */
+int64_t ss_setcode_open(ss_setcode_reader *r, const uint8_t *in, size_t len);
+/* Adds to *common the values of two codes' sets they share, reading code a
+ * from ain[*apos..alen) and code b from bin[*bpos..blen) (*apos, *bpos move
+ * on). Returns 0 once either set is read (the count is whole), 1 when a needs
+ * more bytes, 2 when b does (give the bytes not taken again, followed by the
+ * next ones), SS_EBADCODE. */
+int ss_setcode_common(ss_setcode_reader *a, const uint8_t *ain, size_t alen,
+                      size_t *apos, ss_setcode_reader *b, const uint8_t *bin,
+                      size_t blen, size_t *bpos, uint64_t *common);
+/* Reads (and checks) the rest of r's values from in[*pos..len): 0 when all
+ * are read, 1 when more bytes are needed, SS_EBADCODE. */
+int ss_setcode_skip(ss_setcode_reader *r, const uint8_t *in, size_t len,
+                    size_t *pos);
+/* SS_OK when r has read all its values and `left`, the bytes of its code
+ * not taken, is 0 and the bits left over are zeros (the padding), else
+ * SS_EBADCODE. */
+int ss_setcode_done(const ss_setcode_reader *r, size_t left);
 /* JACCARD-END */
 
 /* --- values in LMDB's map (csrc/lmdbmap.c) ----------------------------- */

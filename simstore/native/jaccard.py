@@ -6,6 +6,9 @@ buffer helpers it shares); callers validate their inputs first.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import Any
+
 import numpy as np
 
 from .core import _u64_ptr, ffi, lib, raise_for
@@ -95,3 +98,87 @@ def decode_sets(codes: bytes | bytearray, offsets: np.ndarray
     if n < 0:
         raise_for(int(n), "decoding shingle sets")
     return hashes, out_off, -1
+
+
+_HEAD = 12  # bytes of a code's header at most: version, size (varint), Rice parameter
+
+
+def encode_one(hashes: np.ndarray, done: Callable[[int], None] | None = None,
+               step: int = 1 << 16) -> np.ndarray:
+    """The code of one set (ascending uint64) as a uint8 array, the bytes of
+    :func:`encode_sets`, made ``step`` values at a time: after each step ``done(i)``
+    hears that hashes[:i] are read for the last time (the caller may hand their
+    memory back)."""
+    n = len(hashes)
+    w = ffi.new("ss_setcode_writer *")
+    head = np.empty(_HEAD, dtype=np.uint8)
+    size = lib.ss_setcode_begin(_u64_ptr(hashes), n, w, ffi.from_buffer("uint8_t[]", head))
+    if size < 0:
+        raise_for(int(size), "encoding a shingle set (it must be strictly ascending)")
+    out = np.empty(size, dtype=np.uint8)  # not zeroed: its pages are touched as written
+    out[: w.pos] = head[: w.pos]
+    buf = ffi.from_buffer("uint8_t[]", out)
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        lib.ss_setcode_put(w, _u64_ptr(hashes[a:b]), b - a, buf, int(b == n))
+        if done is not None:
+            done(b)
+    assert w.pos == size
+    return out
+
+
+def code_size(code: Any) -> int:
+    """The size of the set a code holds (read from its header; the code is trusted)."""
+    r = ffi.new("ss_setcode_reader *")
+    if lib.ss_setcode_open(r, ffi.from_buffer("uint8_t[]", code), len(code)) < 0:
+        raise_for(lib.SS_EBADCODE, "reading a shingle set's code")
+    return int(r.n)
+
+
+def jaccard_of_codes(a: Any, parts: Iterator[Any], threshold: float) -> float | None:
+    """Exact Jaccard of the set of code ``a`` (whole: a buffer made by :func:`encode_one`,
+    trusted) with the set of a code given in parts (buffers, in order), read a part at a
+    time and never gathered: the value :func:`jaccard_pairs` gives the pair, or -1 when
+    the sizes alone put it below ``threshold`` (the rest of the parts then unread).
+    None when b's code is malformed (truncated, trailing bytes, not ascending)."""
+    ra, rb = ffi.new("ss_setcode_reader *"), ffi.new("ss_setcode_reader *")
+    abuf = ffi.from_buffer("uint8_t[]", a)
+    apos = ffi.new("size_t *", lib.ss_setcode_open(ra, abuf, len(a)))
+    data = b""
+    for part in parts:
+        data += bytes(part)
+        if len(data) >= _HEAD:
+            break
+    opened = lib.ss_setcode_open(rb, data, len(data))
+    if opened < 0:
+        return None
+    na, nb = int(ra.n), int(rb.n)
+    small, big = min(na, nb), max(na, nb)
+    if small < threshold * big * (1.0 - 1e-12):  # as ss_jaccard_pairs: J <= small / big
+        return -1.0
+    bpos, common = ffi.new("size_t *", opened), ffi.new("uint64_t *")
+    merging = True
+    while True:
+        dbuf = ffi.from_buffer("uint8_t[]", data)
+        if merging:
+            rc = lib.ss_setcode_common(ra, abuf, len(a), apos, rb, dbuf, len(data), bpos,
+                                       common)
+        else:
+            rc = lib.ss_setcode_skip(rb, dbuf, len(data), bpos)
+        if rc == 0 and merging:  # a set is read: the rest of b only checked
+            merging = False
+            continue
+        if rc == 0:
+            break
+        if rc < 0 or (merging and rc == 1):  # (a is whole: never short of bytes)
+            return None
+        part = next(parts, None)
+        if part is None:
+            return None  # b's code ends inside a value: truncated
+        data = data[bpos[0] :] + bytes(part)
+        bpos[0] = 0
+    left = len(data) - bpos[0] + sum(len(p) for p in parts)
+    if lib.ss_setcode_done(rb, left) != lib.SS_OK:
+        return None
+    c = int(common[0])
+    return c / (na + nb - c) if na + nb else 1.0
