@@ -1,6 +1,7 @@
 """The package's layers: no module imports a layer above its own, and no import cycles.
 
-Layers, lowest first: the base (``exceptions``, ``_validate``, ``_files``, ``_distinct``), ``native``,
+Layers, lowest first: the base (``exceptions``, ``_validate``, ``_files``, ``_distinct``,
+``_mapped``), ``native``,
 ``text``, ``search``, ``store``, then ``corpus``, ``spark``, ``crawl`` (on the base alone:
 it is handed a store) and ``scrapy`` (on ``crawl``), then ``hf`` and ``datatrove`` (on
 ``corpus``), then ``cli``. Nothing imports
@@ -21,7 +22,7 @@ PKG = Path(__file__).resolve().parent.parent / "simstore"
 
 # What each layer may import from the package (besides itself).
 BASE = {"simstore.exceptions", "simstore._validate", "simstore._files", "simstore._version",
-        "simstore._distinct"}
+        "simstore._distinct", "simstore._mapped"}
 ALLOWED = {
     "base": set(),
     "native": {"base"},

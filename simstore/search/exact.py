@@ -66,16 +66,26 @@ def as_sets(texts: Any, sigs: Signatures) -> ShingleSets:
     return sets
 
 
+_DIGEST_STEP = 1 << 16  # hashes mixed at a time by set_digests
+
+
 def set_digests(sets: ShingleSets) -> np.ndarray:
-    """A 64-bit digest (uint64) of each set: equal sets, equal digests (order-free sum)."""
-    sizes = sets.sizes
+    """A 64-bit digest (uint64) of each set: equal sets, equal digests (order-free sum),
+    summed :data:`_DIGEST_STEP` hashes at a time (a long text's set is not copied)."""
+    sizes, offsets = sets.sizes, sets.offsets
     with np.errstate(over="ignore"):
-        mixed = sets.hashes * _MIX
-        mixed ^= mixed >> np.uint64(31)
         digest = sizes.astype(np.uint64) * _MIX
-        nonempty = sizes > 0
-        if nonempty.any():
-            digest[nonempty] += np.add.reduceat(mixed, sets.offsets[:-1][nonempty])
+        for a in range(0, len(sets.hashes), _DIGEST_STEP):
+            b = min(len(sets.hashes), a + _DIGEST_STEP)
+            mixed = sets.hashes[a:b] * _MIX
+            mixed ^= mixed >> np.uint64(31)
+            # the sets with hashes in [a, b), and where each starts there
+            first = int(np.searchsorted(offsets, a, side="right")) - 1
+            last = int(np.searchsorted(offsets, b, side="left"))
+            which = np.arange(first, last)
+            which = which[sizes[which] > 0]
+            starts = np.maximum(offsets[which], a) - a
+            digest[which] += np.add.reduceat(mixed, starts)
     return digest
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _mapped
 from ..exceptions import InvalidConfigError, SimstoreTypeError, SimstoreValueError
 from ..native import core as _core, jaccard as _jaccard, single as _single
 from . import longtext, parallel
@@ -121,7 +122,7 @@ def shingle_sets(
             if i < len(items):
                 pieces.append(_one_set(items[i], cfg))
             start = i + 1
-        return ShingleSets.concat(pieces)
+        return _moved(pieces)
     parts: dict[int, ShingleSets] = {}
 
     def work(start: int, blob: bytes, offsets: np.ndarray) -> None:
@@ -139,6 +140,28 @@ def shingle_sets(
 
     parallel.run(items, encoder(UNICODE_IN_C), work, parallel.thread_count(threads))
     return ShingleSets.concat(parts[k] for k in sorted(parts))
+
+
+_MOVE_STEP = 1 << 16  # hashes copied at a time by _moved
+
+
+def _moved(parts: list[ShingleSets]) -> ShingleSets:
+    """ShingleSets.concat of sets made here and never read again: each part's pages are
+    handed back as they are copied (a long text's set, made in a mapping of its own, is
+    never held twice)."""
+    sizes = np.concatenate([p.sizes for p in parts])
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    out = _mapped.empty(int(offsets[-1]), np.uint64)
+    at = 0
+    for p in parts:
+        h = p.hashes
+        for a in range(0, len(h), _MOVE_STEP):
+            b = min(len(h), a + _MOVE_STEP)
+            out[at + a : at + b] = h[a:b]
+            _mapped.release(h, a, b)
+        at += len(h)
+    return ShingleSets(out, offsets)
 
 
 def _one_set(text: str, cfg: FingerprintConfig) -> ShingleSets:

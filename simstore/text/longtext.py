@@ -6,9 +6,11 @@ text, 19x of CJK. A text longer than :data:`LONG_TEXT_CHARS` is instead prepared
 hashed in blocks of about :data:`BLOCK_CHARS` characters, each block carrying the last
 ``ngram - 1`` tokens of the one before it, so every shingle is seen once; each block's
 distinct hashes are appended to one array, then sorted and cut to the distinct ones in
-place (8 bytes a distinct shingle). The set gives the same fingerprint (uniform
-weighting: the simhash of the set), signature (MinHash reads a set) and shingle set as
-the one pass; tests compare the two on texts cut at every kind of boundary.
+place (8 bytes a distinct shingle), in a mapping of its own (:mod:`simstore._mapped`:
+an exact store hands its pages back as it codes the set). The set gives the same
+fingerprint (uniform weighting: the simhash of the set), signature (MinHash reads a
+set) and shingle set as the one pass; tests compare the two on texts cut at every kind
+of boundary.
 
 A block ends before an ASCII white-space character or a Han character: there NFKC,
 lower-casing (Greek final sigma included) and the tokenizer read the two sides
@@ -22,11 +24,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import _mapped
 from ..native import core as _core
 
 LONG_TEXT_CHARS = 1 << 21
 """Texts longer than this (characters) are hashed in blocks (docs/format.md, record costs)."""
-BLOCK_CHARS = 1 << 16
+BLOCK_CHARS = 1 << 14
 """About the characters of one block: bounds the one-pass scratch to a few MB."""
 _MERGE_CHUNK = 1 << 16  # hashes compacted at a time once the blocks' are sorted together
 
@@ -70,8 +73,8 @@ def shingle_set(text: str, ngram: int, seed: int, prepare: Callable[[str], bytes
     block = BLOCK_CHARS if block is None else block
     # each block's distinct hashes, one after another: room for a token a character
     # (pages are touched only as they are written; a text whose NFKC form has more
-    # tokens than characters grows it)
-    out, at = np.empty(len(text) + 1, dtype=np.uint64), 0
+    # tokens than characters grows it), in a mapping of its own (simstore._mapped)
+    out, at = _mapped.empty(len(text) + 1, np.uint64), 0
     carry, pos, size = b"", 0, len(text)
     while pos < size:
         cut = _CUT.search(text, min(pos + block, size))
@@ -84,18 +87,20 @@ def shingle_set(text: str, ngram: int, seed: int, prepare: Callable[[str], bytes
         hashes = np.unique(_core.features(data, np.array([0, len(data)], dtype=np.int64),
                                           ngram, seed)[0])
         if at + len(hashes) > len(out):
-            out.resize(max(2 * len(out), at + len(hashes)), refcheck=False)
+            grown = _mapped.empty(max(2 * len(out), at + len(hashes)), np.uint64)
+            grown[:at] = out[:at]
+            out = grown
         out[at : at + len(hashes)] = hashes
         at += len(hashes)
         carry = _tail(data, ngram - 1) + b" " if ngram > 1 else b""
     if not at:
         return None
-    out.resize(at, refcheck=False)
-    return _distinct(out)
+    return _distinct(out[:at])
 
 
 def _distinct(out: np.ndarray) -> np.ndarray:
-    """out sorted and cut to its distinct values, in place."""
+    """out sorted and cut to its distinct values, in place (the pages past them handed
+    back)."""
     out.sort()
     kept, last = 0, None
     for a in range(0, len(out), _MERGE_CHUNK):
@@ -107,5 +112,5 @@ def _distinct(out: np.ndarray) -> np.ndarray:
         new = chunk[keep]  # a copy: written back over hashes already read
         out[kept : kept + len(new)] = new
         kept += len(new)
-    out.resize(kept, refcheck=False)
-    return out
+    _mapped.release(out, kept, len(out))
+    return out[:kept]
