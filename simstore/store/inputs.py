@@ -24,6 +24,7 @@ from ..text.fingerprinting import FingerprintConfig
 from ..text.jaccard import ShingleSets, signatures_and_sets
 from ..text.minhash import Signature, Signatures
 from . import format as F, shingles as _shingles
+from .longsets import LONG_SET, LongSet, coded
 from .schema import Handles
 from .writes import Extra, extra_of
 
@@ -64,11 +65,13 @@ def _not_a_text(h: Handles, name: str, value: Any, many: bool) -> SimstoreTypeEr
 
 
 def exact_item(h: Handles, value: Any, name: str = "fp", *, encode: bool = True
-               ) -> tuple[int, Extra, ShingleSets]:
+               ) -> tuple[int, Extra, ShingleSets | LongSet]:
     """(fingerprint, similarity part with the set's code, the one set) of a text, or of a
     (Signature, ShingleSets) pair, given to an exact store (a query, ``encode=False``,
-    gets an empty code: it writes no set)."""
-    if isinstance(value, str):
+    gets an empty code: it writes no set). A long set comes as its code (a LongSet; a
+    text's own set is handed back as it is coded)."""
+    own = isinstance(value, str)
+    if own:
         sigs, sets = signatures_and_sets([value], h.config)
         sig = sigs[0]
     elif (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], Signature)
@@ -85,6 +88,9 @@ def exact_item(h: Handles, value: Any, name: str = "fp", *, encode: bool = True
     if not len(sets.hashes):
         raise SimstoreValueError(f"{name!r}: a shingle set must hold at least one hash")
     sketch, keys = extra_of(sig.sketch, sig.bands)
+    if len(sets.hashes) > LONG_SET:
+        long = coded(sets, own)
+        return sig.fingerprint, (sketch, keys, long.code if encode else b""), long
     code = _shingles.encode(sets)[0] if encode else b""
     return sig.fingerprint, (sketch, keys, code), sets
 
@@ -194,6 +200,13 @@ def many(h: Handles, doc_ids: Any, values: Any) -> Many:
         bands = None if bands is None else bands[keep]
         sets = None if sets is None else sets.take(keep)
     return Many(ids, arr, sketches, bands, sets)
+
+
+def set_bytes(extra: Extra) -> int:
+    """A generous estimate of the bytes one doc's set code adds to an exact store (its
+    pieces and their pages), so that the map grows ahead of a long one (a write retried
+    after the map filled would make its pages twice)."""
+    return 2 * len(extra[2]) if extra is not None and len(extra) == 3 else 0
 
 
 def bytes_needed(h: Handles, batch: Many) -> int:

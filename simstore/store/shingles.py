@@ -18,12 +18,14 @@ every committed snapshot has exactly one set per doc.
 
 :func:`similar` is the exact rule on a store: the candidates of the band
 tables (as the sketch rule has them), each decided by the exact Jaccard of
-the two sets (C), with no sketch estimate in between.
+the two sets (C), with no sketch estimate in between. A long query comes as its
+code (:mod:`.longsets`) and meets each candidate's code as its pieces are read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import lmdb
@@ -34,6 +36,7 @@ from ..native import jaccard as _sets
 from ..text.jaccard import ShingleSets
 from . import format as F
 from .check.ranges import TreeGuard
+from .longsets import LongSet
 from .reads import SimilarMatch, candidate_records
 from .runs import PUT_CHUNK, put_sorted
 from .schema import Handles
@@ -65,11 +68,18 @@ def decode(codes: list[bytes] | list[bytearray], path: str, iids: list[bytes] | 
     blob = codes[0] if len(codes) == 1 else b"".join(codes)  # one code: read in place
     hashes, offsets, bad = _sets.decode_sets(blob, off)
     if bad >= 0:
-        which = f" of doc {iids[bad].hex()}" if iids is not None else ""
-        raise CorruptStoreError(
-            f"store {path!r}: the shingle set{which} is malformed; run verify()"
-        )
+        raise _malformed(path, iids[bad] if iids is not None else None)
     return hashes, offsets
+
+
+def _malformed(path: str, iid: bytes | None) -> CorruptStoreError:
+    which = f" of doc {iid.hex()}" if iid is not None else ""
+    return CorruptStoreError(f"store {path!r}: the shingle set{which} is malformed; run verify()")
+
+
+def _missing(path: str, iid: bytes) -> CorruptStoreError:
+    return CorruptStoreError(
+        f"store {path!r}: doc {iid.hex()} has no shingle set in an exact store; run verify()")
 
 
 # --------------------------------------------------------------------------- writes
@@ -88,13 +98,18 @@ def pieces(iid: bytes, code: bytes) -> Iterator[tuple[bytes, bytes]]:
     return ((iid + i.to_bytes(2, "big"), code[i * step : (i + 1) * step]) for i in range(m))
 
 
-def put(txn: Any, h: Handles, iid: bytes, code: bytes, *, replace: bool = False) -> None:
+def put(txn: Any, h: Handles, iid: bytes, code: Any, *, replace: bool = False,
+        append: bool = False) -> None:
     """Store one doc's set code (in the doc's write transaction); ``replace`` first drops
-    the pieces it had (a new internal id has none)."""
+    the pieces it had (a new internal id has none); ``append``: iid is past every stored
+    one (a new doc's), so its pieces fill LMDB's pages whole (put in order, the pages
+    they split are left half full) and none is held twice."""
     if replace:
         delete(txn, h, iid)
+    if append:
+        _guard(h).check(txn, iid, stop=iid)  # the pages on the way to the end
     for key, piece in pieces(iid, code):
-        txn.put(key, piece, db=h.shingles)
+        txn.put(key, piece, db=h.shingles, append=append)
 
 
 def _guard(h: Handles) -> TreeGuard:
@@ -150,24 +165,42 @@ def _code(cur: Any, iid: bytes) -> bytearray | None:
     return code if n else None
 
 
-def _pieces(cur: Any, iid: bytes) -> bytearray | None:
-    """One doc's code from its pieces, looked up by key in growing batches (None if it has
-    none), in one buffer (a long text's is tens of MB: never held twice); a gap in the
-    piece numbers makes it malformed (an empty code). By key, LMDB never steps from leaf
-    to leaf, where a damaged page aborts it: a query reads no more pages than its
-    candidates' (a walk's check, per candidate, cost more than the query)."""
-    code, n, want = bytearray(), 0, 8
+class _Gap(Exception):
+    """A doc's piece numbers skip one: its code is malformed."""
+
+
+def _batches(cur: Any, iid: bytes) -> Iterator[list[bytes]]:
+    """One doc's pieces, looked up by key in growing batches (none if it has none); _Gap
+    at a gap in the piece numbers. By key, LMDB never steps from leaf to leaf, where a
+    damaged page aborts it: a query reads no more pages than its candidates' (a walk's
+    check, per candidate, cost more than the query)."""
+    n, want = 0, 8
     while n < MAX_PIECES:
         got = cur.getmulti([iid + i.to_bytes(2, "big")
                             for i in range(n, min(n + want, MAX_PIECES))])
-        for key, piece in got:
+        for key, _ in got:
             if int.from_bytes(key[8:], "big") != n:
-                return bytearray()
-            code += piece
+                raise _Gap
             n += 1
+        if got:
+            yield [piece for _, piece in got]
         if len(got) < want:
             break
         want = min(4 * want, 1 << 12)
+
+
+def _pieces(cur: Any, iid: bytes) -> bytearray | None:
+    """One doc's code from its pieces (:func:`_batches`; None if it has none), in one
+    buffer (a long text's is tens of MB: never held twice); a gap in the piece numbers
+    makes it malformed (an empty code)."""
+    code, n = bytearray(), 0
+    try:
+        for batch in _batches(cur, iid):
+            for piece in batch:
+                code += piece
+                n += 1
+    except _Gap:
+        return bytearray()
     return code if n else None
 
 
@@ -186,34 +219,67 @@ def _read(txn: Any, h: Handles, iids: list[bytes]) -> tuple[np.ndarray, np.ndarr
             _guard(h).explain(iid, _past(iid))
             raise
         if code is None:
-            raise CorruptStoreError(
-                f"store {h.path!r}: doc {iid.hex()} has no shingle set in an exact store; "
-                "run verify()"
-            )
+            raise _missing(h.path, iid)
         codes.append(code)
     return decode(codes, h.path, iids)
 
 
+def _jaccards_read(txn: Any, h: Handles, iids: list[bytes], query: LongSet,
+                   threshold: float) -> np.ndarray:
+    """jaccard_pairs' values of a long set with stored docs' sets, each code read a batch
+    of pieces at a time and compared as it comes (:mod:`.longsets`), the map's pages let
+    go after each batch."""
+    cur = txn.cursor(h.shingles)
+    out = np.empty(len(iids), dtype=np.float64)
+    for i, iid in enumerate(iids):
+        try:
+            batches = _batches(cur, iid)
+            first = next(batches, None)
+            if first is None:
+                raise _missing(h.path, iid)
+            got = _sets.jaccard_of_codes(query.code, _joined(h, itertools.chain([first], batches)),
+                                         threshold)
+        except lmdb.Error:
+            _guard(h).explain(iid, _past(iid))
+            raise
+        except _Gap:
+            got = None
+        if got is None:
+            raise _malformed(h.path, iid)
+        out[i] = got
+    return out
+
+
+def _joined(h: Handles, batches: Iterable[list[bytes]]) -> Iterator[bytes]:
+    """Each batch of pieces as one buffer, the map's pages read let go after each."""
+    for batch in batches:
+        yield b"".join(batch)
+        h.tables.release()
+
+
 def similar(
-    h: Handles, txn: Any, fp: int, query: ShingleSets, bands: np.ndarray, threshold: float,
-    since: int | None = None,
+    h: Handles, txn: Any, fp: int, query: ShingleSets | LongSet, bands: np.ndarray,
+    threshold: float, since: int | None = None,
 ) -> list[SimilarMatch]:
     """Stored docs sharing a band key with the query (its nbands keys) whose exact
     Jaccard >= threshold (stored since ``since``, ms, when given).
 
-    query: the query's one set. Best first (Jaccard descending, then insertion order);
-    each match's ``jaccard`` is the exact value.
+    query: the query's one set (a long one as its code). Best first (Jaccard descending,
+    then insertion order); each match's ``jaccard`` is the exact value.
     """
     recs, iids = candidate_records(h, txn, bands, since)
     if not iids:
         return []
     live = [F.iid_bytes(i) for i in iids]
-    hashes, offsets = _read(txn, h, live)
-    # one C call; its inputs are sound by construction (the checks of exact_jaccard cost
-    # as much as the merges)
-    jac = _sets.jaccard_pairs(query.hashes, query.offsets, hashes, offsets,
-                              np.zeros(len(live), dtype=np.int64),
-                              np.arange(len(live), dtype=np.int64), threshold)
+    if isinstance(query, LongSet):
+        jac = _jaccards_read(txn, h, live, query, threshold)
+    else:
+        hashes, offsets = _read(txn, h, live)
+        # one C call; its inputs are sound by construction (the checks of exact_jaccard
+        # cost as much as the merges)
+        jac = _sets.jaccard_pairs(query.hashes, query.offsets, hashes, offsets,
+                                  np.zeros(len(live), dtype=np.int64),
+                                  np.arange(len(live), dtype=np.int64), threshold)
     out = []
     match = h.codec.match
     for i in np.flatnonzero(jac >= threshold).tolist():

@@ -250,7 +250,7 @@ class SimStore:
         enc = F.encode_id(doc_id)
         when = F.at_ms(at)
         q, extra = _inputs.item(self._h, fp)
-        self._write(_writes.add, enc, q, extra, when)
+        self._write(_writes.add, enc, q, extra, when, need=_inputs.set_bytes(extra))
 
     def touch(self, doc_id: DocId, *, at: float | None = None) -> bool:
         """Give a stored doc a new time of storage (default: now), its content unchanged:
@@ -354,8 +354,8 @@ class SimStore:
             else:
                 sketch, bands = None, _writes.keys_array(extra[1])
             return self._write(  # type: ignore[no-any-return]
-                self._op_add_if_similar, enc, q, extra, sketch, bands, t, query, when, after
-            )
+                self._op_add_if_similar, enc, q, extra, sketch, bands, t, query, when, after,
+                need=_inputs.set_bytes(extra))
         if threshold is not None:
             raise InvalidConfigError(
                 "'threshold' needs a similarity store, a Signature and no k; give k for a "

@@ -21,8 +21,13 @@ from .schema import Handles
 
 # A doc's similarity part: (sketch bytes, band keys: 4 bytes each, big-endian, band by
 # band), None in Hamming stores; in an exact store (sketch bytes, band keys, the code of its
-# shingle set). The bytes are the docs record's.
-Extra = tuple[bytes, bytes] | tuple[bytes, bytes, bytes] | None
+# shingle set: a long set's as a uint8 array). The bytes are the docs record's.
+Extra = tuple[bytes, bytes] | tuple[bytes, bytes, bytes | np.ndarray] | None
+
+# A new doc's set code longer than this (bytes) is appended: its pieces fill LMDB's pages
+# (put in order by key, they leave them half full: a long text's code then takes 4x its
+# size in dirty pages); a shorter one is put by key (the pages' check costs it more).
+APPEND_CODE = 64 << 10
 
 
 def extra_of(sketch: np.ndarray, bands: np.ndarray) -> tuple[bytes, bytes]:
@@ -97,7 +102,7 @@ def add(txn: Any, h: Handles, enc: bytes, fp: int, extra: Extra, at: int | None 
     iid = F.iid_bytes(next_iid(txn, h))
     txn.put(iid, new, db=h.docs)
     if code is not None:
-        _shingles.put(txn, h, iid, code)
+        _shingles.put(txn, h, iid, code, append=len(code) > APPEND_CODE)
     h.tables.index(txn, iid, fp, keys, F.id_hash(enc))
 
 

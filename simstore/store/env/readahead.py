@@ -37,7 +37,8 @@ HUGE_PAGE = 2 << 20
 # caches: no growth is prepared (and a small store's file keeps its size)
 HUGE_GROWTH_FROM = 32 << 20
 HUGE_ROOM_MAX = 64 << 20  # the most a writer prepares past the pages in use
-_POPULATE_CHUNK = 64 << 20  # read in through a mapping of at most this many bytes at once
+_POPULATE_CHUNK = 8 << 20  # read in through a mapping of at most this many bytes at once
+# (whose pages count in the process's resident set until it is closed)
 _MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # Linux 5.14
 
 
