@@ -158,8 +158,7 @@ class Stream:
             for chunk in chunks:
                 keys = self.key_of(chunk)
                 fresh, fresh_keys, status, records = self._split(chunk, keys, pending_keys)
-                texts = [chunk.texts[i] for i in fresh]
-                fut = pool.submit(_items, self.store, texts)
+                fut = pool.submit(_items, self.store, [chunk.texts[i] for i in fresh])
                 if pending is not None:
                     yield from self._committed(pending, write)
                 pending = _Pending(Decided(chunk, keys, status, records=records), fresh, fut)
@@ -174,6 +173,9 @@ class Stream:
         """Commit a chunk and yield its decisions; a Ctrl-C meanwhile is raised after the
         caller has counted them, so the outputs, the store and the count agree."""
         items = pending.items.result()  # waiting for the signatures: Ctrl-C acts at once
+        if pending.dec.chunk.kind != "text":
+            # hashed: the rows as read are written out, never the texts (a long one goes now)
+            pending.dec.chunk.texts.clear()
         with _SigintHold() as hold:
             self._commit(pending.dec, pending.fresh, items, write)
         yield pending.dec

@@ -179,7 +179,7 @@ class ParquetOut:
             stats = [n for n in self._schema.names if n != self.text_column]
             self._writer = pa.parquet.ParquetWriter(
                 self.sink, self._schema, write_batch_size=WRITE_BATCH_ROWS,
-                write_statistics=stats)
+                write_statistics=stats, use_dictionary=stats)
         elif not batch.schema.equals(self._schema):
             try:
                 table = pa.Table.from_batches([batch]).cast(self._schema)

@@ -21,7 +21,15 @@ from ..store.format import DocId
 from .compressed import GzipReadAhead
 from .parquet import parquet_chunks
 from .progress import Progress
-from .records import BadRecord, Chunk, OnBad, check_doc_id, keep_value, load_json
+from .records import (
+    BadRecord,
+    Chunk,
+    OnBad,
+    SpilledLine,
+    check_doc_id,
+    keep_value,
+    load_json,
+)
 from .sources import (
     COMPRESSED,
     DECOMPRESS_ERRORS,
@@ -41,12 +49,16 @@ __all__ = ["BadInputError", "Chunk", "Inputs", "OnBad", "ReadOptions", "Source",
            "check_doc_id", "iter_chunks", "raise_bad"]
 
 
-def parse_line(line: bytes | bytearray, opts: ReadOptions) -> tuple[DocId, str, float]:
-    """(id, text, keep value) of one JSON line, else BadRecord."""
+def decode_line(line: bytes | bytearray, opts: ReadOptions) -> str:
+    """One JSON line as text, else BadRecord."""
     try:
-        s = line.decode("utf-8", opts.encoding_errors)
+        return line.decode("utf-8", opts.encoding_errors)
     except UnicodeDecodeError as exc:
         raise BadRecord(f"not valid UTF-8 at byte {exc.start + 1} of the line") from None
+
+
+def parse_line(s: str, opts: ReadOptions) -> tuple[DocId, str, float]:
+    """(id, text, keep value) of one JSON line (decoded), else BadRecord."""
     obj = load_json(s)
     if not isinstance(obj, dict):
         raise BadRecord(f"a line must be a JSON object (got {type(obj).__name__})")
@@ -138,20 +150,32 @@ def _jsonl_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Chu
             if line is None:
                 on_bad(f"{src.name}:{lineno}", too_large(opts.max_record_bytes))
                 continue
-            if not line.strip():
+            if not line or line.isspace():  # (strip() would copy the line)
                 continue
+            # the line goes before its text is parsed out (a long one: to a file, when
+            # kept), so a record is held once as bytes and once as text at most
+            nbytes = len(line)
             try:
-                doc_id, text, value = parse_line(line, opts)
+                decoded = decode_line(line, opts)
             except BadRecord as exc:
                 on_bad(f"{src.name}:{lineno}", str(exc))
                 continue
+            row = _kept(line) if keep_raw else None
+            del line
+            try:
+                doc_id, text, value = parse_line(decoded, opts)
+            except BadRecord as exc:
+                on_bad(f"{src.name}:{lineno}", str(exc))
+                continue
+            finally:
+                del decoded
             chunk.ids.append(doc_id)
             chunk.texts.append(text)
             chunk.where.append(lineno)
             chunk.values.append(value)
-            if keep_raw:
-                chunk.raw.append(line if line.endswith(b"\n") else line + b"\n")
-            size += len(line)
+            if row is not None:
+                chunk.raw.append(row)
+            size += nbytes
             if len(chunk.ids) >= opts.chunk_docs or size >= opts.chunk_bytes:
                 now = raw.tell()
                 chunk.nbytes, pos = now - pos, now
@@ -163,6 +187,14 @@ def _jsonl_chunks(src: Source, opts: ReadOptions, on_bad: OnBad) -> Iterator[Chu
         raw.close()
     chunk.nbytes = end - pos
     yield chunk
+
+
+def _kept(line: bytes | bytearray) -> bytes | bytearray | SpilledLine:
+    """A line as kept to be written out (with its newline): a line longer than a piece
+    in a temporary file (:class:`SpilledLine`)."""
+    if len(line) > _PIECE:
+        return SpilledLine(line)
+    return line if line.endswith(b"\n") else line + b"\n"
 
 
 def bounded_lines(stream: IO[bytes], limit: int) -> Iterator[bytes | bytearray | None]:

@@ -4,15 +4,36 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..exceptions import SimstoreError
 from ..store.format import DocId, encode_id
 
 if TYPE_CHECKING:
     from .sources import Source
+
+
+class SpilledLine:
+    """A long JSON line kept to be written out, in an unnamed temporary file (TMPDIR) till
+    then: a line of tens of MB is not held beside its text and the text's shingles."""
+
+    def __init__(self, line: bytes | bytearray) -> None:
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - closed with this object
+        self._file.write(line)
+        if not line.endswith(b"\n"):
+            self._file.write(b"\n")
+
+    def write_to(self, out: IO[bytes]) -> None:
+        """Copy the line (with its newline) to out, a MiB at a time."""
+        self._file.seek(0)
+        shutil.copyfileobj(self._file, out, 1 << 20)
+
+    def __del__(self) -> None:
+        self._file.close()
 
 
 class BadRecord(Exception):
@@ -29,7 +50,7 @@ class Chunk:
     texts: list[str] = field(default_factory=list)
     where: list[Any] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
-    raw: list[bytes | bytearray] = field(default_factory=list)
+    raw: list[bytes | bytearray | SpilledLine] = field(default_factory=list)
     batch: Any = None  # pyarrow RecordBatch the chunk's rows were read as (Parquet, with_rows)
     rows: list[int] | None = None  # batch row of each document when bad rows were left out
     group_rows: int = 0  # rows per row group of the Parquet input (its largest group)

@@ -23,6 +23,7 @@ from ..exceptions import SimstoreValueError
 from .compressed import GzipWriter, WriteBehind
 from .parquet import ROW_GROUP_BYTES, ParquetOut
 from .readers import Chunk
+from .records import SpilledLine
 from .sources import JSONL_SUFFIXES, PARQUET_SUFFIXES, ReadOptions, Source, _suffixes
 
 # Level 1 (gzip -1): on JSON lines of real text zlib makes 59 MB/s for a 0.32 ratio, where
@@ -98,7 +99,7 @@ class KeptWriter:
             return
         assert self._fh is not None
         if chunk.kind == "jsonl":
-            self._fh.write(b"".join(chunk.raw[i] for i in keep))
+            _write_lines(self._fh, [chunk.raw[i] for i in keep])
         elif chunk.kind == "parquet":
             rows = [r for run in chunk.batch_runs(keep) for r in run.to_pylist()]
             self._fh.write(b"".join(_json_line(r) for r in rows))
@@ -112,6 +113,19 @@ class KeptWriter:
         if self._fh is not None and self._fh is not self.out.file:
             closers.append(self._fh)
         _finish(self.out, closers, commit)
+
+
+def _write_lines(fh: IO[bytes], lines: list[bytes | bytearray | SpilledLine]) -> None:
+    """Lines kept as read, in order: those in memory joined in runs, a spilled one copied."""
+    run: list[bytes | bytearray] = []
+    for line in lines:
+        if isinstance(line, SpilledLine):
+            fh.write(b"".join(run))
+            run = []
+            line.write_to(fh)
+        else:
+            run.append(line)
+    fh.write(b"".join(run))
 
 
 def _finish(out: TempFile, closers: list[Any], commit: bool) -> None:
