@@ -171,6 +171,8 @@ def measure(path: str, script: str, nbytes: int, workdir: Path) -> float:
     _warm(path, workdir)
     call = _call(path, script, nbytes, workdir)
     _trim()
+    # the peak reset to now: VmHWM, not ru_maxrss, which also keeps the peak of the image
+    # exec replaced (the parent's, when it was started by vfork)
     reset_peak_rss()
     before = current_rss()
     call()
