@@ -28,9 +28,9 @@ from .. import _mapped
 from ..native import core as _core
 
 LONG_TEXT_CHARS = 1 << 21
-"""Texts longer than this (characters) are hashed in blocks (docs/format.md, record costs)."""
+"""Texts longer than this (characters) are hashed in blocks (docs/errors.md, record costs)."""
 BLOCK_CHARS = 1 << 14
-"""About the characters of one block: bounds the one-pass scratch to a few MB."""
+"""About the characters of one block: bounds the one-pass scratch to about a MB."""
 _MERGE_CHUNK = 1 << 16  # hashes compacted at a time once the blocks' are sorted together
 
 # Where a block may end: before ASCII white space, or before a Han character (a
