@@ -10,7 +10,9 @@ apart by a first byte, so a frontier takes 6 named databases:
   ``D`` ‖ deadline ms ‖ queue key -> empty (the leases by deadline).
 - ``crawl.N.hosts``: ``H`` ‖ host id -> :class:`Host`; ``R`` ‖ 2^63-1-priority ‖ seq ‖
   host id -> empty (hosts that may be fetched now, by their first request); ``W`` ‖ ms ‖
-  host id -> empty (hosts with queued work that may be fetched from ms on).
+  host id -> empty (hosts with queued work that may be fetched from ms on); ``O`` ‖ host
+  id ‖ owner -> u32 (the owner's requests of the host in flight: taken, download not
+  over); ``A`` ‖ owner -> u64 ms (the owner's last take of work: the processes taking).
 - ``crawl.N.urls``: ``U`` ‖ fingerprint -> :class:`Url`; ``T`` ‖ due ms ‖ fingerprint ->
   empty (revisits by due time).
 - ``crawl.N.seen``: fingerprint -> ms seen (as in format 1).
@@ -48,6 +50,16 @@ def host_of_url(url: object) -> str:
         return (urlsplit(url).hostname or "").lower()
     except ValueError:
         return ""
+
+
+def held_key(hid: bytes, owner: bytes) -> bytes:
+    """The key of owner's count of requests of host hid in flight."""
+    return b"O" + hid + owner
+
+
+def taker_key(owner: bytes) -> bytes:
+    """The key of owner's last take (ms)."""
+    return b"A" + owner
 
 
 def prio_bytes(priority: int) -> bytes:

@@ -46,7 +46,11 @@ class Politeness:
     ``margin``: seconds added to a delay > 0, since a request leaves its process a few
     milliseconds after the take that timed it (so the gaps a host sees stay >= its delay);
     ``prefetch``: requests a host may have taken beyond ``concurrency`` (they wait in a
-    crawler's own download slot, so a finished download is followed at once).
+    crawler's own download slot, so a finished download is followed at once);
+    ``solo_prefetch``: the same while one process alone takes from the frontier (its own
+    download slot holds the concurrency). With several processes taking, each may hold
+    its share of a host, ``concurrency + prefetch`` split evenly (rounded up), so none
+    keeps a host the others wait for.
     """
 
     delay: float = 0.0
@@ -56,6 +60,7 @@ class Politeness:
     robots: bool = False
     margin: float = DEFAULT_MARGIN
     prefetch: int = 0
+    solo_prefetch: int = 0
 
     def __post_init__(self) -> None:
         _seconds(self.delay, "delay")
@@ -65,9 +70,21 @@ class Politeness:
         c = self.concurrency
         if not isinstance(c, int) or isinstance(c, bool) or not 1 <= c <= 2**31 - 1:
             raise SimstoreValueError(f"'concurrency' must be an int >= 1 (got {c!r})")
-        f = self.prefetch
-        if not isinstance(f, int) or isinstance(f, bool) or not 0 <= f <= 2**31 - 1:
-            raise SimstoreValueError(f"'prefetch' must be an int >= 0 (got {f!r})")
+        for name in ("prefetch", "solo_prefetch"):
+            f = getattr(self, name)
+            if not isinstance(f, int) or isinstance(f, bool) or not 0 <= f <= 2**31 - 1:
+                raise SimstoreValueError(f"{name!r} must be an int >= 0 (got {f!r})")
+
+    @property
+    def host_limit(self) -> int:
+        """The requests a host may have taken (in flight) at most, all processes together."""
+        return self.concurrency + max(self.prefetch, self.solo_prefetch)
+
+    def share(self, takers: int) -> int:
+        """What one of ``takers`` processes taking now may hold of one host."""
+        if takers <= 1:
+            return self.host_limit
+        return -(-(self.concurrency + self.prefetch) // takers)
 
     def cap(self, seconds: float) -> tuple[float, bool]:
         """(seconds within 0 .. max_delay, whether it had to be changed)."""

@@ -7,6 +7,7 @@ expired); each operation keeps the invariants the frontier's docstring lists.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,15 +24,21 @@ from .records import (
     Host,
     Lease,
     Url,
+    held_key,
     host_id,
     key_host,
     ms,
     queue_key,
+    taker_key,
 )
 from .rules import GONE_STATUSES, THROTTLE_STATUSES, THROTTLED_DELAY
 
 RECLAIM_MAX = 256  # expired leases a transaction moves back, at most (oldest first)
 PROMOTE_MAX = 1024  # waiting hosts a transaction lists as ready, at most
+TAKER_MS = 5000  # a process that took work this recently is one of those taking now
+FORGET_MS = 600_000  # a process silent this long is forgotten (its record dropped)
+SKIP_MAX = 64  # hosts a take passes over (this process holds its share of each), at most
+_U32 = struct.Struct(">I")
 
 
 class Txn:
@@ -85,6 +92,41 @@ class Txn:
         key = bytes(cur.key())
         return key if key[:8] == hid and len(key) == 24 else None
 
+    def held(self, hid: bytes, owner: bytes) -> int:
+        """Owner's requests of host hid in flight."""
+        raw = self.txn.get(held_key(hid, owner), db=self.hosts)
+        return 0 if raw is None else _U32.unpack(bytes(raw))[0]
+
+    def hold(self, hid: bytes, owner: bytes, step: int) -> None:
+        """Count one request of host hid more (step 1) or fewer (-1) in owner's flight."""
+        n = max(self.held(hid, owner) + step, 0)
+        if n:
+            self.txn.put(held_key(hid, owner), _U32.pack(min(n, 2**32 - 1)), db=self.hosts)
+        else:
+            self.txn.delete(held_key(hid, owner), db=self.hosts)
+
+    def takers(self, owner: bytes) -> int:
+        """Note owner's take; how many processes take now (owner among them): those
+        that took within TAKER_MS. Records silent for FORGET_MS are dropped."""
+        self.txn.put(taker_key(owner), ms(self.now), db=self.hosts)
+        n = 0
+        cur = self.txn.cursor(db=self.hosts)
+        if not cur.set_range(b"A"):
+            return 1
+        while True:
+            key = bytes(cur.key())
+            if key[:1] != b"A":
+                break
+            last = U64.unpack(bytes(cur.value()))[0]
+            if last + FORGET_MS < self.now:
+                if not cur.delete():
+                    break
+                continue
+            n += last + TAKER_MS >= self.now
+            if not cur.next():
+                break
+        return max(n, 1)
+
     def delay_ms(self, h: Host) -> int:
         """The spacing of host h's requests: its delay, plus the margin when it has one."""
         d = max(int(self.policy.delay * 1000), h.delay_ms)
@@ -97,7 +139,7 @@ class Txn:
             h.where, h.slot = NOWHERE, b""
         if h.queued <= 0 or h.flags & PAUSED:
             return
-        conc = self.policy.concurrency + self.policy.prefetch
+        conc = self.policy.host_limit
         if (self.policy.robots and not h.flags & DELAY_KNOWN) or h.flags & THROTTLED:
             conc = 1
         if h.inflight >= conc:
@@ -159,13 +201,42 @@ class Txn:
         self.promote(PROMOTE_MAX)
         popped: list[Popped] = []
         paused = self.txn.get(self.f._paused_key, db=self.meta) is not None
+        share = self.policy.share(self.takers(owner)) if n else self.policy.host_limit
         cur = self.txn.cursor(db=self.hosts)
+        start, skips = b"R", [SKIP_MAX]
         while len(popped) < n and not paused:
-            if not cur.set_range(b"R"):
+            found = self.askable(cur, start, owner, share, skips)
+            if found is None:
                 break
+            rkey, hid, h, key = found
+            start = rkey  # the hosts before it: each at this owner's share
+            payload = bytes(self.txn.pop(key, db=self.queue))
+            deadline = self.now + lease_ms
+            self.txn.put(b"L" + key, Lease(deadline, self.now, owner, payload).pack(),
+                         db=self.leases)
+            self.txn.put(b"D" + ms(deadline) + key, b"", db=self.leases)
+            h.queued = max(h.queued - 1, 0)
+            h.inflight += 1
+            h.next_ms = self.now + self.delay_ms(h)
+            self.settle(hid, h)
+            self.hold(hid, owner, 1)  # listed again, if at all, after rkey: its next request
+            popped.append(Popped(key, payload, h.name))
+        more = not paused and self.askable(cur, start, owner, share, skips) is not None
+        wake = self.first_wait() if len(popped) < n or not more else None
+        return Taken(popped, pushed, wake, reclaimed, more)
+
+    def askable(self, cur: Any, start: bytes, owner: bytes, share: int, skips: list[int]
+                ) -> tuple[bytes, bytes, Host, bytes] | None:
+        """The first host listed ready from ``start`` on that owner may take from (it holds
+        less than ``share`` of it): (its R key, id, record, first queue key), or None.
+        Index entries out of step are mended on the way; at most ``skips[0]`` hosts at
+        owner's share are passed over (the count is spent)."""
+        while True:
+            if not cur.set_range(start):
+                return None
             rkey = bytes(cur.key())
             if rkey[:1] != b"R":
-                break
+                return None
             hid = rkey[17:25]
             h = self.load_host(hid)
             key = self.head(hid)
@@ -176,19 +247,12 @@ class Txn:
                     h.queued = 0 if key is None else h.queued
                 self.settle(hid, h)
                 continue
-            payload = bytes(self.txn.pop(key, db=self.queue))
-            deadline = self.now + lease_ms
-            self.txn.put(b"L" + key, Lease(deadline, self.now, owner, payload).pack(),
-                         db=self.leases)
-            self.txn.put(b"D" + ms(deadline) + key, b"", db=self.leases)
-            h.queued = max(h.queued - 1, 0)
-            h.inflight += 1
-            h.next_ms = self.now + self.delay_ms(h)
-            self.settle(hid, h)
-            popped.append(Popped(key, payload, h.name))
-        more = not paused and cur.set_range(b"R") and bytes(cur.key())[:1] == b"R"
-        wake = self.first_wait() if len(popped) < n or not more else None
-        return Taken(popped, pushed, wake, reclaimed, bool(more))
+            if share >= self.policy.host_limit or self.held(hid, owner) < share:
+                return rkey, hid, h, key
+            if skips[0] <= 0:
+                return None
+            skips[0] -= 1
+            start = rkey + b"\x00"
 
     def first_wait(self) -> float | None:
         cur = self.txn.cursor(db=self.hosts)
@@ -233,6 +297,7 @@ class Txn:
         h = self.load_host(hid)
         if not lease.downloaded:
             h.inflight = max(h.inflight - 1, 0)
+            self.hold(hid, lease.owner, -1)
         if back:
             h.queued += 1
         return hid, h
@@ -345,6 +410,7 @@ class Txn:
                 h = self.load_host(hid)
                 h.inflight = max(h.inflight - 1, 0)
                 self.settle(hid, h)
+                self.hold(hid, owner, -1)
                 n += 1
         return n
 

@@ -143,7 +143,8 @@ def frontier_name(settings: Any) -> str:
 def politeness_setting(settings: Any) -> Politeness:
     """Politeness across processes from Scrapy's own settings: DOWNLOAD_DELAY,
     CONCURRENT_REQUESTS_PER_DOMAIN (or _PER_IP when set), ROBOTSTXT_OBEY (robots.txt's
-    Crawl-delay counts), and SIMSTORE_MAX_HOST_DELAY (the cap on any wait a host asks)."""
+    Crawl-delay counts), CONCURRENT_REQUESTS (what a process crawling alone may hold of
+    one host) and SIMSTORE_MAX_HOST_DELAY (the cap on any wait a host asks)."""
     delay = number(settings, "DOWNLOAD_DELAY", float) or 0.0
     if delay < 0:
         raise SimstoreValueError(f"setting DOWNLOAD_DELAY must be >= 0 (got {delay!r})")
@@ -156,8 +157,12 @@ def politeness_setting(settings: Any) -> Politeness:
     cap = DEFAULT_MAX_DELAY if cap is None else cap
     if cap <= 0:
         raise SimstoreValueError(f"setting SIMSTORE_MAX_HOST_DELAY must be > 0 (got {cap!r})")
+    prefetch = max(1, conc // 2)
+    # one process alone may hold as much of a host as plain Scrapy keeps in its slot
+    total = number(settings, "CONCURRENT_REQUESTS", int) or 16
     return Politeness(delay=delay, concurrency=conc, max_delay=max(cap, delay),
-                      robots=flag(settings, "ROBOTSTXT_OBEY"), prefetch=max(1, conc // 2))
+                      robots=flag(settings, "ROBOTSTXT_OBEY"), prefetch=prefetch,
+                      solo_prefetch=min(max(prefetch, total - conc), 2**20))
 
 
 def revisit_setting(settings: Any) -> Revisit | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 PRIO_MAX, PRIO_MIN = 2**63 - 1, -(2**63)
 RECLAIM_MAX = 256
+TAKER_MS = 5000  # a process that took work this recently counts among those taking
 THROTTLED_DELAY_MS = 250
 THROTTLE = (429, 503)
 _U64 = struct.Struct(">Q")
@@ -89,6 +90,7 @@ class Policy:
     robots: bool = False
     margin: float = 0.02
     prefetch: int = 0
+    solo_prefetch: int = 0
 
 
 @dataclass
@@ -102,6 +104,7 @@ class Model:
     leases: dict[bytes, MLease] = field(default_factory=dict)
     seen: set[bytes] = field(default_factory=set)
     hosts: dict[str, MHost] = field(default_factory=dict)
+    takers: dict[str, int] = field(default_factory=dict)  # owner -> its last take of work
 
     # --- rules ----------------------------------------------------------------------
 
@@ -116,7 +119,29 @@ class Model:
     def concurrency(self, h: MHost) -> int:
         if (self.policy.robots and not h.known) or h.throttled:
             return 1
-        return self.policy.concurrency + self.policy.prefetch
+        return self.host_limit
+
+    @property
+    def host_limit(self) -> int:
+        return self.policy.concurrency + max(self.policy.prefetch, self.policy.solo_prefetch)
+
+    def share(self, now: int) -> int:
+        """What one process may hold of a host: all of it while it alone takes, else
+        concurrency + prefetch split evenly among those taking (rounded up)."""
+        n = sum(last + TAKER_MS >= now for last in self.takers.values())
+        if n <= 1:
+            return self.host_limit
+        return -(-(self.policy.concurrency + self.policy.prefetch) // n)
+
+    def held(self, owner: str, host: str) -> int:
+        """Owner's requests of host in flight (taken, download not over)."""
+        return sum(le.owner == owner and le.req.host.lower() == host.lower()
+                   and not le.downloaded for le in self.leases.values())
+
+    def ready_for(self, owner: str, now: int, share: int) -> list[MHost]:
+        """The ready hosts owner may take from: it holds less than its share of each."""
+        return [h for h in self.ready(now)
+                if share >= self.host_limit or self.held(owner, h.name) < share]
 
     def queued(self, name: str) -> list[MReq]:
         return sorted((r for r in self.queue.values() if r.host.lower() == name.lower()),
@@ -204,8 +229,11 @@ class Model:
         """(key, payload, host) of each request leased, the wake (when fewer than n were
         leased or no host is left that may be asked now) and whether one is left."""
         got: list[tuple[bytes, bytes, str]] = []
+        if n:
+            self.takers[owner] = now
+        share = self.share(now) if n else self.host_limit
         while len(got) < n and not self.paused:
-            heads = [(self.queued(h.name)[0], h) for h in self.ready(now)]
+            heads = [(self.queued(h.name)[0], h) for h in self.ready_for(owner, now, share)]
             if not heads:
                 break
             req, h = min(heads, key=lambda rh: rh[0].order)
@@ -215,7 +243,7 @@ class Model:
             h.inflight += 1
             h.next_ms = now + self.delay_ms(h)
             got.append((key, req.payload, h.name))
-        more = not self.paused and bool(self.ready(now))
+        more = not self.paused and bool(self.ready_for(owner, now, share))
         return got, (self.wake(now) if len(got) < n or not more else None), more
 
     def release(self, keys: list[bytes], owner: str) -> int:
@@ -281,6 +309,7 @@ class Model:
         self.queue.clear()
         self.leases.clear()
         self.seen.clear()
+        self.takers.clear()
         for h in self.hosts.values():
             h.inflight = 0
 

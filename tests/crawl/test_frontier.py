@@ -124,6 +124,43 @@ def test_clear_keeps_each_hosts_next_allowed_time(store):
     assert f.take(1, 60, "p").popped == []
 
 
+def test_processes_taking_together_share_a_host_and_one_alone_takes_it_all(store):
+    """One process alone may hold concurrency + solo_prefetch of a host; once another
+    takes too, each may hold (concurrency + prefetch) / 2 of it: the first takes nothing
+    more until it is under its share, the second gets the freed slots; when the second
+    has not taken for TAKER_MS, the first may fill the host again."""
+    clock = Clock()
+    f = Frontier(store, clock=clock,
+                 politeness=Politeness(concurrency=4, prefetch=0, solo_prefetch=4))
+    f.push_many([Push(0, b"%d" % i, None, True, "a.example") for i in range(40)])
+    first = f.take(10, 60, "p1").popped
+    assert len(first) == 8  # alone: concurrency 4 + solo_prefetch 4
+    assert f.take(10, 60, "p2").popped == []  # the host is full; p2 now takes too
+    clock.t += 0.1
+    # p1's downloads of 5 are over: it holds 3, over its share of 2, and takes none
+    got = f.take(10, 60, "p1", downloaded=[p.key for p in first[:5]])
+    assert got.popped == [] and not got.more
+    got = f.take(10, 60, "p2")
+    assert len(got.popped) == 2 and not got.more  # its share, though the host has room
+    clock.t += 6  # p2 takes no more: p1 is alone again
+    assert len(f.take(10, 60, "p1").popped) == 3  # up to 8 in flight on the host
+
+
+def test_a_process_at_its_share_of_one_host_takes_from_the_next(store):
+    """A host a process holds its share of is passed over, not waited on: the take goes
+    on to the next host with work, in the hosts' order."""
+    clock = Clock()
+    f = Frontier(store, clock=clock, politeness=Politeness(concurrency=4, prefetch=0))
+    f.push_many([Push(0, b"a%d" % i, None, True, "a.example") for i in range(6)]
+                + [Push(0, b"b%d" % i, None, True, "b.example") for i in range(6)])
+    f.take(1, 60, "p2")  # a second process taking: the share is 2 a host
+    got = f.take(8, 60, "p1")
+    # a.example still has a free slot (3 of 4 in flight), but p1 holds its share of it
+    assert [p.host for p in got.popped] == ["a.example"] * 2 + ["b.example"] * 2
+    assert not got.more
+    assert [p.host for p in f.take(8, 60, "p2").popped] == ["a.example"] + ["b.example"] * 2
+
+
 # --- odd arguments (issue 55 item 10) ---------------------------------------------------
 
 def _txnid(store) -> int:

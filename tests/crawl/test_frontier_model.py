@@ -51,17 +51,18 @@ class FrontierMachine(RuleBasedStateMachine):
 
     @initialize(delay=st.sampled_from([0.0, 0.0, 0.5, 2.0]),
                 concurrency=st.sampled_from([1, 2, 8]), robots=st.booleans(),
-                margin=st.sampled_from([0.0, 0.02]), prefetch=st.sampled_from([0, 0, 2]))
+                margin=st.sampled_from([0.0, 0.02]), prefetch=st.sampled_from([0, 0, 2]),
+                solo_prefetch=st.sampled_from([0, 0, 1, 4]))
     def open(self, delay: float, concurrency: int, robots: bool, margin: float,
-             prefetch: int) -> None:
+             prefetch: int, solo_prefetch: int) -> None:
         self.dir = tempfile.mkdtemp(prefix="frontier-model-", dir=SCRATCH)
         self.store = simstore.SimStore(self.dir + "/s", durable=False)
         self.clock = Clock(1_700_000_000.0)
         polite = Politeness(delay=delay, concurrency=concurrency, robots=robots, margin=margin,
-                            prefetch=prefetch)
+                            prefetch=prefetch, solo_prefetch=solo_prefetch)
         self.f = Frontier(self.store, clock=self.clock, politeness=polite)
         self.m = Model(Policy(delay, concurrency, robots=robots, margin=margin,
-                              prefetch=prefetch))
+                              prefetch=prefetch, solo_prefetch=solo_prefetch))
         self.keys: list[bytes] = []  # every key the frontier gave, in order
         self.starts: dict[str, tuple[int, int]] = {}  # host -> (last start, its delay)
         self.blocked: dict[str, int] = {}  # host -> blocked until (ms), across clear()
@@ -104,8 +105,13 @@ class FrontierMachine(RuleBasedStateMachine):
             h = self.m.hosts[name]
             assert h.inflight <= self.m.concurrency(h), f"host {name!r} over its concurrency"
             self.starts[name] = (now, self.m.delay_ms(h))
+        share = self.m.share(now)
+        for p in popped:
+            assert self.m.held(owner, p.host) <= share, (
+                f"{owner} holds more than its share {share} of {p.host!r}")
         if len(popped) < n and not self.m.paused:
-            assert not self.m.ready(now), "a take left a fetchable request queued"
+            assert not self.m.ready_for(owner, now, share), (
+                "a take left a request queued that this process may take")
 
     # --- rules -------------------------------------------------------------------------
 

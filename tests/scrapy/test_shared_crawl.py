@@ -108,6 +108,24 @@ def test_one_crawler_commits_once_for_several_pages(tmp_path):
     assert 0 < st["simstore/frontier/commits"] <= len(count) / 2, st
 
 
+def test_crawlers_on_one_host_at_scrapys_defaults_share_it(tmp_path):
+    """Three crawlers of a one-host site at Scrapy's default concurrency (16 a process, 8 a
+    host): the host's slots are shared, not kept by the process that frees them (each
+    takes its share of concurrency + prefetch), so each process makes >= 15 % of the
+    requests, and every page is fetched once."""
+    site = Site(articles=240, variants=False)
+    hold = threading.Event()
+    with serve(site, delay=0.01, hold=hold) as (url, srv):
+        cs = crawlers(tmp_path, url, 3, tmp_path / "store")
+        release_when_ready(hold, cs)
+        assert [c.wait() for c in cs] == [0] * 3
+        count = fetched(srv)
+        per_agent = Counter(f.agent for f in srv.log)
+    assert set(count) == site_paths(site) and max(count.values()) == 1
+    shares = {c.agent: per_agent[c.agent] / sum(per_agent.values()) for c in cs}
+    assert min(shares.values()) >= 0.15, shares
+
+
 def kill_when_busy(victim: Crawler, srv, pages: int) -> None:
     """SIGKILL the crawler once it has fetched `pages` pages (so it holds leases)."""
     deadline = time.monotonic() + TIMEOUT
