@@ -126,6 +126,16 @@ def check_done(d: Any) -> Done:
     return d
 
 
+def check_origin(origin: object, status: object = 200, body: object = b"") -> None:
+    """A robots.txt's origin (a str), its status (an HTTP status) and body (bytes)."""
+    if not isinstance(origin, str):
+        raise SimstoreTypeError(f"'origin' must be a str (got {type(origin).__name__})")
+    if not isinstance(status, int) or isinstance(status, bool) or not 0 <= status <= 999:
+        raise SimstoreValueError(f"'status' must be an HTTP status, an int 0-999 (got {status!r})")
+    if not isinstance(body, (bytes, bytearray, memoryview)):
+        raise SimstoreTypeError(f"'body' must be bytes (got {type(body).__name__})")
+
+
 def check_host(host: object, none: bool = False) -> None:
     if not isinstance(host, str) and not (none and host is None):
         raise SimstoreTypeError(f"'host' must be a str (got {type(host).__name__})")

@@ -46,6 +46,7 @@ from .calls import (
     check_fp,
     check_host,
     check_keys,
+    check_origin,
     check_owner,
     check_push,
     check_seconds,
@@ -265,11 +266,17 @@ class Frontier:
 
     # --- hosts ---------------------------------------------------------------------------
 
-    def robots_read(self, host: str, crawl_delay: float | None) -> tuple[float, bool]:
+    def robots_read(self, host: str, crawl_delay: float | None, *,
+                    origin: str | None = None, status: int = 200, body: bytes = b""
+                    ) -> tuple[float, bool]:
         """Note that host's robots.txt was just fetched and says ``crawl_delay`` seconds
         (None: none): its delay from now on, capped (``max_delay``; NaN or negative: 0).
-        (the delay applied, whether the value had to be changed)."""
+        With ``origin`` (``scheme://host[:port]``), the answer (``status``, ``body``: its
+        first ROBOTS_MAX bytes) is kept for every process (:meth:`robots_txt`), in the same
+        commit. (the delay applied, whether the value had to be changed)."""
         check_host(host)
+        if origin is not None:
+            check_origin(origin, status, body)
         changed = False
         seconds = 0.0
         if crawl_delay is not None:
@@ -277,8 +284,20 @@ class Frontier:
                 changed = True
             else:
                 seconds, changed = self.politeness.cap(float(crawl_delay))
-        self._write(lambda t: t.set_delay(host, int(seconds * 1000)))
+        def write(t: Txn) -> None:
+            t.set_delay(host, int(seconds * 1000))
+            if origin is not None:
+                t.save_robots(origin, status, bytes(body))
+
+        self._write(write)
         return seconds, changed
+
+    def robots_txt(self, origin: str, max_age: float) -> tuple[int, bytes] | None:
+        """The robots.txt of origin (``scheme://host[:port]``) a process of the crawl
+        fetched at most ``max_age`` seconds ago: (status, body), or None."""
+        check_origin(origin)
+        age = check_seconds(max_age, "max_age", MAX_LEASE)
+        return self._read(lambda t: t.robots(origin, int(age * 1000)))
 
     def throttle(self, host: str, retry_after: float | None, status: int = 429
                  ) -> tuple[float, bool]:

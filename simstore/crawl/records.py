@@ -12,7 +12,9 @@ apart by a first byte, so a frontier takes 6 named databases:
   host id -> empty (hosts that may be fetched now, by their first request); ``W`` ‖ ms ‖
   host id -> empty (hosts with queued work that may be fetched from ms on); ``O`` ‖ host
   id ‖ owner -> u32 (the owner's requests of the host in flight: taken, download not
-  over); ``A`` ‖ owner -> u64 ms (the owner's last take of work: the processes taking).
+  over); ``A`` ‖ owner -> u64 ms (the owner's last take of work: the processes taking);
+  ``B`` ‖ origin id -> u64 ms fetched ‖ u16 status ‖ body (an origin's robots.txt, read
+  by every process; the origin id as a host id, of ``scheme://host[:port]``).
 - ``crawl.N.urls``: ``U`` ‖ fingerprint -> :class:`Url`; ``T`` ‖ due ms ‖ fingerprint ->
   empty (revisits by due time).
 - ``crawl.N.seen``: fingerprint -> ms seen (as in format 1).
@@ -60,6 +62,15 @@ def held_key(hid: bytes, owner: bytes) -> bytes:
 def taker_key(owner: bytes) -> bytes:
     """The key of owner's last take (ms)."""
     return b"A" + owner
+
+
+ROBOTS = struct.Struct(">QH")  # a stored robots.txt's head: ms fetched, status
+ROBOTS_MAX = 512 * 1024  # bytes of a robots.txt kept (crawlers read no further)
+
+
+def robots_key(origin: str) -> bytes:
+    """The key of origin's stored robots.txt."""
+    return b"B" + host_id(origin)
 
 
 def prio_bytes(priority: int) -> bytes:

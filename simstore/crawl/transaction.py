@@ -18,6 +18,8 @@ from .records import (
     NOWHERE,
     PAUSED,
     READY,
+    ROBOTS,
+    ROBOTS_MAX,
     THROTTLED,
     U64,
     WAITING,
@@ -29,6 +31,7 @@ from .records import (
     key_host,
     ms,
     queue_key,
+    robots_key,
     taker_key,
 )
 from .rules import GONE_STATUSES, THROTTLE_STATUSES, THROTTLED_DELAY
@@ -447,6 +450,19 @@ class Txn:
         # fetch it follows one delay later: the next take waits for both
         h.next_ms = max(h.next_ms, self.now + 2 * self.delay_ms(h))
         self.settle(hid, h)
+
+    def save_robots(self, origin: str, status: int, body: bytes) -> None:
+        self.txn.put(robots_key(origin), ROBOTS.pack(self.now, status) + body[:ROBOTS_MAX],
+                     db=self.hosts)
+
+    def robots(self, origin: str, max_age_ms: int) -> tuple[int, bytes] | None:
+        raw = self.txn.get(robots_key(origin), db=self.hosts)
+        if raw is None or len(raw) < ROBOTS.size:
+            return None
+        fetched, status = ROBOTS.unpack_from(raw)
+        if fetched + max_age_ms < self.now:
+            return None
+        return status, bytes(raw[ROBOTS.size:])
 
     def throttle(self, name: str, wait: float | None, status: int) -> float:
         hid = host_id(name)

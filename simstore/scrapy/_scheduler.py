@@ -120,6 +120,7 @@ class Scheduler:
         self.lease = cfg.lease
         self.revisit = cfg.revisit is not None
         self.robots = cfg.politeness.robots
+        self.robots_max_age = cfg.robots_max_age  # a robots.txt another process read serves
         settings = crawler.settings
         self.agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
         self.concurrency = max(1, settings.getint("CONCURRENT_REQUESTS", 16))
@@ -503,7 +504,11 @@ class Scheduler:
                 raw = None
             if raw is None and "crawl-delay" in body.lower():
                 raw = parse_crawl_delay(_crawl_delay_line(body))
-        delay, changed = self.frontier.robots_read(host_of(request), raw)
+        url = urlparse_cached(request)
+        keep = not 300 <= response.status < 400  # a redirect's answer is not the file
+        delay, changed = self.frontier.robots_read(
+            host_of(request), raw, origin=f"{url.scheme}://{url.netloc}" if keep else None,
+            status=min(max(int(response.status), 0), 999), body=response.body)
         self._pace_slot(request, delay)
         if changed:
             self.stats.inc_value(HOST_STATS + "crawl_delay_capped")

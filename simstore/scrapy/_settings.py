@@ -206,6 +206,7 @@ class CrawlSettings:
     politeness: Politeness
     revisit: Revisit | None
     allow_shared: bool
+    robots_max_age: float = 86400.0
 
 
 def crawl_settings(settings: Any, component: str) -> CrawlSettings:
@@ -215,7 +216,8 @@ def crawl_settings(settings: Any, component: str) -> CrawlSettings:
         lease=lease_setting(settings), expire=expire_setting(settings),
         durable=flag(settings, "SIMSTORE_DURABLE"), k=number(settings, "SIMSTORE_K", int),
         politeness=politeness_setting(settings), revisit=revisit_setting(settings),
-        allow_shared=flag(settings, "SIMSTORE_ALLOW_SHARED_STORE"))
+        allow_shared=flag(settings, "SIMSTORE_ALLOW_SHARED_STORE"),
+        robots_max_age=_interval(settings, "SIMSTORE_ROBOTS_MAX_AGE", 86400.0))
 
 
 def both_checkers(settings: Any) -> bool:

@@ -161,6 +161,26 @@ def test_a_process_at_its_share_of_one_host_takes_from_the_next(store):
     assert [p.host for p in f.take(8, 60, "p2").popped] == ["a.example"] + ["b.example"] * 2
 
 
+def test_a_robots_txt_is_kept_for_every_process_while_young_enough(store):
+    """robots_read with an origin keeps the answer (its first 512 KiB) with the host's
+    delay, in one commit; robots_txt gives it back while it is younger than max_age,
+    per origin (scheme, host and port), and a later answer replaces it."""
+    clock = Clock()
+    f = Frontier(store, clock=clock)
+    assert f.robots_txt("http://a.example", 3600) is None
+    f.robots_read("a.example", 2.0, origin="http://a.example", status=200,
+                  body=b"User-agent: *\nCrawl-delay: 2\n")
+    assert f.robots_txt("http://a.example", 3600) == (200, b"User-agent: *\nCrawl-delay: 2\n")
+    assert f.robots_txt("https://a.example", 3600) is None
+    assert f.robots_txt("http://a.example:8080", 3600) is None
+    clock.t += 3601
+    assert f.robots_txt("http://a.example", 3600) is None  # too old: fetch it again
+    f.robots_read("a.example", None, origin="http://a.example", status=404, body=b"x" * (1 << 20))
+    assert f.robots_txt("http://a.example", 3600) == (404, b"x" * (512 * 1024))
+    f.robots_read("b.example", 1.0)  # no origin: nothing kept
+    assert f.robots_txt("http://b.example", 3600) is None
+
+
 # --- odd arguments (issue 55 item 10) ---------------------------------------------------
 
 def _txnid(store) -> int:
@@ -196,6 +216,12 @@ ODD = {  # case -> (call on a Frontier, the argument the error names)
     "throttle retry_after str": (lambda f: f.throttle("a.example", "x"), "retry_after"),
     "throttle host int": (lambda f: f.throttle(5, 1.0), "host"),
     "robots host None": (lambda f: f.robots_read(None, 1.0), "host"),
+    "robots origin int": (lambda f: f.robots_read("a", 1.0, origin=5), "origin"),
+    "robots status 1000": (lambda f: f.robots_read("a", 1.0, origin="http://a", status=1000),
+                           "status"),
+    "robots body str": (lambda f: f.robots_read("a", 1.0, origin="http://a", body="x"), "body"),
+    "robots_txt origin None": (lambda f: f.robots_txt(None, 60), "origin"),
+    "robots_txt max_age 0": (lambda f: f.robots_txt("http://a", 0), "max_age"),
     "pause host int": (lambda f: f.pause(5), "host"),
     "drop_host int": (lambda f: f.drop_host(5), "host"),
     "queue_due limit str": (lambda f: f.queue_due("x"), "limit"),

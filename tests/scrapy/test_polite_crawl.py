@@ -25,6 +25,10 @@ def test_polite_crawl_simstore_scheduler(tmp_path: Path) -> None:
     assert r["inside_retry_after"] == 0, r
     assert r["once_pct"] >= 99, r
     assert len(r["agents"]) == 2 and r["min_share_pct"] >= 15, r
+    # simstore.scrapy.RobotsTxtMiddleware: one process fetched each robots.txt, the
+    # other read it from the store
+    assert r["robots"] == 4, r
+    assert sum(p["robots_shared"] for p in r["processes"]) >= 1, r["processes"]
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ scrapy = pytest.importorskip("scrapy")
 from scrapy.http import Request  # noqa: E402
 
 from simstore.scrapy import DupeFilter, NearDuplicateMiddleware, Scheduler  # noqa: E402
-from simstore.scrapy._settings import lease_setting, refusal  # noqa: E402
+from simstore.scrapy._settings import crawl_settings, lease_setting, refusal  # noqa: E402
 from tests.scrapy.crawlers import Spider, crawler_of  # noqa: E402
 
 
@@ -53,6 +53,20 @@ def test_lease_setting(raw, ok):
             lease_setting(s)
     else:
         assert lease_setting(s) == ok
+
+
+@pytest.mark.parametrize("raw,ok", [(None, 86400.0), ("12h", 43200.0), ("0", 0.0),
+                                    ("banana", None), ("-1d", None)])
+def test_robots_max_age_setting(raw, ok):
+    """SIMSTORE_ROBOTS_MAX_AGE: an age (default 1 day, 0: a robots.txt is never shared);
+    anything else is refused naming it."""
+    s = scrapy.settings.Settings({"SIMSTORE_PATH": "/nowhere/store"}
+                                | ({} if raw is None else {"SIMSTORE_ROBOTS_MAX_AGE": raw}))
+    if ok is None:
+        with pytest.raises(simstore.SimstoreValueError, match="SIMSTORE_ROBOTS_MAX_AGE"):
+            crawl_settings(s, "Scheduler")
+    else:
+        assert crawl_settings(s, "Scheduler").robots_max_age == ok
 
 
 def test_a_refused_scheduler_touches_no_store(tmp_path):

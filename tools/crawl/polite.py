@@ -48,6 +48,8 @@ from .spider import MIDDLEWARE, command
 from .web import Hit, Web
 
 SCHEDULERS = ("simstore", "redis", "plain")
+ROBOTS_MIDDLEWARES = {"scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+                      "simstore.scrapy.RobotsTxtMiddleware": 100}
 REVISIT_MAX_WAIT = 600.0  # seconds: the longest wait between two revisit rounds
 MAX_TIMEOUT = 1800.0  # seconds: the longest a crawl may take unless --timeout says more
 LEASE = 5  # SIMSTORE_LEASE of a kill run: a killed process's requests come back in 5 s
@@ -107,6 +109,7 @@ def _finish(p: _Proc, reason: str) -> dict[str, Any]:
         out["finish_reason"] = st.get("finish_reason")
         out["retry_max_reached"] = st.get("retry/max_reached", 0)
         out["errors"] = st.get("log_count/ERROR", 0)
+        out["robots_shared"] = st.get("simstore/robots/shared", 0)
     return out
 
 
@@ -170,8 +173,9 @@ def _settings(opts: Options, store: Path, redis_url: str | None, timeout: float
         base |= {**SIMSTORE, "SIMSTORE_PATH": store}
         if opts.kill_one:
             base["SIMSTORE_LEASE"] = LEASE
-        if opts.revisit:  # the verdicts a revisit goes by
-            base["DOWNLOADER_MIDDLEWARES"] = MIDDLEWARE
+        # each robots.txt fetched once for every process; the verdicts a revisit goes by
+        mws = ROBOTS_MIDDLEWARES | (json.loads(MIDDLEWARE) if opts.revisit else {})
+        base["DOWNLOADER_MIDDLEWARES"] = json.dumps(mws)
     else:
         base["DOWNLOAD_DELAY"] = opts.delay
         if opts.scheduler == "redis":
