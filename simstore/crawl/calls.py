@@ -51,14 +51,16 @@ class Done:
 class Taken:
     """What a take gave: the requests leased, the keys the pushes got (None: seen), when
     the next waiting host may go (seconds since the epoch, None: none waits), how many
-    expired leases it moved back, and whether a host may still be asked now (False: a
-    take before a slot is freed, a request queued or the wake finds nothing)."""
+    expired leases it moved back, whether a host may still be asked now (False: a
+    take before a slot is freed, a request queued or the wake finds nothing), and how
+    many processes take now (each holds its share of a host; this one among them)."""
 
     popped: list[Popped]
     pushed: list[bytes | None]
     wake: float | None
     reclaimed: int
     more: bool = True
+    takers: int = 1
 
 
 def check_seconds(value: object, name: str, hi: float) -> float:

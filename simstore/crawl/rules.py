@@ -48,9 +48,10 @@ class Politeness:
     ``prefetch``: requests a host may have taken beyond ``concurrency`` (they wait in a
     crawler's own download slot, so a finished download is followed at once);
     ``solo_prefetch``: the same while one process alone takes from the frontier (its own
-    download slot holds the concurrency). With several processes taking, each may hold
-    its share of a host, ``concurrency + prefetch`` split evenly (rounded up), so none
-    keeps a host the others wait for.
+    download slot holds the concurrency). With several processes taking, a host may have
+    ``concurrency + prefetch`` in flight, each process its share of that (split evenly,
+    rounded up), so none keeps a host the others wait for; each downloads its part of
+    ``concurrency`` at once (:meth:`downloads`).
     """
 
     delay: float = 0.0
@@ -80,11 +81,22 @@ class Politeness:
         """The requests a host may have taken (in flight) at most, all processes together."""
         return self.concurrency + max(self.prefetch, self.solo_prefetch)
 
+    def downloads(self, takers: int) -> int:
+        """How many requests of one host each of ``takers`` processes taking downloads at
+        once: ``concurrency`` split evenly, rounded down (so together they never pass it,
+        whichever processes come and go), at least 1."""
+        return max(1, self.concurrency // max(takers, 1))
+
+    @property
+    def shared_limit(self) -> int:
+        """The requests a host may have in flight while several processes take."""
+        return self.concurrency + self.prefetch
+
     def share(self, takers: int) -> int:
         """What one of ``takers`` processes taking now may hold of one host."""
         if takers <= 1:
             return self.host_limit
-        return -(-(self.concurrency + self.prefetch) // takers)
+        return -(-self.shared_limit // takers)
 
     def cap(self, seconds: float) -> tuple[float, bool]:
         """(seconds within 0 .. max_delay, whether it had to be changed)."""

@@ -109,8 +109,8 @@ class Txn:
             self.txn.delete(held_key(hid, owner), db=self.hosts)
 
     def takers(self, owner: bytes) -> int:
-        """Note owner's take; how many processes take now (owner among them): those
-        that took within TAKER_MS. Records silent for FORGET_MS are dropped."""
+        """Note owner's take; how many processes take now (those that took within
+        TAKER_MS, owner among them). Records silent for FORGET_MS are dropped."""
         self.txn.put(taker_key(owner), ms(self.now), db=self.hosts)
         n = 0
         cur = self.txn.cursor(db=self.hosts)
@@ -204,7 +204,8 @@ class Txn:
         self.promote(PROMOTE_MAX)
         popped: list[Popped] = []
         paused = self.txn.get(self.f._paused_key, db=self.meta) is not None
-        share = self.policy.share(self.takers(owner)) if n else self.policy.host_limit
+        takers = self.takers(owner) if n else 1
+        share = self.policy.share(takers) if n else self.policy.host_limit
         cur = self.txn.cursor(db=self.hosts)
         start, skips = b"R", [SKIP_MAX]
         while len(popped) < n and not paused:
@@ -226,12 +227,13 @@ class Txn:
             popped.append(Popped(key, payload, h.name))
         more = not paused and self.askable(cur, start, owner, share, skips) is not None
         wake = self.first_wait() if len(popped) < n or not more else None
-        return Taken(popped, pushed, wake, reclaimed, more)
+        return Taken(popped, pushed, wake, reclaimed, more, takers)
 
     def askable(self, cur: Any, start: bytes, owner: bytes, share: int, skips: list[int]
                 ) -> tuple[bytes, bytes, Host, bytes] | None:
         """The first host listed ready from ``start`` on that owner may take from (it holds
-        less than ``share`` of it): (its R key, id, record, first queue key), or None.
+        less than ``share`` of it, and, among several processes, the host has less than
+        ``shared_limit`` in flight): (its R key, id, record, first queue key), or None.
         Index entries out of step are mended on the way; at most ``skips[0]`` hosts at
         owner's share are passed over (the count is spent)."""
         while True:
@@ -250,7 +252,8 @@ class Txn:
                     h.queued = 0 if key is None else h.queued
                 self.settle(hid, h)
                 continue
-            if share >= self.policy.host_limit or self.held(hid, owner) < share:
+            if share >= self.policy.host_limit or (
+                    h.inflight < self.policy.shared_limit and self.held(hid, owner) < share):
                 return rkey, hid, h, key
             if skips[0] <= 0:
                 return None

@@ -120,6 +120,9 @@ class Scheduler:
         self.lease = cfg.lease
         self.revisit = cfg.revisit is not None
         self.robots = cfg.politeness.robots
+        self._takers = 1  # processes taking from the frontier at the last take
+        self.politeness = cfg.politeness
+        self._part = cfg.politeness.downloads(1)  # a host's downloads at once, here
         self.robots_max_age = cfg.robots_max_age  # a robots.txt another process read serves
         settings = crawler.settings
         self.agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
@@ -133,6 +136,10 @@ class Scheduler:
         self._held_hosts: Counter[str] = Counter()  # the hosts of the requests held
         self._fresh = 0  # children waiting whose host this process holds no request of
         self._ready: list[Any] = []  # requests taken, not yet handed to the engine
+        # requests handed out whose download is not over (request id -> host), per host:
+        # at most self._part of a host's at once, whatever Scrapy's slots let through
+        self._downloading: dict[int, str] = {}
+        self._host_downloads: Counter[str] = Counter()
         self._pushes: list[tuple[Push, Any]] = []  # children not yet written
         self._outcomes: dict[int, tuple[int, int, bool | None]] = {}  # status, digest, changed
         self._undecodable: list[bytes] = []
@@ -215,6 +222,8 @@ class Scheduler:
             self._held.clear()
             self._held_hosts.clear()
             self._ready.clear()
+            self._downloading.clear()
+            self._host_downloads.clear()
             if self._memory:
                 logger.warning("simstore: %d requests that cannot be stored were not crawled "
                                "(they lived in this process only)", len(self._memory),
@@ -296,14 +305,41 @@ class Scheduler:
             request = heapq.heappop(self._memory)[2]
             self._dequeued("memory")
             return request
-        if not self._ready and self._may_take():
+        request = self._hand_ready()
+        if request is None and self._may_take():
             self._flush(self._room())
-        if not self._ready:
+            request = self._hand_ready()
+        if request is None:
             self._waiting = True
             return None
         self._waiting = False
         self._dequeued("disk")
-        return self._ready.pop(0)
+        return request
+
+    def _hand_ready(self) -> Any:
+        """The first request taken whose host this process downloads fewer than its part
+        of (counted as downloading from now on), or None."""
+        for i, request in enumerate(self._ready):
+            host = host_of(request)
+            if self._host_downloads[host] < self._part:
+                del self._ready[i]
+                self._downloading[id(request)] = host
+                self._host_downloads[host] += 1
+                return request
+        return None
+
+    def _can_hand(self) -> bool:
+        """Whether a request taken may be handed to the engine now."""
+        return any(self._host_downloads[host_of(r)] < self._part for r in self._ready)
+
+    def _download_over(self, request: Any) -> str | None:
+        """Count request's download as over (once); its host, if it was counted."""
+        host = self._downloading.pop(id(request), None)
+        if host is not None:
+            self._host_downloads[host] -= 1
+            if self._host_downloads[host] <= 0:
+                del self._host_downloads[host]
+        return host
 
     def __len__(self) -> int:
         """Requests queued in the frontier (all processes) and in this process."""
@@ -313,7 +349,7 @@ class Scheduler:
 
     def _room(self) -> int:
         active = len(getattr(getattr(engine_of(self.crawler), "downloader", None), "active", ()))
-        return max(1, self.concurrency - active)
+        return max(1, self.concurrency - active - len(self._ready))
 
     def _may_take(self) -> bool:
         """Whether a take is worth a commit now: not for one or two free download slots
@@ -381,7 +417,7 @@ class Scheduler:
         if job.taken is not None and job.taken.popped:
             self._wake()
         again, self._again = self._again, -1
-        if again > 0 and not self._ready and self._may_take():
+        if again > 0 and not self._can_hand() and self._may_take():
             self._flush(self._room())
         elif again == 0:
             self._flush(0)
@@ -397,6 +433,8 @@ class Scheduler:
         taken = job.taken
         assert taken is not None
         self.stats.inc_value(STATS + "commits")
+        if job.n and taken.takers != self._takers:
+            self._fit_part(taken.takers)
         for request in job.filtered:
             self._filtered(request)
         for request in job.memory:
@@ -448,6 +486,7 @@ class Scheduler:
             if rid in ready or request in busy:
                 continue
             del self._held[rid]
+            self._download_over(request)  # one that never reached the downloader
             host = host_of(request)
             self._held_hosts[host] -= 1
             if self._held_hosts[host] <= 0:
@@ -516,6 +555,17 @@ class Scheduler:
                            "SIMSTORE_MAX_HOST_DELAY)", host_of(request), raw, delay,
                            extra={"spider": self.spider})
 
+    def _fit_part(self, takers: int) -> None:
+        """Download at most this process's part of a host's concurrency at once (its
+        share among the processes taking: together they ask a host no harder than one).
+        Counted here, not left to Scrapy's download slots, which start every request
+        queued in them at once on the asyncio reactor."""
+        self._takers = takers
+        part, self._part = self._part, self.politeness.downloads(takers)
+        self.stats.set_value(STATS + "processes_taking", takers)
+        if self._part > part and self._can_hand():
+            self._wake()
+
     def _pace_slot(self, request: Any, delay: float) -> None:
         """Space this process's own download slot of the host by its delay, unrandomized:
         the request that made Scrapy fetch robots.txt then waits the delay after it, and
@@ -553,6 +603,9 @@ class Scheduler:
         held = self._held.get(id(request))
         if held is not None:
             self._left_keys.append(held[1])
+        host = self._download_over(request)
+        if host is not None and any(host_of(r) == host for r in self._ready):
+            self._wake()  # a request of its host waits for this download's place
 
     def _received(self, response: Any, request: Any, spider: Any = None) -> None:
         """An answer the engine got: its status (counted on its host) and, for the revisit,

@@ -139,9 +139,13 @@ class Model:
                    and not le.downloaded for le in self.leases.values())
 
     def ready_for(self, owner: str, now: int, share: int) -> list[MHost]:
-        """The ready hosts owner may take from: it holds less than its share of each."""
+        """The ready hosts owner may take from: it holds less than its share of each, and
+        while several processes take, a host has less than concurrency + prefetch in
+        flight."""
+        shared = self.policy.concurrency + self.policy.prefetch
         return [h for h in self.ready(now)
-                if share >= self.host_limit or self.held(owner, h.name) < share]
+                if share >= self.host_limit
+                or (h.inflight < shared and self.held(owner, h.name) < share)]
 
     def queued(self, name: str) -> list[MReq]:
         return sorted((r for r in self.queue.values() if r.host.lower() == name.lower()),

@@ -126,9 +126,10 @@ def test_clear_keeps_each_hosts_next_allowed_time(store):
 
 def test_processes_taking_together_share_a_host_and_one_alone_takes_it_all(store):
     """One process alone may hold concurrency + solo_prefetch of a host; once another
-    takes too, each may hold (concurrency + prefetch) / 2 of it: the first takes nothing
-    more until it is under its share, the second gets the freed slots; when the second
-    has not taken for TAKER_MS, the first may fill the host again."""
+    takes too, the host may have concurrency + prefetch in flight, each process half of
+    it: the first takes nothing more until it is under its share, the second gets what
+    the host has room for; when the second has not taken for TAKER_MS, the first may
+    fill the host again."""
     clock = Clock()
     f = Frontier(store, clock=clock,
                  politeness=Politeness(concurrency=4, prefetch=0, solo_prefetch=4))
@@ -139,11 +140,26 @@ def test_processes_taking_together_share_a_host_and_one_alone_takes_it_all(store
     clock.t += 0.1
     # p1's downloads of 5 are over: it holds 3, over its share of 2, and takes none
     got = f.take(10, 60, "p1", downloaded=[p.key for p in first[:5]])
-    assert got.popped == [] and not got.more
+    assert got.popped == [] and not got.more and got.takers == 2
+    assert len(f.take(10, 60, "p2").popped) == 1  # the host at 4 in flight (3 + 1)
+    got = f.take(10, 60, "p1", downloaded=[p.key for p in first[5:7]])
+    assert len(got.popped) == 1 and not got.more  # p1 back to its share of 2
     got = f.take(10, 60, "p2")
-    assert len(got.popped) == 2 and not got.more  # its share, though the host has room
+    assert len(got.popped) == 1 and not got.more  # p2 at its share too: 2 + 2
     clock.t += 6  # p2 takes no more: p1 is alone again
-    assert len(f.take(10, 60, "p1").popped) == 3  # up to 8 in flight on the host
+    got = f.take(10, 60, "p1")
+    assert len(got.popped) == 4 and got.takers == 1  # up to 8 in flight on the host
+
+
+@pytest.mark.parametrize("takers,downloads,share", [(1, 8, 16), (2, 4, 6), (3, 2, 4),
+                                                     (4, 2, 3), (9, 1, 2), (20, 1, 1)])
+def test_a_hosts_limits_split_among_the_processes_taking(takers, downloads, share):
+    """concurrency 8, prefetch 4, solo_prefetch 8: each of n processes downloads 8 // n
+    (at least 1: together never more than 8 while n <= 8) and may hold ceil(12 / n)
+    taken; one alone holds 16."""
+    p = Politeness(concurrency=8, prefetch=4, solo_prefetch=8)
+    assert p.downloads(takers) == downloads and p.share(takers) == share
+    assert takers > 8 or takers * p.downloads(takers) <= 8
 
 
 def test_a_process_at_its_share_of_one_host_takes_from_the_next(store):

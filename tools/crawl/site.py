@@ -366,17 +366,25 @@ class _Handler(BaseHTTPRequestHandler):
         srv = self.server
         srv.hold.wait(60)
         srv.meet(self.headers.get("User-Agent", ""))
-        if srv.delay:
-            time.sleep(srv.delay)
-        status, ctype, body = srv.site.render(self.path)
         with srv.lock:
-            srv.log.append(Fetch(self.path, self.headers.get("User-Agent", ""),
-                                 self.headers.get("Referer", ""), status))
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+            srv.busy += 1
+            srv.most_busy = max(srv.most_busy, srv.busy)
+            srv.busy_log.append(srv.busy)
+        try:
+            if srv.delay:
+                time.sleep(srv.delay)
+            status, ctype, body = srv.site.render(self.path)
+            with srv.lock:
+                srv.log.append(Fetch(self.path, self.headers.get("User-Agent", ""),
+                                     self.headers.get("Referer", ""), status))
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        finally:
+            with srv.lock:
+                srv.busy -= 1
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         """Quiet: the server's log is ``Server.log``."""
@@ -406,6 +414,9 @@ class _Server(ThreadingHTTPServer):
         self.delay = delay
         self.lock = threading.Lock()
         self.log: list[Fetch] = []
+        self.busy = 0  # requests being answered now
+        self.most_busy = 0  # the most answered at once (after the hold)
+        self.busy_log: list[int] = []  # requests being answered as each one starts
         self.together = together
         self._agents: set[str] = set()
         self._met = threading.Condition(self.lock)
