@@ -93,7 +93,9 @@ def _crawl(work: Path, site: Site | Callable[[], Web], delay: float, n: int,
         def log() -> list[tuple[str, str]]:
             with srv.lock:
                 return [(f.target, f.agent) for f in srv.log]
-        return _measure(work, [url + "/"], n, settings, hold, log)
+        out = _measure(work, [url + "/"], n, settings, hold, log)
+        out["most_at_once"] = srv.most_busy  # requests the host answered at once, at most
+        return out
 
 
 def _measure(work: Path, starts: list[str], n: int, settings: dict[str, Any] | None,
@@ -179,7 +181,9 @@ def _site_rows(args: argparse.Namespace, rep: Report, work: Path,
                 min_share_pct=min(x["shares_pct"][0] for x in rs),
                 shares_pct=rs[-1]["shares_pct"],
                 cpu_s=Stats.of([x["cpu_s"] for x in rs]).median,
-                peak_rss_mib=max(x["peak_rss_mib"] for x in rs))
+                peak_rss_mib=max(x["peak_rss_mib"] for x in rs),
+                **({"most_at_once": max(x["most_at_once"] for x in rs)}
+                   if "most_at_once" in rs[0] else {}))
 
     def median(name: str) -> float | None:
         rs = runs.get(name)
