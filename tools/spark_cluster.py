@@ -57,10 +57,14 @@ def _cmdline(pid: int) -> str:
 
 
 class Cluster:
-    """Master + n one-core workers (worker_memory each) on 127.0.0.1, logs in work."""
+    """Master + n one-core workers (worker_memory each) on 127.0.0.1, logs in work.
+    java_options: more JVM options for the daemons and the executors (in conf()), e.g. the
+    tests' quicker start (tests/spark/data.py)."""
 
-    def __init__(self, work: Path, workers: int = 2, worker_memory: str = "1g") -> None:
+    def __init__(self, work: Path, workers: int = 2, worker_memory: str = "1g",
+                 java_options: str = "") -> None:
         self.work = work
+        self.java_options = java_options
         self.port = _free_port()
         self.url = f"spark://{HOST}:{self.port}"
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -68,6 +72,8 @@ class Cluster:
                     if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_GATEWAY_PORT")}
         self.env.update(SPARK_LOCAL_IP=HOST, SPARK_DAEMON_MEMORY="256m",
                         SPARK_WORKER_DIR=str(work / "work"), SPARK_NO_DAEMONIZE="1")
+        if java_options:
+            self.env["SPARK_DAEMON_JAVA_OPTS"] = java_options
         try:
             self._start("master", "org.apache.spark.deploy.master.Master", "--host", HOST,
                         "--port", str(self.port), "--webui-port", str(_free_port()))
@@ -112,6 +118,8 @@ class Cluster:
         }
         # set either way: pyspark's builder keeps the options of earlier sessions
         conf["spark.executorEnv.PYTHONPATH"] = SOURCE if source else ""
+        if self.java_options:
+            conf["spark.executor.extraJavaOptions"] = self.java_options
         return conf
 
     def executors(self) -> list[int]:

@@ -40,6 +40,8 @@ def test_spark_dedup_decides_in_input_order_by_estimated_jaccard(tmp_path):
     pytest.importorskip("pyspark")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("spark-dedup needs Java 17+")
+    from ..spark.data import JAVA_OPTIONS
+
     a = " ".join(f"alpha{i}" for i in range(300))
     rows = [{"url": "z-first", "body": a},
             {"url": "a-second", "body": a.replace("alpha150", "beta")},
@@ -49,7 +51,8 @@ def test_spark_dedup_decides_in_input_order_by_estimated_jaccard(tmp_path):
     res = subprocess.run(
         [sys.executable, "-m", "simstore", "--json", "spark-dedup", "in.jsonl", "kept.parquet",
          "--removed", "removed.parquet", "--id-field", "url", "--text-field", "body",
-         "--master", "local[1]", "--conf", "spark.ui.enabled=false"],
+         "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+         "--conf", f"spark.driver.extraJavaOptions={JAVA_OPTIONS}"],  # a quick JVM
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert res.returncode == 0, res.stderr
     assert "FutureWarning" not in res.stderr

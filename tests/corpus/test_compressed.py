@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import random
@@ -23,11 +24,19 @@ CODECS = [zlib] + ([DEFLATE] if DEFLATE is not zlib else [])
 codecs = pytest.mark.parametrize("codec", CODECS, ids=lambda m: m.__name__)
 
 
+@functools.cache  # bytes, made once per size: the tests share them
 def _lines(n: int, seed: int = 3) -> bytes:
     rng = random.Random(seed)
     return b"".join(b'{"id": %d, "text": "%s"}\n' % (i, " ".join(
         f"w{rng.randrange(5000)}" for _ in range(rng.randrange(5, 60))).encode())
         for i in range(n))
+
+
+@functools.cache  # compressed once for every codec's test (~1 s)
+def _flat() -> tuple[bytes, bytes]:
+    """40 MB of one byte, then _lines(20_000); and that gzipped at level 9."""
+    flat = b"x" * (40 << 20) + b"\n" + _lines(20_000)
+    return flat, gzip.compress(flat, 9)
 
 
 def _read_lines(data: bytes, codec=zlib) -> tuple[list[bytes], BaseException | None]:
@@ -52,8 +61,8 @@ def test_read_ahead_gives_every_member_s_lines(codec):
     got, err = _read_lines(data, codec)
     assert err is None and b"".join(got) == a + b and len(got) == 27_000
     assert _read_lines(b"", codec) == ([], None)
-    flat = b"x" * (40 << 20) + b"\n" + a
-    got, err = _read_lines(gzip.compress(flat, 9), codec)
+    flat, packed = _flat()
+    got, err = _read_lines(packed, codec)
     assert err is None and b"".join(got) == flat and len(got[0]) > 10 * _BLOCK
 
 
@@ -78,8 +87,9 @@ def test_read_ahead_raises_at_the_fault_after_the_bytes_before_it(codec):
 
 
 def test_read_ahead_stops_its_thread_when_closed_early():
-    """Closed after one line of a large file: the thread ends (it was blocked handing over)."""
-    raw = GzipReadAhead(io.BytesIO(gzip.compress(_lines(200_000), 1)))
+    """Closed after one line of a large file (42 MB inflated, its lines ten times over: the
+    thread holds 8 blocks of 1 MB at most): the thread ends (it was blocked handing over)."""
+    raw = GzipReadAhead(io.BytesIO(gzip.compress(_lines(20_000) * 10, 1)))
     with io.BufferedReader(raw, 1 << 16) as fh:
         assert fh.readline().startswith(b'{"id": 0,')
     assert not raw.thread.is_alive()

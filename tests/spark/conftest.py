@@ -1,4 +1,5 @@
-"""The Spark standalone cluster the slow cluster tests share (tools/spark_cluster.py)."""
+"""The Spark standalone cluster the slow cluster tests share (tools/spark_cluster.py), and
+the one session on it."""
 
 from __future__ import annotations
 
@@ -11,24 +12,25 @@ import pytest
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
     """A master and two 1-core workers (1 GB each) on 127.0.0.1 for the whole run,
-    stopped at its end; skipped without pyspark or Java."""
+    stopped at its end, its JVMs quick to start (data.JAVA_OPTIONS); skipped without
+    pyspark or Java."""
     pytest.importorskip("pyspark", reason="the cluster tests need pyspark: pip install '.[spark]'")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("the cluster tests need Java 17+")
     from tools.spark_cluster import Cluster
 
-    c = Cluster(tmp_path_factory.mktemp("spark-cluster"))
+    from .data import JAVA_OPTIONS, stop_shared_session
+
+    c = Cluster(tmp_path_factory.mktemp("spark-cluster"), java_options=JAVA_OPTIONS)
     yield c
+    stop_shared_session()
     c.stop()
 
 
 @pytest.fixture(scope="module")
 def cspark(cluster):
-    """A session on the cluster for one test module (its executors import the driver's
-    simstore files), stopped at the module's end."""
-    from simstore import spark as ss
+    """The session on the cluster, shared by the modules that ask for it (data.py's
+    shared_session), stopped with the cluster at the run's end."""
+    from .data import shared_session
 
-    s = ss.cluster_session(cluster.url, app_name="simstore-cluster-tests", conf=cluster.conf())
-    s.sparkContext.setLogLevel("ERROR")
-    yield s
-    s.stop()
+    return shared_session(cluster)

@@ -1,11 +1,44 @@
-"""What the Spark tests share: synthetic data, and the oracles their answers meet."""
+"""What the Spark tests share: synthetic data, the oracles their answers meet, their JVMs'
+options and the one session on the cluster."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 U64 = np.uint64
+# The JVMs the tests start for a short while (the cluster's executors and daemons, the
+# driver of a spark-dedup process) compile with the quick compiler only: their jobs are
+# many and small, so a new JVM spent most of its time compiling (a new application's
+# spark-dedup of 400 rows on the cluster: ~40 s -> ~25 s). It changes no answer. The
+# test process's own driver JVM keeps the default: the local session's jobs are larger.
+JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+_SHARED: dict[str, Any] = {}  # the session on the cluster, while one is up
+
+
+def shared_session(cluster: Any) -> Any:
+    """The session on the cluster (its executors import the driver's simstore files), one
+    for the run: each new application gets new executor JVMs, slow at their first jobs.
+    Started anew where a test that needed a session of its own stopped it."""
+    s = _SHARED.get("session")
+    if s is None or s.sparkContext._jsc is None:  # none yet, or stopped
+        from simstore import spark as ss
+
+        s = ss.cluster_session(cluster.url, app_name="simstore-cluster-tests",
+                               conf=cluster.conf())
+        s.sparkContext.setLogLevel("ERROR")
+        _SHARED["session"] = s
+    return s
+
+
+def stop_shared_session() -> None:
+    """Stop the shared session, if up: before a session of another master or settings is
+    started (pyspark keeps one at a time: asked for another, it hands back that one)."""
+    s = _SHARED.pop("session", None)
+    if s is not None:
+        s.stop()
 
 
 def flip(rng: np.random.Generator, fps: np.ndarray, lo: int, hi: int) -> np.ndarray:

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from simstore.cli import main  # noqa: E402
 
-from .data import synthetic_texts  # noqa: E402
+from .data import stop_shared_session, synthetic_texts  # noqa: E402
 
 pytestmark = pytest.mark.slow
 TEXTS = synthetic_texts(300, seed=3)  # 410 rows: near copies of 0..89, 50 copies of 3
@@ -60,6 +60,7 @@ def _spark_answer(src, tmp_path, rule, extra=()) -> tuple[set, dict]:
 def test_jsonl_against_master_equals_dedup_corpus(cluster, inputs, tmp_path):
     """spark-dedup --master spark://... on JSON lines (its own session on the cluster)
     keeps and removes what dedup-corpus does (estimated Jaccard >= 0.9)."""
+    stop_shared_session()  # else spark-dedup would be handed that session, not start its own
     want = _corpus_answer(inputs[0], tmp_path, ["--threshold", "0.9"])
     got = _spark_answer(inputs[0], tmp_path, ["--threshold", "0.9"],
                         ["--master", cluster.url, *_conf(cluster)])

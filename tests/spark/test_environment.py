@@ -18,7 +18,7 @@ import simstore  # noqa: E402
 from simstore import spark as ss  # noqa: E402
 from simstore.exceptions import SimstoreError  # noqa: E402
 
-from .data import U64, assert_pairs, flip  # noqa: E402
+from .data import U64, assert_pairs, flip, stop_shared_session  # noqa: E402
 
 pytestmark = pytest.mark.slow
 BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
@@ -39,6 +39,7 @@ def _fps(n: int = 2000) -> np.ndarray:
 
 
 def _session(cluster, monkeypatch, python=None, archive=None, **conf):
+    stop_shared_session()  # else cluster_session would hand back that one, as it is
     if python is not None:
         monkeypatch.setenv("PYSPARK_PYTHON", python)
     s = ss.cluster_session(cluster.url, archive, app_name="simstore-env-tests",

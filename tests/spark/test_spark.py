@@ -26,7 +26,16 @@ from simstore.exceptions import (  # noqa: E402
 )
 
 from ..oracles import brute_pairs  # noqa: E402
-from .data import U64, assert_pairs, flip, greedy, pairs, report, synthetic_texts  # noqa: E402
+from .data import (  # noqa: E402
+    U64,
+    assert_pairs,
+    flip,
+    greedy,
+    pairs,
+    report,
+    stop_shared_session,
+    synthetic_texts,
+)
 
 K = 3
 
@@ -34,6 +43,7 @@ K = 3
 @pytest.fixture(scope="module")
 def spark():
     """One local[2] session for the module, 4 shuffle partitions, no UI."""
+    stop_shared_session()  # the cluster tests' session, if up: else it would be handed back
     s = ss.local_session(
         "local[2]", app_name="simstore-tests", shuffle_partitions=4,
         conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"},
