@@ -56,6 +56,7 @@ class Txn:
         self.policy = f.politeness
         expire = f.expire
         self.since = None if expire is None else self.now - int(expire * 1000)
+        self.skips = SKIP_MAX  # hosts a take may still pass over at the owner's share
 
     # --- small helpers -------------------------------------------------------------------
 
@@ -207,9 +208,9 @@ class Txn:
         takers = self.takers(owner) if n else 1
         share = self.policy.share(takers) if n else self.policy.host_limit
         cur = self.txn.cursor(db=self.hosts)
-        start, skips = b"R", [SKIP_MAX]
+        start, self.skips = b"R", SKIP_MAX
         while len(popped) < n and not paused:
-            found = self.askable(cur, start, owner, share, skips)
+            found = self.askable(cur, start, owner, share)
             if found is None:
                 break
             rkey, hid, h, key = found
@@ -225,17 +226,17 @@ class Txn:
             self.settle(hid, h)
             self.hold(hid, owner, 1)  # listed again, if at all, after rkey: its next request
             popped.append(Popped(key, payload, h.name))
-        more = not paused and self.askable(cur, start, owner, share, skips) is not None
+        more = not paused and self.askable(cur, start, owner, share) is not None
         wake = self.first_wait() if len(popped) < n or not more else None
         return Taken(popped, pushed, wake, reclaimed, more, takers)
 
-    def askable(self, cur: Any, start: bytes, owner: bytes, share: int, skips: list[int]
+    def askable(self, cur: Any, start: bytes, owner: bytes, share: int
                 ) -> tuple[bytes, bytes, Host, bytes] | None:
         """The first host listed ready from ``start`` on that owner may take from (it holds
         less than ``share`` of it, and, among several processes, the host has less than
         ``shared_limit`` in flight): (its R key, id, record, first queue key), or None.
-        Index entries out of step are mended on the way; at most ``skips[0]`` hosts at
-        owner's share are passed over (the count is spent)."""
+        Index entries out of step are mended on the way; at most ``self.skips`` hosts
+        at owner's share are passed over (the take's budget: each one spends it)."""
         while True:
             if not cur.set_range(start):
                 return None
@@ -255,9 +256,9 @@ class Txn:
             if share >= self.policy.host_limit or (
                     h.inflight < self.policy.shared_limit and self.held(hid, owner) < share):
                 return rkey, hid, h, key
-            if skips[0] <= 0:
+            if self.skips <= 0:
                 return None
-            skips[0] -= 1
+            self.skips -= 1
             start = rkey + b"\x00"
 
     def first_wait(self) -> float | None:

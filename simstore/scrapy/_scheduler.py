@@ -63,6 +63,13 @@ WAIT_QUIET = 1.0  # seconds without a take before the wait is explained
 WAIT_LOG_EVERY = 10.0  # seconds between two lines explaining a wait
 
 
+def _count_down(counter: Counter[str], key: str) -> None:
+    """One fewer of key in counter; the key goes at zero (so ``in`` means "some")."""
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]
+
+
 def filters(request: Any) -> bool:
     """Whether the seen set filters this request: unless ``dont_filter``, but a start
     request (``is_start_request``) is filtered the first time it is scheduled, since the
@@ -305,10 +312,9 @@ class Scheduler:
             request = heapq.heappop(self._memory)[2]
             self._dequeued("memory")
             return request
+        if self._may_take():  # also when some are ready: it refills what is taken ahead
+            self._flush(self._room())  # (before handing one: a request handed is not done)
         request = self._hand_ready()
-        if request is None and self._may_take():
-            self._flush(self._room())
-            request = self._hand_ready()
         if request is None:
             self._waiting = True
             return None
@@ -336,9 +342,7 @@ class Scheduler:
         """Count request's download as over (once); its host, if it was counted."""
         host = self._downloading.pop(id(request), None)
         if host is not None:
-            self._host_downloads[host] -= 1
-            if self._host_downloads[host] <= 0:
-                del self._host_downloads[host]
+            _count_down(self._host_downloads, host)
         return host
 
     def __len__(self) -> int:
@@ -348,8 +352,10 @@ class Scheduler:
     # --- one commit: children, acknowledgements, takes --------------------------------------
 
     def _room(self) -> int:
+        """Requests worth taking: the downloader's free slots and a batch more, taken ahead
+        so that a slot freed is filled at once, never left idle for a take's commit."""
         active = len(getattr(getattr(engine_of(self.crawler), "downloader", None), "active", ()))
-        return max(1, self.concurrency - active - len(self._ready))
+        return max(1, self.concurrency + self.batch - active - len(self._ready))
 
     def _may_take(self) -> bool:
         """Whether a take is worth a commit now: not for one or two free download slots
@@ -359,7 +365,7 @@ class Scheduler:
         queued of hosts this process holds no request of (a host it holds requests of
         stays at its limit), or anything at all when nothing is in flight here."""
         room = self._room()
-        idle = room == self.concurrency
+        idle = room == self.concurrency + self.batch  # nothing in flight or taken here
         if room < self.batch and not idle:
             return False
         if time.time() < self._quiet_until:  # the last take left no host that may be asked
@@ -417,7 +423,7 @@ class Scheduler:
         if job.taken is not None and job.taken.popped:
             self._wake()
         again, self._again = self._again, -1
-        if again > 0 and not self._can_hand() and self._may_take():
+        if again > 0 and self._may_take():
             self._flush(self._room())
         elif again == 0:
             self._flush(0)
@@ -487,10 +493,7 @@ class Scheduler:
                 continue
             del self._held[rid]
             self._download_over(request)  # one that never reached the downloader
-            host = host_of(request)
-            self._held_hosts[host] -= 1
-            if self._held_hosts[host] <= 0:
-                del self._held_hosts[host]
+            _count_down(self._held_hosts, host_of(request))
             status, digest, changed = self._outcomes.pop(rid, (None, 0, None))
             out.append(Done(key, status, fp, changed, digest))
         return out

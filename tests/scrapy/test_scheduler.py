@@ -133,6 +133,43 @@ def test_scheduler_acknowledges_a_request_only_when_the_engine_is_done(tmp_path)
         assert (len(f), f.leases()) == (2, [])
 
 
+def test_scheduler_takes_a_batch_ahead_of_the_free_slots(tmp_path):
+    """With every download slot busy, the Scheduler holds a batch (a quarter of
+    CONCURRENT_REQUESTS) taken ahead: a slot freed gets a request at once, with no commit
+    awaited, and nothing is acknowledged before the engine is done with it."""
+    crawler = crawler_of(tmp_path / "store", SIMSTORE_LEASE=30, CONCURRENT_REQUESTS=8)
+    sched = Scheduler.from_crawler(crawler)
+    slot, _ = engine_for(crawler)
+    active: set = set()
+    crawler.engine.downloader = SimpleNamespace(active=active)
+    sched.open(Spider.from_crawler(crawler))
+    for i in range(40):  # one host each: no host's limit binds
+        assert sched.enqueue_request(Request(f"http://h{i}.example/"))
+    out = []
+    for _ in range(8):
+        r = sched.next_request()
+        slot.inprogress.add(r)
+        active.add(r)
+        out.append(r)
+    stats = crawler.stats.get_stats()
+    commits = stats["simstore/frontier/commits"]
+    assert len(sched.frontier.leases()) == 8 + 2  # the 8 downloading and 2 ahead
+    done = out.pop(0)
+    active.discard(done)
+    slot.inprogress.discard(done)
+    nxt = sched.next_request()  # one of the two ahead: handed out without a commit
+    assert nxt is not None and nxt not in out
+    assert crawler.stats.get_value("simstore/frontier/commits") == commits
+    slot.inprogress.add(nxt)
+    active.add(nxt)
+    # 8 downloading, 1 still ahead, and the one done, leased until a commit acknowledges it
+    assert len(sched.frontier.leases()) == 8 + 1 + 1
+    sched.close("shutdown")
+    with simstore.SimStore(tmp_path / "store") as s:
+        f = Frontier(s)
+        assert (len(f), f.leases()) == (40 - 1, [])  # all back but the one done
+
+
 def test_scheduler_keeps_unserializable_requests_in_memory(tmp_path):
     """A request whose callback is not a spider method stays in this process (counted); its
     fingerprint is still shared, so a copy of it is filtered."""

@@ -17,6 +17,8 @@ schedule on any machine):
    take, timed around ``Txn.take``) and the rest (LMDB's commit and its flush), so a
    figure of the index's work is apart from what the disk's flush costs; run with
    ``--workdir /dev/shm`` (tmpfs: a flush costs nothing) to see a take without a disk.
+   Then ``--takes`` rewrites of one 4 KiB page of a file beside the store, each followed
+   by ``fdatasync``: the floor of any commit that survives an OS crash on that disk.
 4. **memory**: RSS and RssAnon (the process's private memory; LMDB's pages are
    file-backed) after the fill, the warm-up and each timed phase: flat means the
    takes keep nothing per request or host.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import time
 from collections.abc import Iterator
@@ -146,6 +149,29 @@ def _takes(f: Frontier, clock: _Clock, step: float, n: int, cycle: bool
     return out, empty
 
 
+def _flush_floor(d: Path, n: int) -> np.ndarray:
+    """ns of n rewrites of one 4 KiB page of a file in d, each followed by its data flush:
+    the least any commit that survives an OS crash pays on this file system (LMDB's
+    ``NOMETASYNC`` commit writes its pages, then flushes them once)."""
+    path = d / "flush-floor"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.pwrite(fd, bytes(4096 * 256), 0)
+        os.fdatasync(fd)
+        page = os.urandom(4096)
+        out = np.empty(n, dtype=np.int64)
+        ns = time.perf_counter_ns
+        for i in range(n):
+            t0 = ns()
+            os.pwrite(fd, page, 4096 * (i % 256))
+            os.fdatasync(fd)
+            out[i] = ns() - t0
+    finally:
+        os.close(fd)
+        path.unlink()
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Fill, warm up, then the timed takes in each mode; one row a (case, mode)."""
     U, H = args.urls, args.hosts
@@ -197,6 +223,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     mem[f"{mode} {case}"] = (current_rss(), _rss_anon())
                 if profiler is not None:
                     profiler.disable()
+        # the same run's floor: a take's commit cannot flush faster than the disk does
+        rep.row("write + fdatasync of one 4 KiB page", "the file system's floor",
+                Stats.of(_flush_floor(d, args.takes) / 1e3), "us")
     for what, (rss, anon) in mem.items():
         rep.note(f"memory {what}: RSS {rss / 2**20:.0f} MiB, RssAnon {anon / 2**20:.0f} MiB")
     rep.note(f"store on disk: {store_bytes / 2**20:.0f} MiB")
