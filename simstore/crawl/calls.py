@@ -16,14 +16,11 @@ MAX_OWNER = 1024  # bytes of an owner
 
 @dataclass(frozen=True)
 class Popped:
-    """A leased request: its key (to acknowledge), payload and host, and the time (s since
-    the epoch) it may be sent: at once when that is past (a host with a delay and a
-    :attr:`Politeness.lead` is taken before its time)."""
+    """A leased request: its key (to acknowledge), payload and host."""
 
     key: bytes
     payload: bytes
     host: str = ""
-    send_at: float = 0.0
 
 
 @dataclass(frozen=True)

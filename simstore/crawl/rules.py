@@ -45,11 +45,7 @@ class Politeness:
     ``robots``: a host is asked one request at a time until its robots.txt was read;
     ``margin``: seconds added to a delay > 0, since a request leaves its process a few
     milliseconds after the take that timed it (so the gaps a host sees stay >= its delay);
-    ``lead``: seconds before its time a host with a delay may be taken: the request
-    carries the time it may be sent (:attr:`Popped.send_at`), at least ``lead`` after
-    the take, so the take's commit and its hand-out happen before it is due (a request
-    sent late, after a slow flush, would leave a short gap to the next process's);
-    ``prefetch``: requests a host may have taken beyond ``concurrency`' (they wait in a
+    ``prefetch``: requests a host may have taken beyond ``concurrency`` (they wait in a
     crawler's own download slot, so a finished download is followed at once);
     ``solo_prefetch``: the same while one process alone takes from the frontier (its own
     download slot holds the concurrency). With several processes taking, a host may have
@@ -64,14 +60,12 @@ class Politeness:
     backoff: float = DEFAULT_BACKOFF
     robots: bool = False
     margin: float = DEFAULT_MARGIN
-    lead: float = 0.0
     prefetch: int = 0
     solo_prefetch: int = 0
 
     def __post_init__(self) -> None:
         _seconds(self.delay, "delay")
         _seconds(self.margin, "margin")
-        _seconds(self.lead, "lead")
         _seconds(self.max_delay, "max_delay", zero=False)
         _seconds(self.backoff, "backoff", zero=False)
         c = self.concurrency

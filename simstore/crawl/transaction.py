@@ -57,7 +57,6 @@ class Txn:
         expire = f.expire
         self.since = None if expire is None else self.now - int(expire * 1000)
         self.skips = SKIP_MAX  # hosts a take may still pass over at the owner's share
-        self.lead_ms = int(self.policy.lead * 1000)  # a host with a delay goes this early
 
     # --- small helpers -------------------------------------------------------------------
 
@@ -137,13 +136,6 @@ class Txn:
         d = max(int(self.policy.delay * 1000), h.delay_ms)
         return d + int(self.policy.margin * 1000) if d else 0
 
-    def send_ms(self, h: Host) -> int:
-        """When a request of host h taken now may be sent: its time (the next allowed,
-        the end of a block) or now if that is past; for a host with a delay, never
-        sooner than the lead after the take (a late send would shorten the next gap)."""
-        at = max(h.next_ms, h.blocked_ms, self.now)
-        return max(at, self.now + self.lead_ms) if self.delay_ms(h) else at
-
     def place(self, hid: bytes, h: Host) -> None:
         """List host h where it belongs now (invariant 2); the caller saves it."""
         if h.where != NOWHERE:
@@ -157,7 +149,7 @@ class Txn:
         if h.inflight >= conc:
             return
         at = max(h.next_ms, h.blocked_ms)
-        if at <= self.now + self.lead_ms:
+        if at <= self.now:
             head = self.head(hid)
             if head is None:  # the count drifted (a queue entry dropped by hand): mend it
                 h.queued = 0
@@ -230,11 +222,10 @@ class Txn:
             self.txn.put(b"D" + ms(deadline) + key, b"", db=self.leases)
             h.queued = max(h.queued - 1, 0)
             h.inflight += 1
-            send = self.send_ms(h)
-            h.next_ms = send + self.delay_ms(h)
+            h.next_ms = self.now + self.delay_ms(h)
             self.settle(hid, h)
             self.hold(hid, owner, 1)  # listed again, if at all, after rkey: its next request
-            popped.append(Popped(key, payload, h.name, send / 1000))
+            popped.append(Popped(key, payload, h.name))
         more = not paused and self.askable(cur, start, owner, share) is not None
         wake = self.first_wait() if len(popped) < n or not more else None
         return Taken(popped, pushed, wake, reclaimed, more, takers)
@@ -271,12 +262,11 @@ class Txn:
             start = rkey + b"\x00"
 
     def first_wait(self) -> float | None:
-        """When the first waiting host may be taken (its time less the lead), or None."""
         cur = self.txn.cursor(db=self.hosts)
         if cur.set_range(b"W"):
             key = bytes(cur.key())
             if key[:1] == b"W":
-                return (U64.unpack_from(key, 1)[0] - self.lead_ms) / 1000
+                return U64.unpack_from(key, 1)[0] / 1000
         return None
 
     def until(self, db: Any, kind: bytes, before: int, limit: int) -> list[bytes]:
@@ -294,7 +284,7 @@ class Txn:
 
     def promote(self, limit: int) -> int:
         """List the waiting hosts whose time has come as ready."""
-        due = self.until(self.hosts, b"W", self.now + self.lead_ms + 1, limit)
+        due = self.until(self.hosts, b"W", self.now + 1, limit)
         for key in due:
             hid = key[9:17]
             h = self.load_host(hid)

@@ -143,7 +143,6 @@ class Scheduler:
         self._held_hosts: Counter[str] = Counter()  # the hosts of the requests held
         self._fresh = 0  # children waiting whose host this process holds no request of
         self._ready: list[Any] = []  # requests taken, not yet handed to the engine
-        self._send_at: dict[int, float] = {}  # request id -> when it may go (if not yet)
         # requests handed out whose download is not over (request id -> host), per host:
         # at most self._part of a host's at once, whatever Scrapy's slots let through
         self._downloading: dict[int, str] = {}
@@ -157,7 +156,6 @@ class Scheduler:
         self._warned = False
         self._waiting = False
         self._timer: Any = None
-        self._timer_at = math.inf  # when self._timer wakes the engine
         self._renewed = time.monotonic()
         self._wait_logged = 0.0
         self._empty_since: float | None = None
@@ -221,7 +219,6 @@ class Scheduler:
             self._loop.stop()
         if self._timer is not None:
             self._timer.cancel()
-            self._timer, self._timer_at = None, math.inf
         try:
             self._stop_worker()
             self._flush(0)
@@ -232,7 +229,6 @@ class Scheduler:
             self._held.clear()
             self._held_hosts.clear()
             self._ready.clear()
-            self._send_at.clear()
             self._downloading.clear()
             self._host_downloads.clear()
             if self._memory:
@@ -327,32 +323,20 @@ class Scheduler:
         return request
 
     def _hand_ready(self) -> Any:
-        """The first request taken that may go now (its send time, if any, is past) and
-        whose host this process downloads fewer than its part of (counted as downloading
-        from now on), or None: then the engine is woken when the first one is due."""
-        now, due = time.time(), math.inf
+        """The first request taken whose host this process downloads fewer than its part
+        of (counted as downloading from now on), or None."""
         for i, request in enumerate(self._ready):
             host = host_of(request)
-            if self._host_downloads[host] >= self._part:
-                continue
-            at = self._send_at.get(id(request), 0.0)
-            if at > now:
-                due = min(due, at)
-                continue
-            self._send_at.pop(id(request), None)
-            del self._ready[i]
-            self._downloading[id(request)] = host
-            self._host_downloads[host] += 1
-            return request
-        if due < math.inf:
-            self._wait(due)
+            if self._host_downloads[host] < self._part:
+                del self._ready[i]
+                self._downloading[id(request)] = host
+                self._host_downloads[host] += 1
+                return request
         return None
 
     def _can_hand(self) -> bool:
         """Whether a request taken may be handed to the engine now."""
-        now = time.time()
-        return any(self._host_downloads[host_of(r)] < self._part
-                   and self._send_at.get(id(r), 0.0) <= now for r in self._ready)
+        return any(self._host_downloads[host_of(r)] < self._part for r in self._ready)
 
     def _download_over(self, request: Any) -> str | None:
         """Count request's download as over (once); its host, if it was counted."""
@@ -493,8 +477,6 @@ class Scheduler:
         fp = self.df.fingerprint(request) if self.revisit else None  # only revisits need it
         self._held[id(request)] = (request, popped.key, fp)
         self._held_hosts[popped.host] += 1
-        if popped.send_at > time.time():  # taken ahead of its host's time: held till then
-            self._send_at[id(request)] = popped.send_at
         self._ready.append(request)
         self._taken += 1
 
@@ -527,20 +509,15 @@ class Scheduler:
         return () if slot is None else slot.inprogress
 
     def _wait(self, wake: float | None) -> None:
-        """Nothing may go now: wake the engine at wake (the first waiting host's time, or
-        the first request's send time), unless it is woken sooner or the tick comes first
-        (or no crawl runs: no engine to wake)."""
-        if wake is None or wake >= self._timer_at or self._loop is None:
+        """Nothing may be taken now: wake the engine when the first waiting host may go."""
+        if wake is None or self._timer is not None:
             return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer, self._timer_at = None, math.inf
         delay = max(0.0, wake - time.time()) + 0.001
         if delay < TICK:
-            self._timer, self._timer_at = call_later(delay, self._wake), wake
+            self._timer = call_later(delay, self._wake)
 
     def _wake(self) -> None:
-        self._timer, self._timer_at = None, math.inf
+        self._timer = None
         slot = engine_slot(self.crawler)
         if slot is not None:
             slot.nextcall.schedule()

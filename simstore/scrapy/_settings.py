@@ -30,9 +30,6 @@ logger = logging.getLogger("simstore.scrapy")
 REFUSED = "simstore_refused"  # the finish reason of a crawl whose settings were refused
 MODES = ("drop", "log")
 DEFAULT_LEASE = 60.0
-# seconds a request of a host with a delay is taken before it may be sent: its commit's
-# flush and its way to the downloader happen in that time, so it leaves on time, not late
-SEND_LEAD = 0.1
 MIN_LEASE, MAX_LEASE = 1.0, 86400.0
 MIDDLEWARE = "simstore.scrapy.NearDuplicateMiddleware"
 PIPELINE = "simstore.scrapy.NearDuplicatePipeline"
@@ -164,8 +161,7 @@ def politeness_setting(settings: Any) -> Politeness:
     # one process alone may hold as much of a host as plain Scrapy keeps in its slot
     total = number(settings, "CONCURRENT_REQUESTS", int) or 16
     return Politeness(delay=delay, concurrency=conc, max_delay=max(cap, delay),
-                      robots=flag(settings, "ROBOTSTXT_OBEY"), lead=SEND_LEAD,
-                      prefetch=prefetch,
+                      robots=flag(settings, "ROBOTSTXT_OBEY"), prefetch=prefetch,
                       solo_prefetch=min(max(prefetch, total - conc), 2**20))
 
 

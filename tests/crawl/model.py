@@ -89,7 +89,6 @@ class Policy:
     backoff: float = 2.0
     robots: bool = False
     margin: float = 0.02
-    lead: float = 0.0
     prefetch: int = 0
     solo_prefetch: int = 0
 
@@ -159,25 +158,14 @@ class Model:
             return None
         return max(h.next_ms, h.blocked_ms)
 
-    @property
-    def lead_ms(self) -> int:
-        return int(self.policy.lead * 1000)
-
     def ready(self, now: int) -> list[MHost]:
-        """The hosts that may be taken now: their time is past or within the lead."""
         return [h for h in self.hosts.values()
-                if (at := self.may_go_at(h)) is not None and at <= now + self.lead_ms]
+                if (at := self.may_go_at(h)) is not None and at <= now]
 
     def wake(self, now: int) -> float | None:
-        times = [at - self.lead_ms for h in self.hosts.values()
-                 if (at := self.may_go_at(h)) is not None and at > now + self.lead_ms]
+        times = [at for h in self.hosts.values()
+                 if (at := self.may_go_at(h)) is not None and at > now]
         return min(times) / 1000 if times else None
-
-    def send_ms(self, h: MHost, now: int) -> int:
-        """When a request of h taken now may go: its time, or now; with a delay, not
-        before the lead after the take."""
-        at = max(h.next_ms, h.blocked_ms, now)
-        return max(at, now + self.lead_ms) if self.delay_ms(h) else at
 
     # --- operations -----------------------------------------------------------------
 
@@ -241,11 +229,10 @@ class Model:
         return n
 
     def take(self, n: int, lease_ms: int, owner: str, now: int
-             ) -> tuple[list[tuple[bytes, bytes, str, float]], float | None, bool]:
-        """(key, payload, host, send time) of each request leased, the wake (when fewer
-        than n were leased or no host is left that may be asked now) and whether one is
-        left."""
-        got: list[tuple[bytes, bytes, str, float]] = []
+             ) -> tuple[list[tuple[bytes, bytes, str]], float | None, bool]:
+        """(key, payload, host) of each request leased, the wake (when fewer than n were
+        leased or no host is left that may be asked now) and whether one is left."""
+        got: list[tuple[bytes, bytes, str]] = []
         if n:
             self.takers[owner] = now
         share = self.share(now) if n else self.host_limit
@@ -258,9 +245,8 @@ class Model:
             del self.queue[key]
             self.leases[key] = MLease(req, now + lease_ms, owner)
             h.inflight += 1
-            send = self.send_ms(h, now)
-            h.next_ms = send + self.delay_ms(h)
-            got.append((key, req.payload, h.name, send / 1000))
+            h.next_ms = now + self.delay_ms(h)
+            got.append((key, req.payload, h.name))
         more = not self.paused and bool(self.ready_for(owner, now, share))
         return got, (self.wake(now) if len(got) < n or not more else None), more
 

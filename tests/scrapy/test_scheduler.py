@@ -4,7 +4,6 @@ tests/crawl/."""
 
 from __future__ import annotations
 
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -169,36 +168,6 @@ def test_scheduler_takes_a_batch_ahead_of_the_free_slots(tmp_path):
     with simstore.SimStore(tmp_path / "store") as s:
         f = Frontier(s)
         assert (len(f), f.leases()) == (40 - 1, [])  # all back but the one done
-
-
-def test_a_request_of_a_host_with_a_delay_waits_for_its_send_time(tmp_path):
-    """A host with a delay is taken a lead before its time (its commit's flush happens
-    then, not after the time): the request is handed out at its send time, not sooner,
-    and the next request of the host one delay after that."""
-    from simstore.scrapy._settings import SEND_LEAD
-
-    crawler = crawler_of(tmp_path / "store", SIMSTORE_LEASE=30, DOWNLOAD_DELAY=0.3)
-    sched = Scheduler.from_crawler(crawler)
-    slot, _ = engine_for(crawler)
-    sched.open(Spider.from_crawler(crawler))
-    assert sched.enqueue_request(Request("http://x/1"))
-    assert sched.enqueue_request(Request("http://x/2"))
-    t0 = time.time()
-    first = sched.next_request()  # taken now, to be sent SEND_LEAD later
-    while first is None:
-        assert time.time() - t0 < 5
-        time.sleep(0.005)
-        first = sched.next_request()
-    handed = time.time()
-    slot.inprogress.add(first)
-    assert handed - t0 >= SEND_LEAD - 0.002
-    second = sched.next_request()
-    while second is None:
-        assert time.time() - handed < 5
-        time.sleep(0.005)
-        second = sched.next_request()
-    assert time.time() - handed >= 0.3 - 0.002  # the host's delay after the first one's time
-    sched.close("shutdown")
 
 
 def test_scheduler_keeps_unserializable_requests_in_memory(tmp_path):
