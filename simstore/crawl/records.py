@@ -128,7 +128,7 @@ THROTTLED = 4  # Host.flags: it answered 429/503: one request at a time, its del
 
 NOWHERE, READY, WAITING = 0, 1, 2
 
-_HOST = struct.Struct(">QQQIIIIIIBBB")
+_HOST = struct.Struct(">QQQIIIIIIIBBB")
 
 
 @dataclass
@@ -136,8 +136,10 @@ class Host:
     """A host's shared state: politeness, counts, and where it sits in the take order.
 
     ``next_ms``: no request starts before (the last start plus the delay);
-    ``blocked_ms``: none before either (a 429/503); ``delay_ms``: its robots.txt
-    Crawl-delay (capped); ``slot``: the ``R`` or ``W`` key it is listed under, if any.
+    ``blocked_ms``: none before either (a 429/503); ``delay_ms``: the delay in force:
+    its robots.txt Crawl-delay (capped, ``crawl_ms``), raised by 429/503 answers and
+    coming back down to it with each other answer; ``slot``: the ``R`` or ``W`` key it
+    is listed under, if any.
     """
 
     name: str
@@ -150,6 +152,7 @@ class Host:
     n429: int = 0
     n503: int = 0
     throttles: int = 0  # 429/503 answers in a row (the exponent of the backoff)
+    crawl_ms: int = 0  # its robots.txt Crawl-delay (capped): what delay_ms comes back to
     flags: int = 0
     where: int = NOWHERE
     slot: bytes = b""
@@ -158,7 +161,8 @@ class Host:
         """The record's bytes."""
         return _HOST.pack(self.next_ms, self.blocked_ms, self.fetched, self.delay_ms,
                           self.queued, self.inflight, self.n429, self.n503,
-                          min(self.throttles, 2**32 - 1), self.flags, self.where,
+                          min(self.throttles, 2**32 - 1), self.crawl_ms, self.flags,
+                          self.where,
                           len(self.slot)) + self.slot + self.name.encode("utf-8",
                                                                          "surrogatepass")
 
@@ -169,13 +173,13 @@ class Host:
         if len(raw) < _HOST.size:
             raise CorruptStoreError(f"a frontier host record of {len(raw)} bytes")
         (next_ms, blocked_ms, fetched, delay_ms, queued, inflight, n429, n503, throttles,
-         flags, where, n) = _HOST.unpack_from(raw)
+         crawl_ms, flags, where, n) = _HOST.unpack_from(raw)
         slot = raw[_HOST.size:_HOST.size + n]
         if len(slot) != n:
             raise CorruptStoreError("a frontier host record shorter than its slot")
         name = raw[_HOST.size + n:].decode("utf-8", "surrogatepass")
         return cls(name, next_ms, blocked_ms, fetched, delay_ms, queued, inflight, n429,
-                   n503, throttles, flags, where, slot)
+                   n503, throttles, crawl_ms, flags, where, slot)
 
 
 _URL = struct.Struct(">QQQB8s")

@@ -20,6 +20,10 @@ from ..exceptions import SimstoreValueError
 DEFAULT_MAX_DELAY = 600.0  # seconds: the cap on a Crawl-delay, a Retry-After or a backoff
 DEFAULT_BACKOFF = 2.0  # seconds of the first wait after a 429/503 without Retry-After
 THROTTLED_DELAY = 0.25  # seconds: the least delay of a host that answered 429/503
+# of what a 429/503 episode added to a host's delay, the part each other answer keeps:
+# the delay comes back to the host's own (a tenth of the way per answer), as a
+# congestion window grows back after a loss
+THROTTLE_KEEP = 0.9
 DEFAULT_MARGIN = 0.02  # seconds added to a host's delay: a request leaves a few ms after its take
 GONE_STATUSES = (404, 410)
 THROTTLE_STATUSES = (429, 503)

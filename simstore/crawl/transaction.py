@@ -34,7 +34,7 @@ from .records import (
     robots_key,
     taker_key,
 )
-from .rules import GONE_STATUSES, THROTTLE_STATUSES, THROTTLED_DELAY
+from .rules import GONE_STATUSES, THROTTLE_KEEP, THROTTLE_STATUSES, THROTTLED_DELAY
 
 RECLAIM_MAX = 256  # expired leases a transaction moves back, at most (oldest first)
 PROMOTE_MAX = 1024  # waiting hosts a transaction lists as ready, at most
@@ -356,6 +356,8 @@ class Txn:
         h.fetched += 1
         if d.status not in THROTTLE_STATUSES:
             h.throttles = 0
+            if h.delay_ms > h.crawl_ms:  # what a 429/503 added wanes with each answer
+                h.delay_ms = h.crawl_ms + int((h.delay_ms - h.crawl_ms) * THROTTLE_KEEP)
         revisit = self.f.revisit
         if revisit is None or d.fp is None or d.status in THROTTLE_STATUSES:
             return
@@ -448,7 +450,7 @@ class Txn:
         hid = host_id(name)
         h = self.load_host(hid, name)
         h.name = h.name or name
-        h.delay_ms = min(delay_ms, 2**32 - 1)
+        h.delay_ms = h.crawl_ms = min(delay_ms, 2**32 - 1)
         h.flags |= DELAY_KNOWN
         # robots.txt was a request to the host, and the request that made the crawler
         # fetch it follows one delay later: the next take waits for both
@@ -576,7 +578,7 @@ class Txn:
                     "next_allowed": h.next_ms / 1000 if h.next_ms else None,
                     "blocked_until": h.blocked_ms / 1000 if h.blocked_ms else None,
                     "delay": max(self.policy.delay, h.delay_ms / 1000),
-                    "crawl_delay": h.delay_ms / 1000 if h.flags & DELAY_KNOWN else None,
+                    "crawl_delay": h.crawl_ms / 1000 if h.flags & DELAY_KNOWN else None,
                     "fetched": h.fetched, "answers_429": h.n429, "answers_503": h.n503,
                     "paused": bool(h.flags & PAUSED)})
         rows.sort(key=lambda r: (-r["queued"], -r["in_flight"], r["host"]))

@@ -44,6 +44,7 @@ class MHost:
     next_ms: int = 0
     blocked_ms: int = 0
     delay_ms: int = 0  # its robots.txt Crawl-delay, or what 429/503 made of it
+    crawl_ms: int = 0  # its robots.txt Crawl-delay: what delay_ms wanes back to
     known: bool = False  # robots.txt read
     throttled: bool = False
     paused: bool = False
@@ -203,6 +204,8 @@ class Model:
                 h.fetched += 1
                 if status not in THROTTLE:
                     h.throttles = 0
+                    if h.delay_ms > h.crawl_ms:  # a tenth of a 429's addition goes
+                        h.delay_ms = h.crawl_ms + int((h.delay_ms - h.crawl_ms) * 0.9)
         return n
 
     def reclaim(self, now: int) -> list[bytes]:
@@ -270,7 +273,7 @@ class Model:
         if crawl_delay is not None and not math.isnan(crawl_delay):
             seconds = min(max(crawl_delay, 0.0), self.policy.max_delay)
         h = self.host(host)
-        h.delay_ms = min(int(seconds * 1000), 2**32 - 1)
+        h.delay_ms = h.crawl_ms = min(int(seconds * 1000), 2**32 - 1)
         h.known = True
         h.next_ms = max(h.next_ms, now + 2 * self.delay_ms(h))
         return seconds

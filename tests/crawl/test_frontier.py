@@ -124,6 +124,32 @@ def test_clear_keeps_each_hosts_next_allowed_time(store):
     assert f.take(1, 60, "p").popped == []
 
 
+def test_a_hosts_delay_comes_back_to_its_crawl_delay_after_a_429(store):
+    """A 429 doubles a host's delay; each answer after it takes a tenth of what was added
+    away, so the delay comes back to the robots.txt Crawl-delay, never below it."""
+    clock = Clock()
+    f = Frontier(store, clock=clock, politeness=Politeness(margin=0.0, robots=True))
+    f.robots_read("a.example", 0.2)
+    f.throttle("a.example", 1.0)
+
+    def delay() -> float:
+        return next(h["delay"] for h in f.hosts() if h["host"] == "a.example")
+
+    assert delay() == 0.4 and f.hosts()[0]["crawl_delay"] == 0.2
+    extra = 200
+    for i in range(30):
+        f.push(0, b"p%d" % i, host="a.example")
+        clock.t += 2.0
+        got = f.take(1, 60, "p").popped
+        assert got
+        f.ack([Done(got[0].key, 200)], "p")
+        extra = int(extra * 0.9)
+        assert delay() == (200 + extra) / 1000
+    assert 0.2 < delay() < 0.21
+    f.throttle("a.example", None, 503)  # a new episode doubles what is in force
+    assert delay() == 2 * (200 + extra) / 1000
+
+
 def test_processes_taking_together_share_a_host_and_one_alone_takes_it_all(store):
     """One process alone may hold concurrency + solo_prefetch of a host; once another
     takes too, the host may have concurrency + prefetch in flight, each process half of
