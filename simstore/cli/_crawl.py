@@ -50,13 +50,16 @@ def _human(st: dict[str, Any]) -> str:
                      f"{o['oldest_age']:.0f}s ago, {o['expired']} expired)")
     if st["hosts"]:
         lines.append(f"hosts ({st['host_count']}, most queued first):")
-        lines.append("  host\tqueued\tin_flight\tnext\tblocked\tdelay\tfetched\t429\t503")
+        lines.append("  host\tqueued\tin_flight\tnext\tblocked\tdelay\tfetched\t429\t503"
+                     "\tno_answer")
         for h in st["hosts"]:
             blocked = _when(h["blocked_until"], now) if h["blocked_until"] else "-"
             lines.append(
-                f"  {h['host'] or '-'}{' (paused)' if h['paused'] else ''}\t{h['queued']}\t"
+                f"  {h['host'] or '-'}{' (paused)' if h['paused'] else ''}"
+                f"{' (given up)' if h['down'] else ''}\t{h['queued']}\t"
                 f"{h['in_flight']}\t{_when(h['next_allowed'], now)}\t{blocked}\t"
-                f"{h['delay']:g}s\t{h['fetched']}\t{h['answers_429']}\t{h['answers_503']}")
+                f"{h['delay']:g}s\t{h['fetched']}\t{h['answers_429']}\t{h['answers_503']}\t"
+                f"{h['failures']}")
     if st["next_wake"] and not st["paused"]:
         at = time.strftime("%H:%M:%S", time.localtime(st["next_wake"]))
         lines.append(f"next host free at {at}")

@@ -12,6 +12,7 @@ from ..exceptions import SimstoreTypeError, SimstoreValueError
 MAX_LEASE = 30 * 86400.0  # seconds
 MAX_FP = 255  # bytes of a fingerprint
 MAX_OWNER = 1024  # bytes of an owner
+NO_ANSWER = 0  # Done.status of a download that got no answer (refused, timed out, no DNS)
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,10 @@ class Push:
 @dataclass(frozen=True)
 class Done:
     """A leased request the caller is done with, and what came of it: the HTTP status
-    (None: no answer), and for revisits its fingerprint and whether it changed (None:
-    judge by ``digest``, a 64-bit digest of what it answered)."""
+    (None: nothing to count, as a request a middleware dropped; ``NO_ANSWER``: its
+    download got no answer, so a revisit keeps its interval), and for revisits its
+    fingerprint and whether it changed (None: judge by ``digest``, a 64-bit digest of
+    what it answered)."""
 
     key: bytes
     status: int | None = None
@@ -49,7 +52,8 @@ class Done:
 
 @dataclass(frozen=True)
 class Taken:
-    """What a take gave: the requests leased, the keys the pushes got (None: seen), when
+    """What a take gave: the requests leased, the keys the pushes got (None: seen, or
+    its host given up), when
     the next waiting host may go (seconds since the epoch, None: none waits), how many
     expired leases it moved back, whether a host may still be asked now (False: a
     take before a slot is freed, a request queued or the wake finds nothing), and how

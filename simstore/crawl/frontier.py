@@ -12,7 +12,7 @@ never born expired however long the lock took. Invariants in every snapshot:
    or nowhere while it has its concurrency in flight or is paused; every change that
    could let it go lists it again.
 3. A take starts no request to a host before its next allowed time (the last start
-   plus its delay) nor inside a Retry-After, across all processes.
+   plus its delay) nor while it is blocked (a Retry-After, a backoff), across all processes.
 4. Every lease is listed under its deadline; a take moves the expired ones back
    first (a bounded number per call, oldest first), whatever the number of leases.
 
@@ -314,6 +314,17 @@ class Frontier:
                     f"'retry_after' must be seconds or None (got {retry_after!r})")
             wait, capped = self.politeness.cap(float(retry_after))
         return self._write(lambda t: t.throttle(host, wait, status)), capped
+
+    def failed(self, host: str) -> tuple[float, int | None]:
+        """A download of host got no answer (refused, timed out, no DNS). Unless the host
+        is blocked already (downloads in flight together fail together: one episode),
+        block it for every process for the backoff, doubled for each episode in a row,
+        one request at a time until it answers; at ``max_failures`` episodes in a row
+        give it up for ``max_delay``: its queued requests dropped, and those queued for it
+        meanwhile. (seconds it is blocked from now, requests dropped: None when it is not
+        given up now)."""
+        check_host(host)
+        return self._write(lambda t: t.failed(host))
 
     def pause(self, host: str | None = None) -> None:
         """Take nothing more (from host, or from the whole frontier) until :meth:`resume`."""

@@ -125,10 +125,12 @@ class Lease:
 PAUSED = 1  # Host.flags: no request of the host is taken
 DELAY_KNOWN = 2  # Host.flags: its robots.txt was read (its Crawl-delay, or none, known)
 THROTTLED = 4  # Host.flags: it answered 429/503: one request at a time, its delay learnt
+DOWN = 8  # Host.flags: given up after downloads in a row got no answer: until blocked_ms
+# ends, the requests queued for it are dropped
 
 NOWHERE, READY, WAITING = 0, 1, 2
 
-_HOST = struct.Struct(">QQQIIIIIIIBBB")
+_HOST = struct.Struct(">QQQIIIIIIIIBBB")
 
 
 @dataclass
@@ -138,8 +140,9 @@ class Host:
     ``next_ms``: no request starts before (the last start plus the delay);
     ``blocked_ms``: none before either (a 429/503); ``delay_ms``: the delay in force:
     its robots.txt Crawl-delay (capped, ``crawl_ms``), raised by 429/503 answers and
-    coming back down to it with each other answer; ``slot``: the ``R`` or ``W`` key it
-    is listed under, if any.
+    coming back down to it with each other answer; ``failures``: its downloads in a row
+    that got no answer (refused, timed out, no DNS; the exponent of their backoff);
+    ``slot``: the ``R`` or ``W`` key it is listed under, if any.
     """
 
     name: str
@@ -153,6 +156,7 @@ class Host:
     n503: int = 0
     throttles: int = 0  # 429/503 answers in a row (the exponent of the backoff)
     crawl_ms: int = 0  # its robots.txt Crawl-delay (capped): what delay_ms comes back to
+    failures: int = 0  # downloads in a row that got no answer
     flags: int = 0
     where: int = NOWHERE
     slot: bytes = b""
@@ -161,7 +165,8 @@ class Host:
         """The record's bytes."""
         return _HOST.pack(self.next_ms, self.blocked_ms, self.fetched, self.delay_ms,
                           self.queued, self.inflight, self.n429, self.n503,
-                          min(self.throttles, 2**32 - 1), self.crawl_ms, self.flags,
+                          min(self.throttles, 2**32 - 1), self.crawl_ms,
+                          min(self.failures, 2**32 - 1), self.flags,
                           self.where,
                           len(self.slot)) + self.slot + self.name.encode("utf-8",
                                                                          "surrogatepass")
@@ -173,13 +178,13 @@ class Host:
         if len(raw) < _HOST.size:
             raise CorruptStoreError(f"a frontier host record of {len(raw)} bytes")
         (next_ms, blocked_ms, fetched, delay_ms, queued, inflight, n429, n503, throttles,
-         crawl_ms, flags, where, n) = _HOST.unpack_from(raw)
+         crawl_ms, failures, flags, where, n) = _HOST.unpack_from(raw)
         slot = raw[_HOST.size:_HOST.size + n]
         if len(slot) != n:
             raise CorruptStoreError("a frontier host record shorter than its slot")
         name = raw[_HOST.size + n:].decode("utf-8", "surrogatepass")
         return cls(name, next_ms, blocked_ms, fetched, delay_ms, queued, inflight, n429,
-                   n503, throttles, crawl_ms, flags, where, slot)
+                   n503, throttles, crawl_ms, failures, flags, where, slot)
 
 
 _URL = struct.Struct(">QQQB8s")

@@ -24,6 +24,9 @@ THROTTLED_DELAY = 0.25  # seconds: the least delay of a host that answered 429/5
 # the delay comes back to the host's own (a tenth of the way per answer), as a
 # congestion window grows back after a loss
 THROTTLE_KEEP = 0.9
+# episodes in a row of a host's downloads getting no answer (refused, timed out, no DNS)
+# before it is given up: with the backoff doubling from 2 s, unreachable for a minute or more
+DEFAULT_MAX_FAILURES = 6
 DEFAULT_MARGIN = 0.02  # seconds added to a host's delay: a request leaves a few ms after its take
 GONE_STATUSES = (404, 410)
 THROTTLE_STATUSES = (429, 503)
@@ -55,7 +58,11 @@ class Politeness:
     download slot holds the concurrency). With several processes taking, a host may have
     ``concurrency + prefetch`` in flight, each process its share of that (split evenly,
     rounded up), so none keeps a host the others wait for; each downloads its part of
-    ``concurrency`` at once (:meth:`downloads`).
+    ``concurrency`` at once (:meth:`downloads`). ``max_failures``: episodes in a row of
+    a host's downloads getting no answer (each blocks it for the backoff, doubled each
+    time, and leaves it one request at a time; downloads that fail while it is blocked
+    are the same episode) before it is given up for ``max_delay``: its queued requests
+    dropped, and those queued for it meanwhile (0: never given up).
     """
 
     delay: float = 0.0
@@ -66,6 +73,7 @@ class Politeness:
     margin: float = DEFAULT_MARGIN
     prefetch: int = 0
     solo_prefetch: int = 0
+    max_failures: int = DEFAULT_MAX_FAILURES
 
     def __post_init__(self) -> None:
         _seconds(self.delay, "delay")
@@ -75,7 +83,7 @@ class Politeness:
         c = self.concurrency
         if not isinstance(c, int) or isinstance(c, bool) or not 1 <= c <= 2**31 - 1:
             raise SimstoreValueError(f"'concurrency' must be an int >= 1 (got {c!r})")
-        for name in ("prefetch", "solo_prefetch"):
+        for name in ("prefetch", "solo_prefetch", "max_failures"):
             f = getattr(self, name)
             if not isinstance(f, int) or isinstance(f, bool) or not 0 <= f <= 2**31 - 1:
                 raise SimstoreValueError(f"{name!r} must be an int >= 0 (got {f!r})")

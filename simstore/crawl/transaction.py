@@ -11,9 +11,10 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from .calls import Done, Popped, Push, Taken, check_fp
+from .calls import NO_ANSWER, Done, Popped, Push, Taken, check_fp
 from .records import (
     DELAY_KNOWN,
+    DOWN,
     FRONTIER_VERSION,
     NOWHERE,
     PAUSED,
@@ -144,7 +145,8 @@ class Txn:
         if h.queued <= 0 or h.flags & PAUSED:
             return
         conc = self.policy.host_limit
-        if (self.policy.robots and not h.flags & DELAY_KNOWN) or h.flags & THROTTLED:
+        if (self.policy.robots and not h.flags & DELAY_KNOWN) or h.flags & THROTTLED \
+                or h.failures:
             conc = 1
         if h.inflight >= conc:
             return
@@ -179,20 +181,20 @@ class Txn:
         return out
 
     def enqueue(self, hid: bytes, name: str, priority: int, seq: int, payload: bytes
-                ) -> bytes:
+                ) -> bytes | None:
+        """Queue a request: its key, or None while its host is given up (dropped). The
+        host is listed anew when it was nowhere or the request comes before its listed
+        first one."""
+        h = self.load_host(hid, name)
+        if h.flags & DOWN and self.now < h.blocked_ms:
+            return None
         key = queue_key(hid, priority, seq)
         self.txn.put(key, payload, db=self.queue)
-        self.requeued(hid, key, name)
-        return key
-
-    def requeued(self, hid: bytes, key: bytes, name: str | None = None) -> None:
-        """Count a request (re)entering host hid's queue under key; list the host anew
-        when it was nowhere or the request comes before its listed first one."""
-        h = self.load_host(hid, name)
         h.queued += 1
         if h.where == NOWHERE or (h.where == READY and key[8:24] < h.slot[1:17]):
             self.place(hid, h)
         self.save_host(hid, h)
+        return key
 
     def take(self, n: int, lease_ms: int, owner: bytes, pushes: list[Push],
              dones: list[Done], left: list[bytes]) -> Taken:
@@ -353,7 +355,12 @@ class Txn:
         """Count a request's answer on its host and schedule its revisit."""
         if d.status is None:
             return
+        if d.status == NO_ANSWER:  # its failure was counted when it happened
+            self.keep_due(d)
+            return
         h.fetched += 1
+        h.failures = 0
+        h.flags &= ~DOWN
         if d.status not in THROTTLE_STATUSES:
             h.throttles = 0
             if h.delay_ms > h.crawl_ms:  # what a 429/503 added wanes with each answer
@@ -381,10 +388,26 @@ class Txn:
             else:
                 changed = d.changed if d.changed is not None else old.digest != d.digest
                 interval = revisit.next_interval(old.interval_ms, changed)
-        due = self.now + max(interval, 1)
-        self.txn.put(b"U" + fp, Url(due, interval, digest, gone, hid, payload).pack(),
-                     db=self.urls)
-        self.txn.put(b"T" + ms(due) + fp, b"", db=self.urls)
+        self.schedule(fp, Url(0, interval, digest, gone, hid, payload))
+
+    def schedule(self, fp: bytes, rec: Url) -> None:
+        """Store fp's revisit record, due one interval from now."""
+        rec.due_ms = self.now + max(rec.interval_ms, 1)
+        self.txn.put(b"U" + fp, rec.pack(), db=self.urls)
+        self.txn.put(b"T" + ms(rec.due_ms) + fp, b"", db=self.urls)
+
+    def keep_due(self, d: Done) -> None:
+        """A revisit whose download got no answer: due again after the same interval
+        (a URL fetched before and not yet scheduled again; a new URL stays unknown)."""
+        if self.f.revisit is None or d.fp is None:
+            return
+        fp = check_fp(d.fp)
+        raw = self.txn.get(b"U" + fp, db=self.urls)
+        if raw is None:
+            return
+        rec = Url.unpack(raw)
+        if not rec.due_ms and rec.payload:
+            self.schedule(fp, rec)
 
     def queue_due(self, limit: int) -> int:
         due = self.until(self.urls, b"T", self.now + 1, limit)
@@ -399,10 +422,13 @@ class Txn:
                 continue
             rec = Url.unpack(raw)
             rec.due_ms = 0  # queued now: due again once fetched
-            self.txn.put(b"U" + fp, rec.pack(), db=self.urls)
-            if rec.payload:
+            if not rec.payload:
+                self.txn.put(b"U" + fp, rec.pack(), db=self.urls)
+            elif self.enqueue(rec.hid, "", 0, seq, rec.payload) is None:
+                self.schedule(fp, rec)  # its host is given up: due again one interval on
+            else:
+                self.txn.put(b"U" + fp, rec.pack(), db=self.urls)
                 self.txn.put(fp, ms(self.now), db=self.seen)
-                self.enqueue(rec.hid, "", 0, seq, rec.payload)
                 seq += 1
         self.txn.put(self.f._seq_key, U64.pack(seq - 1), db=self.meta)
         return len(due)
@@ -502,13 +528,43 @@ class Txn:
         h.flags = (h.flags | PAUSED) if paused else (h.flags & ~PAUSED)
         self.settle(hid, h)
 
-    def drop_host(self, name: str) -> int:
+    def failed(self, name: str) -> tuple[float, int | None]:
+        """A download of host name got no answer. Unless the host is blocked already (the
+        same episode: downloads in flight together fail together), block it for the
+        backoff, doubled for each episode in a row, and ask it one request at a time
+        until it answers; at ``max_failures`` episodes in a row give it up for
+        ``max_delay`` (its queue dropped). (seconds blocked from now, requests dropped:
+        None when it is not given up now)."""
         hid = host_id(name)
+        h = self.load_host(hid, name)
+        h.name = h.name or name
+        if self.now < h.blocked_ms:
+            return (h.blocked_ms - self.now) / 1000, None
+        h.failures += 1
+        limit, dropped = self.policy.max_failures, None
+        if limit and h.failures >= limit:
+            wait = self.policy.max_delay
+            h.flags |= DOWN
+            dropped = self.drop_queue(hid)
+            h.queued = 0
+        else:
+            wait = self.policy.backoff_for(h.failures)
+        h.blocked_ms = self.now + int(wait * 1000)
+        self.settle(hid, h)
+        return wait, dropped
+
+    def drop_queue(self, hid: bytes) -> int:
+        """Delete every queued request of host hid (its record is the caller's); how many."""
         cur = self.txn.cursor(db=self.queue)
         n = 0
         while cur.set_range(hid) and bytes(cur.key())[:8] == hid:
             cur.delete()
             n += 1
+        return n
+
+    def drop_host(self, name: str) -> int:
+        hid = host_id(name)
+        n = self.drop_queue(hid)
         raw = self.txn.get(b"H" + hid, db=self.hosts)
         if raw is not None:
             h = Host.unpack(raw)
@@ -580,6 +636,7 @@ class Txn:
                     "delay": max(self.policy.delay, h.delay_ms / 1000),
                     "crawl_delay": h.crawl_ms / 1000 if h.flags & DELAY_KNOWN else None,
                     "fetched": h.fetched, "answers_429": h.n429, "answers_503": h.n503,
+                    "failures": h.failures, "down": bool(h.flags & DOWN),
                     "paused": bool(h.flags & PAUSED)})
         rows.sort(key=lambda r: (-r["queued"], -r["in_flight"], r["host"]))
         return rows if limit is None else rows[:limit]

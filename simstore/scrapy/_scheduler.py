@@ -27,6 +27,7 @@ import itertools
 import math
 import os
 import socket
+import sys
 import time
 import uuid
 from collections import Counter
@@ -41,7 +42,16 @@ from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
-from ..crawl import Done, Frontier, PayloadError, Popped, Push, Taken, parse_crawl_delay
+from ..crawl import (
+    NO_ANSWER,
+    Done,
+    Frontier,
+    PayloadError,
+    Popped,
+    Push,
+    Taken,
+    parse_crawl_delay,
+)
 from ..crawl.payload import decode, encode
 from ..crawl.rules import THROTTLE_STATUSES, parse_retry_after
 from ..exceptions import SimstoreError
@@ -56,6 +66,38 @@ TICK = 0.25  # seconds between two looks at leases, children and other processes
 FLUSH_AT = 256  # children queued in memory before they are written without waiting
 STATS = "simstore/frontier/"
 HOST_STATS = "simstore/hosts/"
+
+
+def _errors(*names: str) -> tuple[type[BaseException], ...]:
+    """The exception classes of these dotted names that this Scrapy and Twisted have."""
+    import importlib
+
+    out: list[type[BaseException]] = []
+    for name in names:
+        module, _, attr = name.rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            continue
+        out.append(cls)
+    return tuple(out)
+
+
+# A download that ended in one of these got no answer from its host (no address, no
+# connection, nothing before the timeout): the host's failure, not the request's
+NO_ANSWER_ERRORS = _errors(
+    "scrapy.exceptions.CannotResolveHostError",
+    "scrapy.exceptions.DownloadConnectionRefusedError",
+    "scrapy.exceptions.DownloadTimeoutError",
+    "scrapy.exceptions.DownloadFailedError",
+    "twisted.internet.error.ConnectError",
+    "twisted.internet.error.DNSLookupError",
+    "twisted.internet.error.TimeoutError",
+    "twisted.internet.defer.TimeoutError",
+    "twisted.web._newclient.ResponseNeverReceived",
+    "builtins.ConnectionRefusedError",
+    "builtins.TimeoutError",
+)
 START_CHECKED = "simstore_start_checked"  # meta of a start request once filtered
 THROTTLED = "simstore_throttled"  # meta: 429/503 answers this request had (no retry spent)
 FREE_THROTTLES = 8  # 429/503 answers per request that cost no retry
@@ -598,17 +640,72 @@ class Scheduler:
             meta["retry_times"] = meta.get("retry_times", 0) - 1
         logger.info("simstore: %s answered %d: blocked for every process for %.1f s", host,
                     response.status, blocked, extra={"spider": self.spider})
+        self._give_back(host)
 
     def _left(self, request: Any, spider: Any = None) -> None:
         """A request's download is over (answered or failed): its host's slot is free for
         every process at the next commit, though its lease stays until its callback's
-        requests are queued."""
+        requests are queued. A download that got no answer counts on its host."""
+        # Scrapy's downloader sends this signal from the ``finally`` of its download: a
+        # failure is the exception being raised there
+        failure = sys.exc_info()[1]
         held = self._held.get(id(request))
         if held is not None:
             self._left_keys.append(held[1])
+        if isinstance(failure, NO_ANSWER_ERRORS):
+            self._no_answer(request, failure, held is not None)
         host = self._download_over(request)
         if host is not None and any(host_of(r) == host for r in self._ready):
             self._wake()  # a request of its host waits for this download's place
+
+    def _no_answer(self, request: Any, failure: BaseException, held: bool) -> None:
+        """Block the request's host for every process (the backoff; given up after
+        ``SIMSTORE_HOST_MAX_FAILURES`` in a row); a revisit keeps its interval."""
+        if held:
+            self._outcomes[id(request)] = (NO_ANSWER, 0, None)
+        host = host_of(request)
+        self.stats.inc_value(HOST_STATS + "no_answer")
+        try:
+            blocked, dropped = self.frontier.failed(host)
+        except SimstoreError as exc:
+            logger.error("simstore: host state not written (%s)", exc,
+                         extra={"spider": self.spider})
+            return
+        self._give_back(host)
+        if dropped is None:
+            logger.info("simstore: %s gave no answer (%s): blocked for every process for "
+                        "%.1f s", host, type(failure).__name__, blocked,
+                        extra={"spider": self.spider})
+            return
+        self.stats.inc_value(HOST_STATS + "given_up")
+        self.stats.inc_value(HOST_STATS + "given_up_requests", dropped)
+        logger.warning("simstore: %s gave no answer %d times in a row (last: %s): given up "
+                       "for %.0f s, %d queued requests of it dropped", host,
+                       self.politeness.max_failures, type(failure).__name__, blocked, dropped,
+                       extra={"spider": self.spider})
+
+    def _give_back(self, host: str) -> None:
+        """Give the frontier back the requests of a host just blocked that this process
+        took and has not handed out: they would leave inside the block."""
+        keys, keep = [], []
+        for request in self._ready:
+            held = self._held.get(id(request)) if host_of(request) == host else None
+            if held is None:
+                keep.append(request)
+                continue
+            del self._held[id(request)]
+            _count_down(self._held_hosts, host)
+            keys.append(held[1])
+        if not keys:
+            return
+        self._ready = keep
+        try:
+            self.frontier.release(keys, self.owner)
+        except SimstoreError as exc:  # their leases run out: they come back then
+            logger.error("simstore: requests not given back (%s)", exc,
+                         extra={"spider": self.spider})
+            return
+        self.stats.inc_value(STATS + "given_back", len(keys))
 
     def _received(self, response: Any, request: Any, spider: Any = None) -> None:
         """An answer the engine got: its status (counted on its host) and, for the revisit,

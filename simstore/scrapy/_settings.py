@@ -22,7 +22,7 @@ from scrapy.exceptions import CloseSpider, DropItem, IgnoreRequest, NotConfigure
 
 from .._validate import parse_duration
 from ..crawl import DEFAULT_NAME, Politeness, Revisit, check_name
-from ..crawl.rules import DEFAULT_MAX_DELAY
+from ..crawl.rules import DEFAULT_MAX_DELAY, DEFAULT_MAX_FAILURES
 from ..exceptions import SimstoreError, SimstoreValueError
 
 logger = logging.getLogger("simstore.scrapy")
@@ -144,7 +144,9 @@ def politeness_setting(settings: Any) -> Politeness:
     """Politeness across processes from Scrapy's own settings: DOWNLOAD_DELAY,
     CONCURRENT_REQUESTS_PER_DOMAIN (or _PER_IP when set), ROBOTSTXT_OBEY (robots.txt's
     Crawl-delay counts), CONCURRENT_REQUESTS (what a process crawling alone may hold of
-    one host) and SIMSTORE_MAX_HOST_DELAY (the cap on any wait a host asks)."""
+    one host), SIMSTORE_MAX_HOST_DELAY (the cap on any wait a host asks) and
+    SIMSTORE_HOST_MAX_FAILURES (downloads in a row without an answer before a host is
+    given up; 0: never)."""
     delay = number(settings, "DOWNLOAD_DELAY", float) or 0.0
     if delay < 0:
         raise SimstoreValueError(f"setting DOWNLOAD_DELAY must be >= 0 (got {delay!r})")
@@ -157,12 +159,18 @@ def politeness_setting(settings: Any) -> Politeness:
     cap = DEFAULT_MAX_DELAY if cap is None else cap
     if cap <= 0:
         raise SimstoreValueError(f"setting SIMSTORE_MAX_HOST_DELAY must be > 0 (got {cap!r})")
+    failures = number(settings, "SIMSTORE_HOST_MAX_FAILURES", int)
+    failures = DEFAULT_MAX_FAILURES if failures is None else failures
+    if not 0 <= failures <= 2**31 - 1:
+        raise SimstoreValueError(
+            f"setting SIMSTORE_HOST_MAX_FAILURES must be an int >= 0 (got {failures!r})")
     prefetch = max(1, conc // 2)
     # one process alone may hold as much of a host as plain Scrapy keeps in its slot
     total = number(settings, "CONCURRENT_REQUESTS", int) or 16
     return Politeness(delay=delay, concurrency=conc, max_delay=max(cap, delay),
                       robots=flag(settings, "ROBOTSTXT_OBEY"), prefetch=prefetch,
-                      solo_prefetch=min(max(prefetch, total - conc), 2**20))
+                      solo_prefetch=min(max(prefetch, total - conc), 2**20),
+                      max_failures=failures)
 
 
 def revisit_setting(settings: Any) -> Revisit | None:

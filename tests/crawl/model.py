@@ -49,6 +49,8 @@ class MHost:
     throttled: bool = False
     paused: bool = False
     throttles: int = 0
+    failures: int = 0  # episodes in a row of downloads that got no answer
+    down: bool = False  # given up (its requests dropped while it is blocked)
     inflight: int = 0
     fetched: int = 0
     n429: int = 0
@@ -92,6 +94,7 @@ class Policy:
     margin: float = 0.02
     prefetch: int = 0
     solo_prefetch: int = 0
+    max_failures: int = 6
 
 
 @dataclass
@@ -118,7 +121,7 @@ class Model:
         return d + int(self.policy.margin * 1000) if d else 0
 
     def concurrency(self, h: MHost) -> int:
-        if (self.policy.robots and not h.known) or h.throttled:
+        if (self.policy.robots and not h.known) or h.throttled or h.failures:
             return 1
         return self.host_limit
 
@@ -181,6 +184,10 @@ class Model:
                 out.append(None)
                 continue
             self.seq += 1
+            h = self.hosts.get(host.lower())
+            if h is not None and h.down and now < h.blocked_ms:  # given up: dropped
+                out.append(None)
+                continue
             key = make_key(host, prio, self.seq)
             self.queue[key] = MReq(host, clamp(prio), self.seq, payload)
             self.host(host)
@@ -200,8 +207,10 @@ class Model:
             else:
                 continue
             n += 1
-            if status is not None:
+            if status is not None and status != 0:  # 0: no answer (counted by failed)
                 h.fetched += 1
+                h.failures = 0
+                h.down = False
                 if status not in THROTTLE:
                     h.throttles = 0
                     if h.delay_ms > h.crawl_ms:  # a tenth of a 429's addition goes
@@ -297,6 +306,23 @@ class Model:
         h.throttled = True
         h.blocked_ms = max(h.blocked_ms, now + int(wait * 1000))
         return wait
+
+    def failed(self, host: str, now: int) -> tuple[float, int | None]:
+        """A download got no answer: a new episode unless the host is blocked; backoff
+        2 s doubled per episode, given up (queue dropped, max_delay) at max_failures."""
+        h = self.host(host)
+        if now < h.blocked_ms:
+            return (h.blocked_ms - now) / 1000, None
+        h.failures += 1
+        dropped = None
+        if self.policy.max_failures and h.failures >= self.policy.max_failures:
+            wait = self.policy.max_delay
+            h.down = True
+            dropped = self.drop_host(host)
+        else:
+            wait = min(self.policy.backoff * 2.0 ** (h.failures - 1), self.policy.max_delay)
+        h.blocked_ms = now + int(wait * 1000)
+        return wait, dropped
 
     def pause(self, host: str | None, paused: bool) -> None:
         if host is None:

@@ -150,6 +150,75 @@ def test_a_hosts_delay_comes_back_to_its_crawl_delay_after_a_429(store):
     assert delay() == 2 * (200 + extra) / 1000
 
 
+def test_a_host_that_gives_no_answer_backs_off_then_is_given_up(store):
+    """Downloads that get no answer block their host for every process: 2 s, 4 s, ... an
+    episode (failures while it is blocked are the same one), one request at a time; at
+    max_failures episodes in a row its queue is dropped and so is what is queued for it
+    until the block ends. An answer ends the count."""
+    clock = Clock()
+    f = Frontier(store, clock=clock, politeness=Politeness(margin=0.0, max_failures=3))
+    f.push(0, b"a0", host="a.example")
+    for i in range(6):
+        f.push(0, b"b%d" % i, host="b.example")
+
+    def row(host: str) -> dict:
+        return next(h for h in f.hosts() if h["host"] == host)
+
+    got = f.take(3, 60, "p").popped
+    assert [p.payload for p in got] == [b"a0", b"b0", b"b1"]
+    assert f.failed("b.example") == (2.0, None)
+    clock.t += 0.5
+    assert f.failed("b.example") == (1.5, None)  # in flight together: the same episode
+    assert row("b.example")["failures"] == 1
+    f.ack([Done(p.key, 0) for p in got], "p")
+    assert f.take(5, 60, "p").popped == []  # blocked
+    clock.t += 1.5
+    got = f.take(5, 60, "p").popped
+    assert [p.payload for p in got] == [b"b2"]  # one at a time while it fails
+    assert f.failed("b.example") == (4.0, None)
+    f.ack([Done(got[0].key, 0)], "p")
+    clock.t += 4.0
+    got = f.take(5, 60, "p").popped
+    assert [p.payload for p in got] == [b"b3"]
+    assert f.failed("b.example") == (600.0, 2)  # the third episode: given up, b4 b5 dropped
+    f.ack([Done(got[0].key, 0)], "p")
+    r = row("b.example")
+    assert (r["queued"], r["failures"], r["down"]) == (0, 3, True)
+    assert f.push(0, b"b6", host="b.example") is None  # dropped while given up
+    assert f.push(0, b"a1", host="a.example") is not None
+    clock.t += 600.0
+    key = f.push(0, b"b7", host="b.example")
+    assert key is not None
+    got = f.take(5, 60, "p").popped
+    assert sorted(p.payload for p in got) == [b"a1", b"b7"]
+    f.ack([Done(p.key, 200) for p in got], "p")  # it answers: counted from zero again
+    r = row("b.example")
+    assert (r["failures"], r["down"], r["fetched"]) == (0, False, 1)
+    assert f.failed("b.example") == (2.0, None)
+
+
+def test_a_revisit_that_gets_no_answer_stays_due_after_its_interval(store):
+    """A URL due again whose download gets no answer (Done status NO_ANSWER) is due again one
+    interval later; a request dropped with no outcome (status None) leaves the schedule."""
+    clock = Clock()
+    f = Frontier(store, clock=clock, revisit=Revisit(60, 600))
+    for fp in (b"u1", b"u2"):
+        f.push(0, b"p" + fp, fp, host="a.example")
+    got = f.take(2, 30, "p").popped
+    f.ack([Done(p.key, 200, b"u" + p.payload[-1:], digest=1) for p in got], "p")
+    assert f.counts()["due"] == 2
+    clock.t += 61
+    assert f.queue_due() == 2 and f.counts()["due"] == 0
+    got = sorted(f.take(2, 30, "p").popped, key=lambda p: p.payload)
+    f.ack([Done(got[0].key, 0, b"u1"), Done(got[1].key, None, b"u2")], "p")
+    assert f.counts()["due"] == 1
+    clock.t += 59
+    assert f.queue_due() == 0
+    clock.t += 2
+    assert f.queue_due() == 1
+    assert [p.payload for p in f.take(2, 30, "p").popped] == [b"pu1"]
+
+
 def test_processes_taking_together_share_a_host_and_one_alone_takes_it_all(store):
     """One process alone may hold concurrency + solo_prefetch of a host; once another
     takes too, the host may have concurrency + prefetch in flight, each process half of

@@ -29,7 +29,7 @@ fps = st.none() | st.sampled_from([b"f0", b"f1", b"f2", b"f3"])
 pushes = st.builds(Push, priority=priorities, payload=st.binary(max_size=6), fp=fps,
                    only_new=st.booleans(), host=hosts)
 leases = st.sampled_from([0.5, 1.0, 5.0, 30.0])
-statuses = st.sampled_from([None, 200, 404, 429, 503])
+statuses = st.sampled_from([None, 0, 200, 404, 429, 503])
 
 
 class Clock:
@@ -52,17 +52,20 @@ class FrontierMachine(RuleBasedStateMachine):
     @initialize(delay=st.sampled_from([0.0, 0.0, 0.5, 2.0]),
                 concurrency=st.sampled_from([1, 2, 8]), robots=st.booleans(),
                 margin=st.sampled_from([0.0, 0.02]), prefetch=st.sampled_from([0, 0, 2]),
-                solo_prefetch=st.sampled_from([0, 0, 1, 4]))
+                solo_prefetch=st.sampled_from([0, 0, 1, 4]),
+                max_failures=st.sampled_from([0, 1, 2, 6]))
     def open(self, delay: float, concurrency: int, robots: bool, margin: float,
-             prefetch: int, solo_prefetch: int) -> None:
+             prefetch: int, solo_prefetch: int, max_failures: int) -> None:
         self.dir = tempfile.mkdtemp(prefix="frontier-model-", dir=SCRATCH)
         self.store = simstore.SimStore(self.dir + "/s", durable=False)
         self.clock = Clock(1_700_000_000.0)
         polite = Politeness(delay=delay, concurrency=concurrency, robots=robots, margin=margin,
-                            prefetch=prefetch, solo_prefetch=solo_prefetch)
+                            prefetch=prefetch, solo_prefetch=solo_prefetch,
+                            max_failures=max_failures)
         self.f = Frontier(self.store, clock=self.clock, politeness=polite)
         self.m = Model(Policy(delay, concurrency, robots=robots, margin=margin,
-                              prefetch=prefetch, solo_prefetch=solo_prefetch))
+                              prefetch=prefetch, solo_prefetch=solo_prefetch,
+                              max_failures=max_failures))
         self.keys: list[bytes] = []  # every key the frontier gave, in order
         self.starts: dict[str, tuple[int, int]] = {}  # host -> (last start, its delay)
         self.blocked: dict[str, int] = {}  # host -> blocked until (ms), across clear()
@@ -180,6 +183,12 @@ class FrontierMachine(RuleBasedStateMachine):
         assert capped == (retry_after is not None and retry_after > 600)
         self.blocked[host] = max(self.blocked.get(host, 0), now + int(wait * 1000))
 
+    @rule(host=hosts)
+    def failed(self, host: str) -> None:
+        now = self.clock.ms
+        assert self.f.failed(host) == self.m.failed(host, now)
+        self.blocked[host] = max(self.blocked.get(host, 0), self.m.host(host).blocked_ms)
+
     @rule(host=hosts, delay=st.sampled_from([None, 0, 0.25, 1.0, 3.0, float("nan"), -1.0]))
     def robots_read(self, host: str, delay: float | None) -> None:
         got, _ = self.f.robots_read(host, delay)
@@ -221,9 +230,9 @@ class FrontierMachine(RuleBasedStateMachine):
         for h in self.m.hosts.values():
             r = rows[h.name]
             got = (r["queued"], r["in_flight"], r["paused"], r["fetched"], r["answers_429"],
-                   r["answers_503"])
+                   r["answers_503"], r["failures"], r["down"])
             assert got == (len(self.m.queued(h.name)), h.inflight, h.paused, h.fetched,
-                           h.n429, h.n503), h.name
+                           h.n429, h.n503, h.failures, h.down), h.name
         assert sorted(k for k, _, _ in self.f.leases()) == sorted(self.m.leases)
 
 

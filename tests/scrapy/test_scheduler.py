@@ -170,6 +170,51 @@ def test_scheduler_takes_a_batch_ahead_of_the_free_slots(tmp_path):
         assert (len(f), f.leases()) == (40 - 1, [])  # all back but the one done
 
 
+@pytest.mark.parametrize("how", ["429", "no answer"])
+def test_a_blocked_hosts_requests_taken_ahead_go_back_to_the_frontier(tmp_path, how):
+    """Requests of a host taken ahead and not yet handed out go back to the queue when the
+    host is blocked (a 429 with Retry-After, a download with no answer): handed out, they
+    would leave inside the block. The other hosts' stay."""
+    from scrapy.exceptions import DownloadConnectionRefusedError
+    from scrapy.http import Response
+
+    crawler = crawler_of(tmp_path / "store", SIMSTORE_LEASE=30, CONCURRENT_REQUESTS=8,
+                         CONCURRENT_REQUESTS_PER_DOMAIN=2)
+    sched = Scheduler.from_crawler(crawler)
+    slot, _ = engine_for(crawler)
+    crawler.engine.downloader = SimpleNamespace(active=set())
+    spider = Spider.from_crawler(crawler)
+    sched.open(spider)
+    for i in range(10):
+        assert sched.enqueue_request(Request(f"http://a.example/{i}"))
+    assert sched.enqueue_request(Request("http://b.example/0"))
+    first = sched.next_request()
+    assert first.url == "http://a.example/0"
+    slot.inprogress.add(first)
+    ahead = [r for r in sched._ready if "a.example" in r.url]
+    assert ahead  # taken ahead of its download slots
+    if how == "429":
+        sched._downloaded(Response(first.url, status=429, headers={"Retry-After": "30"}),
+                          first, spider)
+    else:
+        try:
+            raise DownloadConnectionRefusedError("refused")
+        except DownloadConnectionRefusedError:
+            sched._left(first, spider)  # as Scrapy's downloader sends it: in its `finally`
+    assert [r.url for r in sched._ready if "a.example" in r.url] == []
+    assert sched.frontier.hosts()[0]["blocked_until"] is not None
+    leased = {k for k, _, _ in sched.frontier.leases()}
+    assert len(leased) == len(sched._held)  # only what this process still holds
+    assert crawler.stats.get_value("simstore/frontier/given_back") == len(ahead)
+    nxt = sched.next_request()  # a.example waits out its block; b.example goes
+    assert nxt is not None and nxt.url == "http://b.example/0"
+    sched.close("shutdown")
+    with simstore.SimStore(tmp_path / "store") as s:
+        f = Frontier(s)
+        # b.example's request done (not in progress), the rest back: the first too
+        assert len(f) == 11 - 1 and f.leases() == []
+
+
 def test_scheduler_keeps_unserializable_requests_in_memory(tmp_path):
     """A request whose callback is not a spider method stays in this process (counted); its
     fingerprint is still shared, so a copy of it is filtered."""

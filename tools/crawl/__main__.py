@@ -41,7 +41,35 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a Scrapy setting (repeat for more)")
     p.set_defaults(func=_spider)
     _polite_parser(sub)
+    from . import unreachable
+
+    p = sub.add_parser("unreachable", help="a host that refuses every connection: how often "
+                       "plain Scrapy and the Scheduler knock", description=unreachable.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pages", type=int, default=20, help="pages of the live host "
+                   "(default %(default)s)")
+    p.add_argument("--dead", type=int, default=40, help="URLs of the dead host "
+                   "(default %(default)s)")
+    p.add_argument("--mode", choices=unreachable.MODES, default="refuse",
+                   help="the dead host refuses connections or never answers (default "
+                   "%(default)s)")
+    p.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE",
+                   help="a Scrapy setting for both runs (repeat for more)")
+    p.set_defaults(func=_unreachable)
     return parser
+
+
+def _unreachable(args: argparse.Namespace) -> int:
+    import os
+
+    from . import unreachable
+
+    load = os.getloadavg()[0]
+    rows = unreachable.run(args.pages, args.dead,
+                           dict(s.split("=", 1) for s in args.settings), args.mode)
+    print(json.dumps({"load_before": round(load, 2), "load_after":
+                      round(os.getloadavg()[0], 2), "runs": rows}, indent=1))
+    return 0
 
 
 def _polite_parser(sub: argparse._SubParsersAction) -> None:
