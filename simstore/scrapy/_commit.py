@@ -105,15 +105,3 @@ def awaitable(fut: Future[T]) -> Awaitable[T]:
 
     fut.add_done_callback(lambda f: reactor.callFromThread(fire, f))  # type: ignore[attr-defined]
     return d
-
-
-def in_loop(fut: Future[T], fn: Callable[[Future[T]], Any]) -> None:
-    """Call fn(fut) in the event loop's thread (asyncio's or Twisted's) once fut is done;
-    called from that thread."""
-    if is_asyncio_available():
-        loop = asyncio.get_event_loop()
-        fut.add_done_callback(lambda f: loop.call_soon_threadsafe(fn, f))
-        return
-    from twisted.internet import reactor
-
-    fut.add_done_callback(lambda f: reactor.callFromThread(fn, f))  # type: ignore[attr-defined]
