@@ -12,7 +12,8 @@ never born expired however long the lock took. Invariants in every snapshot:
    or nowhere while it has its concurrency in flight or is paused; every change that
    could let it go lists it again.
 3. A take starts no request to a host before its next allowed time (the last start
-   plus its delay) nor while it is blocked (a Retry-After, a backoff), across all processes.
+   plus its delay) nor while it is blocked (a Retry-After, a backoff), across all
+   processes.
 4. Every lease is listed under its deadline; a take moves the expired ones back
    first (a bounded number per call, oldest first), whatever the number of leases.
 

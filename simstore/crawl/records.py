@@ -140,8 +140,9 @@ class Host:
     ``next_ms``: no request starts before (the last start plus the delay);
     ``blocked_ms``: none before either (a 429/503); ``delay_ms``: the delay in force:
     its robots.txt Crawl-delay (capped, ``crawl_ms``), raised by 429/503 answers and
-    coming back down to it with each other answer; ``failures``: its downloads in a row
-    that got no answer (refused, timed out, no DNS; the exponent of their backoff);
+    coming back down to it with each other answer; ``failures``: episodes in a row of
+    its downloads getting no answer (refused, timed out, no DNS; the exponent of their
+    backoff);
     ``slot``: the ``R`` or ``W`` key it is listed under, if any.
     """
 
@@ -156,7 +157,7 @@ class Host:
     n503: int = 0
     throttles: int = 0  # 429/503 answers in a row (the exponent of the backoff)
     crawl_ms: int = 0  # its robots.txt Crawl-delay (capped): what delay_ms comes back to
-    failures: int = 0  # downloads in a row that got no answer
+    failures: int = 0  # episodes in a row of downloads that got no answer
     flags: int = 0
     where: int = NOWHERE
     slot: bytes = b""
