@@ -41,10 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a Scrapy setting (repeat for more)")
     p.set_defaults(func=_spider)
     _polite_parser(sub)
+    _unreachable_parser(sub)
+    return parser
+
+
+def _unreachable_parser(sub: argparse._SubParsersAction) -> None:
     from . import unreachable
 
-    p = sub.add_parser("unreachable", help="a host that refuses every connection: how often "
-                       "plain Scrapy and the Scheduler knock", description=unreachable.__doc__,
+    p = sub.add_parser("unreachable", help="a host that gives no answer: how often plain "
+                       "Scrapy and the Scheduler knock", description=unreachable.__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pages", type=int, default=20, help="pages of the live host "
                    "(default %(default)s)")
@@ -56,7 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE",
                    help="a Scrapy setting for both runs (repeat for more)")
     p.set_defaults(func=_unreachable)
-    return parser
 
 
 def _unreachable(args: argparse.Namespace) -> int:
