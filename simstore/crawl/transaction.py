@@ -86,6 +86,13 @@ class Txn:
             return Host(name or "")
         return Host.unpack(raw)
 
+    def named_host(self, name: str) -> tuple[bytes, Host]:
+        """Host name's id and record, named (a record queued by a revisit has no name)."""
+        hid = host_id(name)
+        h = self.load_host(hid, name)
+        h.name = h.name or name
+        return hid, h
+
     def save_host(self, hid: bytes, h: Host) -> None:
         self.txn.put(b"H" + hid, h.pack(), db=self.hosts)
 
@@ -473,9 +480,7 @@ class Txn:
         return n
 
     def set_delay(self, name: str, delay_ms: int) -> None:
-        hid = host_id(name)
-        h = self.load_host(hid, name)
-        h.name = h.name or name
+        hid, h = self.named_host(name)
         h.delay_ms = h.crawl_ms = min(delay_ms, 2**32 - 1)
         h.flags |= DELAY_KNOWN
         # robots.txt was a request to the host, and the request that made the crawler
@@ -497,9 +502,7 @@ class Txn:
         return status, bytes(raw[ROBOTS.size:])
 
     def throttle(self, name: str, wait: float | None, status: int) -> float:
-        hid = host_id(name)
-        h = self.load_host(hid, name)
-        h.name = h.name or name
+        hid, h = self.named_host(name)
         h.throttles += 1
         if status == 503:
             h.n503 += 1
@@ -522,9 +525,7 @@ class Txn:
             else:
                 self.txn.delete(self.f._paused_key, db=self.meta)
             return
-        hid = host_id(name)
-        h = self.load_host(hid, name)
-        h.name = h.name or name
+        hid, h = self.named_host(name)
         h.flags = (h.flags | PAUSED) if paused else (h.flags & ~PAUSED)
         self.settle(hid, h)
 
@@ -535,9 +536,7 @@ class Txn:
         until it answers; at ``max_failures`` episodes in a row give it up for
         ``max_delay`` (its queue dropped). (seconds blocked from now, requests dropped:
         None when it is not given up now)."""
-        hid = host_id(name)
-        h = self.load_host(hid, name)
-        h.name = h.name or name
+        hid, h = self.named_host(name)
         if self.now < h.blocked_ms:
             return (h.blocked_ms - self.now) / 1000, None
         h.failures += 1

@@ -407,11 +407,10 @@ class Scheduler:
         return job
 
     def _flush(self, n: int) -> None:
-        """Commit what waits (and take n), here in the event loop's thread: a commit costs
-        its work and one data flush, 1-2 ms. (In a worker thread it took 14-23 ms at the
-        median while the loop parsed pages: py-lmdb gives the GIL up at every call, and
-        the worker waited for it each time; the downloads stalled meanwhile.) A failed
-        commit wrote nothing: what it carried goes into the next."""
+        """Commit what waits (and take n), here in the event loop's thread: in a worker
+        thread each py-lmdb call waits for the GIL while the loop parses pages
+        (docs/bench/journal.md). A failed commit wrote nothing: what it carried goes
+        into the next."""
         job = self._collect(n)
         if job is None:
             return
