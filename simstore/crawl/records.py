@@ -55,8 +55,9 @@ def host_of_url(url: object) -> str:
 
 
 def held_key(hid: bytes, owner: bytes) -> bytes:
-    """The key of owner's count of requests of host hid in flight."""
-    return b"O" + hid + owner
+    """The key of owner's count of requests of host hid in flight: the host's record key
+    and the owner (never empty), so the count sits on its host's page."""
+    return b"H" + hid + owner
 
 
 def taker_key(owner: bytes) -> bytes:

@@ -41,6 +41,8 @@ RECLAIM_MAX = 256  # expired leases a transaction moves back, at most (oldest fi
 PROMOTE_MAX = 1024  # waiting hosts a transaction lists as ready, at most
 TAKER_MS = 5000  # a process that took work this recently is one of those taking now
 FORGET_MS = 600_000  # a process silent this long is forgotten (its record dropped)
+HOST_KEY = 9  # b"H" + host id; an owner's count of the host's requests is longer
+NOTE_MS = 1000  # a take rewrites its owner's record once this old (a page less to flush)
 SKIP_MAX = 64  # hosts a take passes over (this process holds its share of each), at most
 _U32 = struct.Struct(">I")
 
@@ -119,25 +121,29 @@ class Txn:
 
     def takers(self, owner: bytes) -> int:
         """Note owner's take; how many processes take now (those that took within
-        TAKER_MS, owner among them). Records silent for FORGET_MS are dropped."""
-        self.txn.put(taker_key(owner), ms(self.now), db=self.hosts)
-        n = 0
+        TAKER_MS, owner among them). Owner's record is rewritten when NOTE_MS old, so
+        most takes leave it as is; records silent for FORGET_MS are dropped."""
+        mine = taker_key(owner)
+        n = 1  # owner
+        noted = False
         cur = self.txn.cursor(db=self.hosts)
-        if not cur.set_range(b"A"):
-            return 1
-        while True:
+        found = cur.set_range(b"A")
+        while found:
             key = bytes(cur.key())
             if key[:1] != b"A":
                 break
             last = U64.unpack(bytes(cur.value()))[0]
-            if last + FORGET_MS < self.now:
-                if not cur.delete():
-                    break
+            if key == mine:
+                noted = last <= self.now < last + NOTE_MS
+            elif last + FORGET_MS < self.now:
+                found = cur.delete()
                 continue
-            n += last + TAKER_MS >= self.now
-            if not cur.next():
-                break
-        return max(n, 1)
+            else:
+                n += last + TAKER_MS >= self.now
+            found = cur.next()
+        if not noted:
+            self.txn.put(mine, ms(self.now), db=self.hosts)
+        return n
 
     def delay_ms(self, h: Host) -> int:
         """The spacing of host h's requests: its delay, plus the margin when it has one."""
@@ -581,7 +587,8 @@ class Txn:
             for k, v in cur:
                 if bytes(k[:1]) != b"H":
                     break
-                hosts.append((bytes(k), Host.unpack(v)))
+                if len(k) == HOST_KEY:  # not an owner's count beside it
+                    hosts.append((bytes(k), Host.unpack(v)))
         for db in (self.seen, self.queue, self.leases, self.hosts, self.urls):
             self.txn.drop(db, delete=False)
         for k, h in hosts:
@@ -627,6 +634,8 @@ class Txn:
             for k, v in cur:
                 if bytes(k[:1]) != b"H":
                     break
+                if len(k) != HOST_KEY:  # an owner's count
+                    continue
                 h = Host.unpack(v)
                 rows.append({
                     "host": h.name, "queued": h.queued, "in_flight": h.inflight,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 PRIO_MAX, PRIO_MIN = 2**63 - 1, -(2**63)
 RECLAIM_MAX = 256
 TAKER_MS = 5000  # a process that took work this recently counts among those taking
+NOTE_MS = 1000  # a take notes its time when the one noted is this old
 THROTTLED_DELAY_MS = 250
 THROTTLE = (429, 503)
 _U64 = struct.Struct(">Q")
@@ -245,7 +246,8 @@ class Model:
         """(key, payload, host) of each request leased, the wake (when fewer than n were
         leased or no host is left that may be asked now) and whether one is left."""
         got: list[tuple[bytes, bytes, str]] = []
-        if n:
+        last = self.takers.get(owner)
+        if n and (last is None or not last <= now < last + NOTE_MS):
             self.takers[owner] = now
         share = self.share(now) if n else self.host_limit
         while len(got) < n and not self.paused:

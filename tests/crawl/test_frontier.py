@@ -246,6 +246,29 @@ def test_processes_taking_together_share_a_host_and_one_alone_takes_it_all(store
     assert len(got.popped) == 4 and got.takers == 1  # up to 8 in flight on the host
 
 
+def test_a_process_notes_its_take_once_a_second(store):
+    """A take rewrites its owner's record only when the one stored is a second old (a
+    page less for most takes to flush): a process counts among those taking for 4 to 5 s
+    after its last take, and a take a second on keeps it counted."""
+    clock = Clock()
+    f = Frontier(store, clock=clock)
+    f.push_many([Push(0, b"%d" % i, None, True, f"h{i}.example") for i in range(40)])
+    assert f.take(1, 60, "p1").takers == 1  # noted at 0
+    clock.t += 0.5
+    assert f.take(1, 60, "p1").takers == 1  # not noted: 0 stays
+    clock.t += 4.7  # 5.2 s after p1's note, 4.7 s after its last take
+    assert f.take(1, 60, "p2").takers == 1
+    assert f.take(1, 60, "p1").takers == 2  # noted at 5.2, p2 at 5.2
+    for _ in range(8):  # p1 takes every 0.9 s, noted every other take: counted all along
+        clock.t += 0.9
+        f.take(1, 60, "p1")
+        assert f.take(1, 60, "p2").takers == 2
+    clock.t -= 3600  # a clock gone back an hour: p1's note is rewritten, not kept ahead
+    f.take(1, 60, "p1")
+    clock.t += 5.1
+    assert f.take(1, 60, "p2").takers == 1
+
+
 @pytest.mark.parametrize("takers,downloads,share", [(1, 8, 16), (2, 4, 6), (3, 2, 4),
                                                      (4, 2, 3), (9, 1, 2), (20, 1, 1)])
 def test_a_hosts_limits_split_among_the_processes_taking(takers, downloads, share):

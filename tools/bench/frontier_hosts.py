@@ -24,6 +24,9 @@ schedule on any machine):
    takes keep nothing per request or host.
 
 ``--profile`` prints cProfile's top functions over the timed takes of the last mode.
+``--pages N`` then runs N more ack + take(1) commits (``durable=False``) under ``strace``
+attached to this process and counts the 4 KiB pages each commit writes before its
+``fdatasync``: what a take costs the disk, apart from how fast the disk is today.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ import cProfile
 import io
 import os
 import pstats
+import re
+import shutil
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -82,6 +89,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--modes", default="normal,full",
                    help="durability modes timed, in turn: normal (durable=False), full (True)")
     p.add_argument("--profile", action="store_true", help="cProfile the last mode's takes")
+    p.add_argument("--pages", type=int, default=0,
+                   help="then count the pages of this many ack + take(1) commits (strace)")
     p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
                    help="where the store goes (removed after)")
     p.add_argument("--out", type=Path, default=None, help="write the JSON result here")
@@ -172,6 +181,35 @@ def _flush_floor(d: Path, n: int) -> np.ndarray:
     return out
 
 
+_WRITE = re.compile(r"^\d+\s+pwritev?\d*\(.*\)\s+=\s+(\d+)$")
+
+
+def _commit_pages(f: Frontier, clock: _Clock, step: float, n: int, d: Path
+                  ) -> np.ndarray | None:
+    """Pages (bytes / 4 KiB) written before each data flush over n ack + take(1)
+    commits, seen by strace attached to this process; None without strace."""
+    if shutil.which("strace") is None:
+        return None
+    log = d / "commit-pages.strace"
+    tracer = subprocess.Popen(["strace", "-f", "-qq", "-p", str(os.getpid()), "-o", str(log),
+                               "-e", "trace=pwrite64,pwritev,pwritev2,fdatasync,fsync"])
+    try:
+        time.sleep(1.0)  # attached
+        _takes(f, clock, step, n, cycle=True)
+    finally:
+        tracer.send_signal(signal.SIGINT)
+        tracer.wait()
+    pages, written = [], 0
+    for line in log.read_text().splitlines():
+        if m := _WRITE.match(line):
+            written += int(m.group(1))
+        elif "sync(" in line:
+            pages.append(written / 4096)
+            written = 0
+    log.unlink()
+    return np.array(pages[-n:])
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Fill, warm up, then the timed takes in each mode; one row a (case, mode)."""
     U, H = args.urls, args.hosts
@@ -223,6 +261,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     mem[f"{mode} {case}"] = (current_rss(), _rss_anon())
                 if profiler is not None:
                     profiler.disable()
+        if args.pages:
+            with simstore.SimStore(d / "s", durable=False) as s:
+                f = Frontier(s, clock=clock, politeness=polite)
+                pages = _commit_pages(f, clock, args.step, args.pages, d)
+            if pages is None:
+                rep.note("no strace: pages a commit not counted")
+            else:
+                rep.row("ack+take(1): 4 KiB pages written a commit", "durable='normal'",
+                        Stats.of(pages), "pages")
         # the same run's floor: a take's commit cannot flush faster than the disk does
         rep.row("write + fdatasync of one 4 KiB page", "the file system's floor",
                 Stats.of(_flush_floor(d, args.takes) / 1e3), "us")
