@@ -13,6 +13,7 @@ MAX_LEASE = 30 * 86400.0  # seconds
 MAX_FP = 255  # bytes of a fingerprint
 MAX_OWNER = 1024  # bytes of an owner
 NO_ANSWER = 0  # Done.status of a download that got no answer (refused, timed out, no DNS)
+DROPPED = b""  # a push's key while its host is given up: the request was dropped, not queued
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,8 @@ class Done:
 
 @dataclass(frozen=True)
 class Taken:
-    """What a take gave: the requests leased, the keys the pushes got (None: seen, or
-    its host given up), when the next waiting host may go (seconds since the epoch,
+    """What a take gave: the requests leased, the keys the pushes got (None: seen;
+    ``DROPPED``: its host given up), when the next waiting host may go (seconds since the epoch,
     None: none waits), how many expired leases it moved back, whether a host may still
     be asked now (False: a take before a slot is freed, a request queued or the wake
     finds nothing), and how many processes take now (each holds its share of a host;

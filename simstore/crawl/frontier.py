@@ -182,7 +182,8 @@ class Frontier:
     def push(self, priority: int, payload: bytes, fp: bytes | None = None, *,
              only_new: bool = True, host: str = "") -> bytes | None:
         """Queue payload for host (one commit), adding fp (if given) to the seen set in the
-        same transaction; with ``only_new`` not if fp was seen. The key, or None."""
+        same transaction; with ``only_new`` not if fp was seen. The key; None when fp was
+        seen; ``DROPPED`` (``b""``) while host is given up (the request is not queued)."""
         return self.push_many([Push(priority, payload, fp, only_new, host)])[0]
 
     def push_many(self, items: Sequence[Push | tuple[Any, ...]]) -> list[bytes | None]:

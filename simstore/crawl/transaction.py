@@ -11,7 +11,7 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from .calls import NO_ANSWER, Done, Popped, Push, Taken, check_fp
+from .calls import DROPPED, NO_ANSWER, Done, Popped, Push, Taken, check_fp
 from .records import (
     DELAY_KNOWN,
     DOWN,
@@ -195,12 +195,12 @@ class Txn:
 
     def enqueue(self, hid: bytes, name: str, priority: int, seq: int, payload: bytes
                 ) -> bytes | None:
-        """Queue a request: its key, or None while its host is given up (dropped). The
+        """Queue a request: its key, or DROPPED while its host is given up. The
         host is listed anew when it was nowhere or the request comes before its listed
         first one."""
         h = self.load_host(hid, name)
         if h.flags & DOWN and self.now < h.blocked_ms:
-            return None
+            return DROPPED
         key = queue_key(hid, priority, seq)
         self.txn.put(key, payload, db=self.queue)
         h.queued += 1
@@ -437,7 +437,7 @@ class Txn:
             rec.due_ms = 0  # queued now: due again once fetched
             if not rec.payload:
                 self.txn.put(b"U" + fp, rec.pack(), db=self.urls)
-            elif self.enqueue(rec.hid, "", 0, seq, rec.payload) is None:
+            elif self.enqueue(rec.hid, "", 0, seq, rec.payload) == DROPPED:
                 self.schedule(fp, rec)  # its host is given up: due again one interval on
             else:
                 self.txn.put(b"U" + fp, rec.pack(), db=self.urls)

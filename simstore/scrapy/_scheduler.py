@@ -42,6 +42,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
 from ..crawl import (
+    DROPPED,
     NO_ANSWER,
     Done,
     Frontier,
@@ -443,6 +444,8 @@ class Scheduler:
         for request, key in zip(job.requests, taken.pushed, strict=True):
             if key is None:
                 self._filtered(request)
+            elif key == DROPPED:  # its host is given up
+                self.stats.inc_value(HOST_STATS + "given_up_requests")
             else:
                 self.stats.inc_value(STATS + "enqueued")
                 self.stats.inc_value("scheduler/enqueued/disk")

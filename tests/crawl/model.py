@@ -19,6 +19,7 @@ TAKER_MS = 5000  # a process that took work this recently counts among those tak
 NOTE_MS = 1000  # a take notes its time when the one noted is this old
 THROTTLED_DELAY_MS = 250
 THROTTLE = (429, 503)
+DROPPED = b""  # a push's key while its host is given up (the docs: not queued)
 _U64 = struct.Struct(">Q")
 
 
@@ -187,7 +188,7 @@ class Model:
             self.seq += 1
             h = self.hosts.get(host.lower())
             if h is not None and h.down and now < h.blocked_ms:  # given up: dropped
-                out.append(None)
+                out.append(DROPPED)
                 continue
             key = make_key(host, prio, self.seq)
             self.queue[key] = MReq(host, clamp(prio), self.seq, payload)

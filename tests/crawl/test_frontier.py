@@ -12,7 +12,7 @@ import time
 import pytest
 
 import simstore
-from simstore.crawl import Done, Frontier, Politeness, Push, Revisit
+from simstore.crawl import DROPPED, Done, Frontier, Politeness, Push, Revisit
 from simstore.exceptions import SimstoreError
 
 from ..testlib import lmdb_env
@@ -184,7 +184,7 @@ def test_a_host_that_gives_no_answer_backs_off_then_is_given_up(store):
     f.ack([Done(got[0].key, 0)], "p")
     r = row("b.example")
     assert (r["queued"], r["failures"], r["down"]) == (0, 3, True)
-    assert f.push(0, b"b6", host="b.example") is None  # dropped while given up
+    assert f.push(0, b"b6", host="b.example") == DROPPED  # dropped while given up
     assert f.push(0, b"a1", host="a.example") is not None
     clock.t += 600.0
     key = f.push(0, b"b7", host="b.example")

@@ -215,6 +215,27 @@ def test_a_blocked_hosts_requests_taken_ahead_go_back_to_the_frontier(tmp_path, 
         assert len(f) == 11 - 1 and f.leases() == []
 
 
+
+def test_links_to_a_given_up_host_are_counted_as_dropped_not_as_duplicates(tmp_path):
+    """While a host is given up, a request for it is dropped by the frontier: counted in
+    simstore/hosts/given_up_requests, not in simstore/frontier/filtered (nor logged as a
+    duplicate); other hosts' requests are queued as usual."""
+    crawler = crawler_of(tmp_path / "store", SIMSTORE_HOST_MAX_FAILURES=1)
+    sched = Scheduler.from_crawler(crawler)
+    engine_for(crawler)
+    crawler.engine.downloader = SimpleNamespace(active=set())
+    sched.open(Spider.from_crawler(crawler))
+    assert sched.frontier.failed("dead.example")[1] == 0  # given up at its first episode
+    for i in range(3):
+        assert sched.enqueue_request(Request(f"http://dead.example/{i}"))
+    assert sched.enqueue_request(Request("http://live.example/"))
+    assert sched.enqueue_request(Request("http://live.example/"))  # a duplicate
+    assert sched.next_request().url == "http://live.example/"
+    st = crawler.stats.get_stats()
+    assert (st["simstore/hosts/given_up_requests"], st["simstore/frontier/filtered"],
+            st["simstore/frontier/enqueued"]) == (3, 1, 1)
+    sched.close("shutdown")
+
 def test_scheduler_keeps_unserializable_requests_in_memory(tmp_path):
     """A request whose callback is not a spider method stays in this process (counted); its
     fingerprint is still shared, so a copy of it is filtered."""
