@@ -78,8 +78,9 @@ class FrontierMachine(RuleBasedStateMachine):
     # --- helpers -----------------------------------------------------------------------
 
     def given(self, keys: list[bytes | None]) -> None:
-        """New keys are new: never one given before (clear() included)."""
-        new = [k for k in keys if k is not None]
+        """New keys are new: never one given before (clear() included). None (seen) and
+        DROPPED (host given up) are no keys."""
+        new = [k for k in keys if k]
         assert not set(new) & set(self.keys), "a key was reused"
         assert len(set(new)) == len(new)
         self.keys.extend(new)
