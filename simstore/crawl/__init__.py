@@ -15,6 +15,6 @@ from .frontier import DEFAULT_NAME, Done, Frontier, Popped, Push, Taken, check_n
 from .payload import PayloadError
 from .rules import Politeness, Revisit, parse_crawl_delay, parse_retry_after
 
-__all__ = ["DEFAULT_NAME", "DROPPED", "NO_ANSWER", "Done", "Frontier", "PayloadError", "Politeness",
-           "Popped", "Push", "Revisit", "Taken", "check_name", "parse_crawl_delay",
-           "parse_retry_after"]
+__all__ = ["DEFAULT_NAME", "DROPPED", "NO_ANSWER", "Done", "Frontier", "PayloadError",
+           "Politeness", "Popped", "Push", "Revisit", "Taken", "check_name",
+           "parse_crawl_delay", "parse_retry_after"]

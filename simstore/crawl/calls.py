@@ -54,11 +54,11 @@ class Done:
 @dataclass(frozen=True)
 class Taken:
     """What a take gave: the requests leased, the keys the pushes got (None: seen;
-    ``DROPPED``: its host given up), when the next waiting host may go (seconds since the epoch,
-    None: none waits), how many expired leases it moved back, whether a host may still
-    be asked now (False: a take before a slot is freed, a request queued or the wake
-    finds nothing), and how many processes take now (each holds its share of a host;
-    this one among them)."""
+    ``DROPPED``: its host given up), when the next waiting host may go (seconds since
+    the epoch, None: none waits), how many expired leases it moved back, whether a host
+    may still be asked now (False: a take before a slot is freed, a request queued or
+    the wake finds nothing), and how many processes take now (each holds its share of a
+    host; this one among them)."""
 
     popped: list[Popped]
     pushed: list[bytes | None]

@@ -194,7 +194,7 @@ class Txn:
         return out
 
     def enqueue(self, hid: bytes, name: str, priority: int, seq: int, payload: bytes
-                ) -> bytes | None:
+                ) -> bytes:
         """Queue a request: its key, or DROPPED while its host is given up. The
         host is listed anew when it was nowhere or the request comes before its listed
         first one."""
