@@ -52,7 +52,10 @@ def test_the_frontier_version_is_2():
 
 def test_todays_code_writes_the_frozen_bytes(tmp_path):
     """The fixture's operations, run today on the same clock, leave every record of every
-    frontier database byte for byte as the frozen store holds them."""
+    frontier database byte for byte as the frozen store holds them. A change of what the
+    operations do that keeps the format fails here too: the frozen store must still read
+    back and crawl on (the tests beside this one) before this test's expectation moves to
+    records written anew, the frozen store itself kept as it is."""
     assert frontier_v2.write(tmp_path / "store") == END
     assert frontier_v2.dump(tmp_path / "store") == INFO["records"]
 
