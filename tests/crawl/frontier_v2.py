@@ -21,20 +21,12 @@ import simstore
 from simstore.crawl import NO_ANSWER, Done, Frontier, Politeness, Popped, Push, Revisit
 from simstore.crawl.payload import encode
 
+from .clock import Clock
+
 T0 = 1_800_000_000.0  # the fixed clock's start (seconds)
 OWNER = "crawler-1/4242/f00d"
 OTHER = "crawler-2/4243/beef"
 ROBOTS = b"User-agent: *\nCrawl-delay: 2\n"
-
-
-class Clock:
-    """A settable clock (seconds)."""
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def rules() -> dict[str, Any]:

@@ -19,6 +19,7 @@ from simstore.crawl import Done, Frontier
 from simstore.crawl.records import FRONTIER_VERSION
 
 from . import frontier_v2
+from .clock import Clock
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "frontier-v2"
 INFO = json.loads((DATA / "frontier-v2.json").read_text())
@@ -75,7 +76,7 @@ def test_the_frozen_store_crawls_on(tmp_path):
     queued = {json.loads(v[1:])["url"] for _, v in _records("crawl.default.queue")}
     leased = {json.loads(v[v.index(b"\x02{") + 1:])["url"]
               for k, v in _records("crawl.default.leases") if k[:1] == b"L"}
-    clock = frontier_v2.Clock(END + 700)
+    clock = Clock(END + 700)
     fetched: list[str] = []
     with simstore.SimStore(_copy(tmp_path), durable=False) as s:
         f = Frontier(s, clock=clock, **frontier_v2.rules())

@@ -16,6 +16,7 @@ from simstore.crawl import DROPPED, Done, Frontier, Politeness, Push, Revisit
 from simstore.exceptions import SimstoreError
 
 from ..testlib import lmdb_env
+from .clock import Clock
 
 
 @pytest.fixture
@@ -23,16 +24,6 @@ def store(tmp_path):
     s = simstore.SimStore(tmp_path / "store", durable=False)
     yield s
     s.close()
-
-
-class Clock:
-    """A settable clock (seconds)."""
-
-    def __init__(self, t: float = 1_700_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 _HOLD = r"""

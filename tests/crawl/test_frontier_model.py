@@ -16,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 import simstore
 from simstore.crawl import Done, Frontier, Politeness, Push
 
+from .clock import Clock
 from .model import Model, Policy
 
 # tmpfs where there is one: a commit's flush costs nothing there
@@ -30,20 +31,6 @@ pushes = st.builds(Push, priority=priorities, payload=st.binary(max_size=6), fp=
                    only_new=st.booleans(), host=hosts)
 leases = st.sampled_from([0.5, 1.0, 5.0, 30.0])
 statuses = st.sampled_from([None, 0, 200, 404, 429, 503])
-
-
-class Clock:
-    """A settable clock (seconds)."""
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    @property
-    def ms(self) -> int:
-        return int(self.t * 1000)
 
 
 class FrontierMachine(RuleBasedStateMachine):
