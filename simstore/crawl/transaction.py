@@ -581,23 +581,27 @@ class Txn:
         """Drop requests, leases, the seen set and revisits; keep each host's politeness
         (its next allowed time, delay, block and flags: the host was asked all the same)
         with nothing queued or in flight."""
-        hosts = []
-        cur = self.txn.cursor(db=self.hosts)
-        if cur.set_range(b"H"):
-            for k, v in cur:
-                if bytes(k[:1]) != b"H":
-                    break
-                if len(k) == HOST_KEY:  # not an owner's count beside it
-                    hosts.append((bytes(k), Host.unpack(v)))
+        hosts = list(self.iter_hosts())
         for db in (self.seen, self.queue, self.leases, self.hosts, self.urls):
             self.txn.drop(db, delete=False)
-        for k, h in hosts:
+        for hid, h in hosts:
             h.queued = h.inflight = 0
             h.where, h.slot = NOWHERE, b""
-            self.txn.put(k, h.pack(), db=self.hosts)
+            self.save_host(hid, h)
         self.txn.delete(self.f._paused_key, db=self.meta)
 
     # --- reads ----------------------------------------------------------------------------
+
+    def iter_hosts(self) -> Iterable[tuple[bytes, Host]]:
+        """(id, record) of every host, in id order; the owners' counts beside them skipped."""
+        cur = self.txn.cursor(db=self.hosts)
+        if not cur.set_range(b"H"):
+            return
+        for k, v in cur:
+            if bytes(k[:1]) != b"H":
+                break
+            if len(k) == HOST_KEY:
+                yield bytes(k[1:]), Host.unpack(v)
 
     def iter_leases(self) -> Iterable[tuple[bytes, Lease]]:
         cur = self.txn.cursor(db=self.leases)
@@ -629,23 +633,16 @@ class Txn:
 
     def host_rows(self, limit: int | None) -> list[dict[str, Any]]:
         rows = []
-        cur = self.txn.cursor(db=self.hosts)
-        if cur.set_range(b"H"):
-            for k, v in cur:
-                if bytes(k[:1]) != b"H":
-                    break
-                if len(k) != HOST_KEY:  # an owner's count
-                    continue
-                h = Host.unpack(v)
-                rows.append({
-                    "host": h.name, "queued": h.queued, "in_flight": h.inflight,
-                    "next_allowed": h.next_ms / 1000 if h.next_ms else None,
-                    "blocked_until": h.blocked_ms / 1000 if h.blocked_ms else None,
-                    "delay": max(self.policy.delay, h.delay_ms / 1000),
-                    "crawl_delay": h.crawl_ms / 1000 if h.flags & DELAY_KNOWN else None,
-                    "fetched": h.fetched, "answers_429": h.n429, "answers_503": h.n503,
-                    "failures": h.failures, "down": bool(h.flags & DOWN),
-                    "paused": bool(h.flags & PAUSED)})
+        for _, h in self.iter_hosts():
+            rows.append({
+                "host": h.name, "queued": h.queued, "in_flight": h.inflight,
+                "next_allowed": h.next_ms / 1000 if h.next_ms else None,
+                "blocked_until": h.blocked_ms / 1000 if h.blocked_ms else None,
+                "delay": max(self.policy.delay, h.delay_ms / 1000),
+                "crawl_delay": h.crawl_ms / 1000 if h.flags & DELAY_KNOWN else None,
+                "fetched": h.fetched, "answers_429": h.n429, "answers_503": h.n503,
+                "failures": h.failures, "down": bool(h.flags & DOWN),
+                "paused": bool(h.flags & PAUSED)})
         rows.sort(key=lambda r: (-r["queued"], -r["in_flight"], r["host"]))
         return rows if limit is None else rows[:limit]
 
