@@ -215,7 +215,6 @@ def test_a_blocked_hosts_requests_taken_ahead_go_back_to_the_frontier(tmp_path, 
         assert len(f) == 11 - 1 and f.leases() == []
 
 
-
 def test_links_to_a_given_up_host_are_counted_as_dropped_not_as_duplicates(tmp_path):
     """While a host is given up, a request for it is dropped by the frontier: counted in
     simstore/hosts/given_up_requests, not in simstore/frontier/filtered (nor logged as a

@@ -53,6 +53,7 @@ from simstore.crawl import Done, Frontier, Politeness, Push
 from simstore.crawl.payload import encode
 from simstore.crawl.transaction import Txn
 
+from ._cli import positive
 from ._harness import DEFAULT_WORKDIR, Report, Stats, current_rss, du_bytes, scratch_dir
 
 _US = 1e6  # s -> us
@@ -79,17 +80,17 @@ def _rss_anon() -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``python -m tools.bench frontier-hosts``."""
-    p.add_argument("--urls", type=int, default=10_000_000, help="requests queued (U)")
-    p.add_argument("--hosts", type=int, default=100_000, help="hosts they spread over (H)")
-    p.add_argument("--takes", type=int, default=20_000,
+    p.add_argument("--urls", type=positive, default=10_000_000, help="requests queued (U)")
+    p.add_argument("--hosts", type=positive, default=100_000, help="hosts they spread over (H)")
+    p.add_argument("--takes", type=positive, default=20_000,
                    help="timed takes of each kind and mode (default %(default)s)")
-    p.add_argument("--batch", type=int, default=10_000, help="pushes a commit in the fill")
+    p.add_argument("--batch", type=positive, default=10_000, help="pushes a commit in the fill")
     p.add_argument("--step", type=float, default=0.001,
                    help="simulated seconds between two takes (default %(default)s)")
     p.add_argument("--modes", default="normal,full",
                    help="durability modes timed, in turn: normal (durable=False), full (True)")
     p.add_argument("--profile", action="store_true", help="cProfile the last mode's takes")
-    p.add_argument("--pages", type=int, default=0,
+    p.add_argument("--pages", type=positive, default=None,
                    help="then count the pages of this many ack + take(1) commits (strace)")
     p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
                    help="where the store goes (removed after)")
