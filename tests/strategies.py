@@ -192,3 +192,43 @@ def payload_values(max_leaves: int = 30) -> st.SearchStrategy:
         lambda inner: (st.lists(inner, max_size=4) | st.tuples(inner, inner)
                        | st.dictionaries(_payload_keys, inner, max_size=4)),
         max_leaves=max_leaves)
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                 max_size=3),
+    max_leaves=8)
+
+
+@st.composite
+def request_kwargs(draw) -> dict:
+    """The keyword arguments of a Scrapy ``Request`` as a spider gives them: a URL, and any
+    of its other attributes, often at their defaults (callbacks named, as spider methods
+    of the tests' spider: ``parse``, ``parse_item``, ``on_error``)."""
+    host = draw(st.sampled_from(["a.example", "B.Example", "127.0.0.3:8000", "[::1]:81",
+                                 "user:pw@c.example"]))
+    path = draw(st.text("abc/%?=&é ", max_size=12))
+    out: dict = {"url": f"http://{host}/{path}"}
+    optional = {
+        "callback": st.sampled_from([None, "parse", "parse_item"]),
+        "errback": st.sampled_from([None, "on_error"]),
+        "method": st.sampled_from(["GET", "POST", "HEAD"]),
+        "headers": st.dictionaries(st.sampled_from(["Referer", "Accept", "X-Y", "Cookie"]),
+                                   st.text("ab:/ é", max_size=8), max_size=3),
+        "body": st.binary(max_size=8) | st.text("ab =", max_size=4),
+        "cookies": st.dictionaries(st.text("abc", min_size=1, max_size=3),
+                                   st.text("xyz", max_size=3), max_size=2),
+        "meta": st.dictionaries(st.sampled_from(["depth", "x", "$b", "proxy_no"]),
+                                _json_values, max_size=3),
+        "encoding": st.sampled_from(["utf-8", "latin-1"]),
+        "priority": st.integers(-5, 5),
+        "dont_filter": st.booleans(),
+        "flags": st.lists(st.text("ab", max_size=3), max_size=2),
+        "cb_kwargs": st.dictionaries(st.text("kw", min_size=1, max_size=3), _json_values,
+                                     max_size=2),
+    }
+    for name, strategy in optional.items():
+        if draw(st.booleans()):
+            out[name] = draw(strategy)
+    return out

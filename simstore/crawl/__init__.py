@@ -13,8 +13,9 @@ from __future__ import annotations
 from .calls import DROPPED, NO_ANSWER
 from .frontier import DEFAULT_NAME, Done, Frontier, Popped, Push, Taken, check_name
 from .payload import PayloadError
+from .records import host_of_url
 from .rules import Politeness, Revisit, parse_crawl_delay, parse_retry_after
 
 __all__ = ["DEFAULT_NAME", "DROPPED", "NO_ANSWER", "Done", "Frontier", "PayloadError",
            "Politeness", "Popped", "Push", "Revisit", "Taken", "check_name",
-           "parse_crawl_delay", "parse_retry_after"]
+           "host_of_url", "parse_crawl_delay", "parse_retry_after"]

@@ -39,7 +39,6 @@ from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.httpobj import urlparse_cached
-from scrapy.utils.request import request_from_dict
 
 from ..crawl import (
     DROPPED,
@@ -52,12 +51,12 @@ from ..crawl import (
     Taken,
     parse_crawl_delay,
 )
-from ..crawl.payload import decode, encode
 from ..crawl.rules import THROTTLE_STATUSES, parse_retry_after
 from ..exceptions import SimstoreError
 from ..store import SimStore
 from ._dupefilter import DupeFilter, open_frontier
 from ._gate import CHANGED, NEW, UNCHANGED
+from ._requests import from_payload, host_of, to_payload
 from ._settings import CrawlSettings, Refused, crawl_settings, logger, refusal, refuse
 from ._stores import release
 
@@ -120,11 +119,6 @@ def filters(request: Any) -> bool:
         meta[START_CHECKED] = True
         return True
     return not request.dont_filter
-
-
-def host_of(request: Any) -> str:
-    """The host a request is polite to: its URL's host name, as Scrapy's download slots."""
-    return (urlparse_cached(request).hostname or "").lower()
 
 
 def engine_of(crawler: Any) -> Any:
@@ -310,7 +304,7 @@ class Scheduler:
                 continue
             seen.add(fp)
             try:
-                payload = encode(request.to_dict(spider=self.spider))
+                payload = to_payload(request, self.spider)
             except (PayloadError, ValueError, TypeError, AttributeError):
                 if self.frontier.seen_add_many([fp])[0] and only_new:
                     job.filtered.append(request)
@@ -465,7 +459,7 @@ class Scheduler:
 
     def _hand_out(self, popped: Popped) -> None:
         try:
-            request = request_from_dict(decode(popped.payload), spider=self.spider)
+            request = from_payload(popped.payload, self.spider)
         except Exception as exc:  # noqa: BLE001 - a payload of a changed spider: dropped
             logger.error("simstore: dropped a queued request that cannot be read back (%s)",
                          exc, extra={"spider": self.spider})

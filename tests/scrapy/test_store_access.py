@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pickle
 import stat
+import sys
 
 import pytest
 
@@ -65,10 +66,13 @@ def test_a_store_others_may_write_is_refused_unless_allowed(tmp_path, how):
     sched.close("finished")
 
 
-def test_a_planted_pickle_runs_no_code(tmp_path):
-    """A request planted in the queue as a pickle whose loading would run code is dropped as
-    undecodable; the code never runs, the crawl goes on with the next request."""
+def test_a_planted_pickle_runs_no_code(tmp_path, monkeypatch):
+    """A request planted in the queue as a pickle whose loading would run code, or as JSON
+    naming a request class in a module not imported (Scrapy's reader would import it), is
+    dropped as undecodable; the code never runs, the crawl goes on with the next request."""
     marker = tmp_path / "pwned"
+    (tmp_path / "planted_requests.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
 
     class Evil:
         def __reduce__(self):
@@ -78,6 +82,8 @@ def test_a_planted_pickle_runs_no_code(tmp_path):
     with simstore.SimStore(path) as s:
         f = Frontier(s)
         f.push_many([Push(5, b"\x01" + pickle.dumps(Evil()), b"evil", True, "x"),
+                     Push(4, b'\x02{"url":"http://x/c","_class":"planted_requests.R"}',
+                          b"class", True, "x"),
                      Push(0, b"\x02" + b'{"url":"http://x/ok","callback":"parse"}', b"ok",
                           True, "x")])
     crawler = crawler_of(path)
@@ -85,8 +91,8 @@ def test_a_planted_pickle_runs_no_code(tmp_path):
     sched.open(Spider.from_crawler(crawler))
     request = sched.next_request()
     assert request is not None and request.url == "http://x/ok"
-    assert not marker.exists()
-    assert crawler.stats.get_value("simstore/frontier/undecodable") == 1
+    assert not marker.exists() and "planted_requests" not in sys.modules
+    assert crawler.stats.get_value("simstore/frontier/undecodable") == 2
     sched.close("shutdown")
 
 

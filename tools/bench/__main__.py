@@ -50,6 +50,7 @@ COMMANDS: dict[str, str] = {
     "durability": "durability",
     "record-cost": "record_cost",
     "frontier-hosts": "frontier_hosts",
+    "scheduler-cpu": "scheduler_cpu",
 }
 
 
