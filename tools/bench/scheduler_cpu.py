@@ -56,14 +56,11 @@ def _url(host: int, page: int) -> str:
 def _crawl(settings: dict[str, Any], hosts: int, pages: int, named: bool) -> tuple[int, float, Any]:
     """One simulated crawl: (pages, CPU seconds, the crawler's stats)."""
     from scrapy import signals
-    from scrapy.exceptions import ScrapyDeprecationWarning
     from scrapy.http import HtmlResponse, Request
     from scrapy.utils.httpobj import urlparse_cached
     from scrapy.utils.misc import load_object
     from scrapy.utils.test import get_crawler
 
-    # scrapy-redis passes spider= to the stats, which Scrapy 2.19 deprecates at every call
-    warnings.filterwarnings("ignore", category=ScrapyDeprecationWarning, module="scrapy_redis")
     spider_cls = _spider_class()
     crawler = get_crawler(spider_cls, settings_dict={
         "CONCURRENT_REQUESTS": CONCURRENCY, "LOG_LEVEL": "WARNING", **settings})
@@ -79,7 +76,7 @@ def _crawl(settings: dict[str, Any], hosts: int, pages: int, named: bool) -> tup
     sched.open(spider)
     send = crawler.signals.send_catch_log
     callback = spider.parse_page if named else None
-    where = {}
+    where = {_url(h, i): (h, i) for h in range(hosts) for i in range(pages)}  # url -> page
     flight: collections.deque[Any] = collections.deque()
     done = 0
     started = time.process_time()
@@ -103,11 +100,10 @@ def _crawl(settings: dict[str, Any], hosts: int, pages: int, named: bool) -> tup
         response = HtmlResponse(request.url, body=b"<html></html>", request=request)
         send(signals.response_received, response=response, request=request, spider=spider)
         send(signals.request_left_downloader, request=request, spider=spider)
-        h, i = where.get(request.url) or _place(request.url)
+        h, i = where[request.url]
         for j in (2 * i + 1, 2 * i + 2, i // 2, 0):
             if j < pages:
                 url = _url(h, j)
-                where[url] = (h, j)
                 meta = {"depth": request.meta.get("depth", 0) + 1} if named else None
                 sched.enqueue_request(Request(url, callback=callback, meta=meta,
                                               headers={"Referer": request.url}))
@@ -118,13 +114,12 @@ def _crawl(settings: dict[str, Any], hosts: int, pages: int, named: bool) -> tup
     return done, cpu, crawler.stats
 
 
-def _place(url: str) -> tuple[int, int]:
-    host = int(url.split("/")[2].split(":")[0].rsplit(".", 1)[1]) - 2
-    return host, int(url.rsplit("/", 1)[1].split(".")[0])
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Each scheduler on each kind of link, --reps times alternating; µs of CPU per page."""
+    from scrapy.exceptions import ScrapyDeprecationWarning
+
+    # scrapy-redis passes spider= to the stats, which Scrapy 2.19 deprecates at every call
+    warnings.filterwarnings("ignore", category=ScrapyDeprecationWarning, module="scrapy_redis")
     rep = Report("scheduler-cpu", {k: getattr(args, k) for k in ("hosts", "pages", "reps")})
     rep.note(f"load average before the runs: {load_average()}")
     rep.header()
