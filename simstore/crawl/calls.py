@@ -3,6 +3,7 @@ passes before a transaction starts (so a wrong value is refused by name, nothing
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -42,13 +43,15 @@ class Done:
     (None: nothing to count, as a request a middleware dropped; ``NO_ANSWER``: its
     download got no answer, so a revisit keeps its interval), and for revisits its
     fingerprint and whether it changed (None: judge by ``digest``, a 64-bit digest of
-    what it answered)."""
+    what it answered); ``latency``: seconds its host took to answer (None: not
+    measured), what :class:`~simstore.crawl.rules.AutoThrottle` learns from."""
 
     key: bytes
     status: int | None = None
     fp: bytes | None = None
     changed: bool | None = None
     digest: int = 0
+    latency: float | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,10 @@ def check_done(d: Any) -> Done:
     dg = d.digest
     if not isinstance(dg, int) or isinstance(dg, bool) or not 0 <= dg < 2**64:
         raise SimstoreValueError(f"'digest' must be an int in [0, 2**64) (got {dg!r})")
+    lat = d.latency
+    if lat is not None and (not isinstance(lat, (int, float)) or isinstance(lat, bool)
+                            or not 0 <= lat < math.inf):
+        raise SimstoreValueError(f"'latency' must be seconds >= 0 or None (got {lat!r})")
     return d
 
 

@@ -128,6 +128,7 @@ DELAY_KNOWN = 2  # Host.flags: its robots.txt was read (its Crawl-delay, or none
 THROTTLED = 4  # Host.flags: it answered 429/503: one request at a time, its delay learnt
 DOWN = 8  # Host.flags: given up after downloads in a row got no answer: until blocked_ms
 # ends, the requests queued for it are dropped
+AUTO = 16  # Host.flags: delay_ms was learnt from its answers' latencies (AutoThrottle)
 
 NOWHERE, READY, WAITING = 0, 1, 2
 

@@ -5,7 +5,8 @@ functions here read values hosts send (``Crawl-delay``, ``Retry-After``) and cap
 hostile host could make of them. :class:`Revisit` is the adaptive schedule of a URL:
 the first interval is the minimum, a page found unchanged doubles it (up to the
 maximum), a changed one halves it (down to the minimum); one gone (404/410) that many
-times in a row is not revisited again.
+times in a row is not revisited again. :class:`AutoThrottle` learns a host's delay from
+the latencies of its answers, as Scrapy's AutoThrottle does for one process.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from ..exceptions import SimstoreValueError
+from ..exceptions import SimstoreTypeError, SimstoreValueError
 
 DEFAULT_MAX_DELAY = 600.0  # seconds: the cap on a Crawl-delay, a Retry-After or a backoff
 DEFAULT_BACKOFF = 2.0  # seconds of the first wait after a 429/503 without Retry-After
@@ -42,6 +43,36 @@ def _seconds(value: object, name: str, *, zero: bool = True) -> float:
 
 
 @dataclass(frozen=True)
+class AutoThrottle:
+    """A host's delay learnt from how long it takes to answer, so that all processes
+    together keep ``target`` requests in flight to it on average (Scrapy's
+    AutoThrottle rule, held per host in the frontier instead of per download slot).
+
+    A host starts at ``start`` seconds; each answer's latency L asks for L / target:
+    the delay moves there at once when that is longer, else half way; an answer other
+    than 200 never lowers it (error pages come back fast); it stays within the host's
+    floor (``DOWNLOAD_DELAY``, its Crawl-delay) and ``max`` (the floor wins).
+    """
+
+    target: float = 1.0
+    start: float = 5.0
+    max: float = 60.0
+
+    def __post_init__(self) -> None:
+        _seconds(self.target, "target", zero=False)
+        _seconds(self.start, "start")
+        _seconds(self.max, "max", zero=False)
+
+    def next_ms(self, delay_ms: int, latency: float, ok: bool, floor_ms: int) -> int:
+        """The delay (ms) after an answer that took ``latency`` seconds, from ``delay_ms``;
+        ``ok``: the answer was a 200."""
+        want = min(latency / self.target, self.max) * 1000
+        new = int(min(max(want, (delay_ms + want) / 2), self.max * 1000))
+        new = max(new, floor_ms)
+        return delay_ms if not ok and new < delay_ms else new
+
+
+@dataclass(frozen=True)
 class Politeness:
     """How hard all processes together ask one host.
 
@@ -62,7 +93,8 @@ class Politeness:
     a host's downloads getting no answer (each blocks it for the backoff, doubled each
     time, and leaves it one request at a time; downloads that fail while it is blocked
     are the same episode) before it is given up for ``max_delay``: its queued requests
-    dropped, and those queued for it meanwhile (0: never given up).
+    dropped, and those queued for it meanwhile (0: never given up). ``auto``: each
+    host's delay learnt from its answers' latencies (:class:`AutoThrottle`; None: off).
     """
 
     delay: float = 0.0
@@ -74,8 +106,12 @@ class Politeness:
     prefetch: int = 0
     solo_prefetch: int = 0
     max_failures: int = DEFAULT_MAX_FAILURES
+    auto: AutoThrottle | None = None
 
     def __post_init__(self) -> None:
+        if self.auto is not None and not isinstance(self.auto, AutoThrottle):
+            raise SimstoreTypeError(
+                f"'auto' must be a simstore.crawl.AutoThrottle or None (got {self.auto!r})")
         _seconds(self.delay, "delay")
         _seconds(self.margin, "margin")
         _seconds(self.max_delay, "max_delay", zero=False)

@@ -13,6 +13,7 @@ from typing import Any
 
 from .calls import DROPPED, NO_ANSWER, Done, Popped, Push, Taken, check_fp
 from .records import (
+    AUTO,
     DELAY_KNOWN,
     DOWN,
     FRONTIER_VERSION,
@@ -145,9 +146,18 @@ class Txn:
             self.txn.put(mine, ms(self.now), db=self.hosts)
         return n
 
+    def base_ms(self, h: Host) -> int:
+        """Host h's delay: its own, at least ``delay``, and with AutoThrottle the start
+        delay until its first answer is measured."""
+        d = max(int(self.policy.delay * 1000), h.delay_ms)
+        auto = self.policy.auto
+        if auto is not None and not h.flags & AUTO:
+            d = max(d, int(auto.start * 1000))
+        return d
+
     def delay_ms(self, h: Host) -> int:
         """The spacing of host h's requests: its delay, plus the margin when it has one."""
-        d = max(int(self.policy.delay * 1000), h.delay_ms)
+        d = self.base_ms(h)
         return d + int(self.policy.margin * 1000) if d else 0
 
     def place(self, hid: bytes, h: Host) -> None:
@@ -374,10 +384,7 @@ class Txn:
         h.fetched += 1
         h.failures = 0
         h.flags &= ~DOWN
-        if d.status not in THROTTLE_STATUSES:
-            h.throttles = 0
-            if h.delay_ms > h.crawl_ms:  # what a 429/503 added wanes with each answer
-                h.delay_ms = h.crawl_ms + int((h.delay_ms - h.crawl_ms) * THROTTLE_KEEP)
+        self.pace(h, d)
         revisit = self.f.revisit
         if revisit is None or d.fp is None or d.status in THROTTLE_STATUSES:
             return
@@ -402,6 +409,28 @@ class Txn:
                 changed = d.changed if d.changed is not None else old.digest != d.digest
                 interval = revisit.next_interval(old.interval_ms, changed)
         self.schedule(fp, Url(0, interval, digest, gone, hid, payload))
+
+    def pace(self, h: Host, d: Done) -> None:
+        """Host h's delay after an answer: what a 429/503 added wanes (a tenth per other
+        answer); with AutoThrottle and a latency, the delay is learnt from it (on a host
+        that answered 429/503, coming down no faster than the wane), and its next allowed
+        time moves with it (its last start plus the new delay, as Scrapy's slot does)."""
+        waned = h.delay_ms
+        if d.status not in THROTTLE_STATUSES:
+            h.throttles = 0
+            if h.delay_ms > h.crawl_ms:
+                waned = h.crawl_ms + int((h.delay_ms - h.crawl_ms) * THROTTLE_KEEP)
+        auto = self.policy.auto
+        if auto is None or d.latency is None:
+            h.delay_ms = waned
+            return
+        before = self.delay_ms(h)
+        floor = max(int(self.policy.delay * 1000), h.crawl_ms)
+        learnt = auto.next_ms(self.base_ms(h), d.latency, d.status == 200, floor)
+        h.delay_ms = min(max(learnt, waned) if h.flags & THROTTLED else learnt, 2**32 - 1)
+        h.flags |= AUTO
+        if h.next_ms:  # its last start plus the delay now in force
+            h.next_ms = max(h.next_ms + self.delay_ms(h) - before, 0)
 
     def schedule(self, fp: bytes, rec: Url) -> None:
         """Store fp's revisit record, due one interval from now."""
@@ -487,7 +516,9 @@ class Txn:
 
     def set_delay(self, name: str, delay_ms: int) -> None:
         hid, h = self.named_host(name)
-        h.delay_ms = h.crawl_ms = min(delay_ms, 2**32 - 1)
+        h.crawl_ms = min(delay_ms, 2**32 - 1)
+        # a delay learnt from latencies stays, above the new floor
+        h.delay_ms = max(h.delay_ms, h.crawl_ms) if h.flags & AUTO else h.crawl_ms
         h.flags |= DELAY_KNOWN
         # robots.txt was a request to the host, and the request that made the crawler
         # fetch it follows one delay later: the next take waits for both
@@ -638,7 +669,7 @@ class Txn:
                 "host": h.name, "queued": h.queued, "in_flight": h.inflight,
                 "next_allowed": h.next_ms / 1000 if h.next_ms else None,
                 "blocked_until": h.blocked_ms / 1000 if h.blocked_ms else None,
-                "delay": max(self.policy.delay, h.delay_ms / 1000),
+                "delay": self.base_ms(h) / 1000,
                 "crawl_delay": h.crawl_ms / 1000 if h.flags & DELAY_KNOWN else None,
                 "fetched": h.fetched, "answers_429": h.n429, "answers_503": h.n503,
                 "failures": h.failures, "down": bool(h.flags & DOWN),

@@ -183,7 +183,9 @@ class Scheduler:
         self._downloading: dict[int, str] = {}
         self._host_downloads: Counter[str] = Counter()
         self._pushes: list[tuple[Push, Any]] = []  # children not yet written
-        self._outcomes: dict[int, tuple[int, int, bool | None]] = {}  # status, digest, changed
+        # request id -> (status, digest, changed, latency) of what came of it
+        self._outcomes: dict[int, tuple[int, int, bool | None, float | None]] = {}
+        self.auto = cfg.politeness.auto is not None  # hosts' delays learnt from latencies
         self._undecodable: list[bytes] = []
         self._left_keys: list[bytes] = []  # leases whose download is over (slots to free)
         self._memory: list[tuple[int, int, Any]] = []  # unserializable: (-priority, n, req)
@@ -218,6 +220,8 @@ class Scheduler:
         connect(obj._downloaded, signal=signals.response_downloaded)
         connect(obj._received, signal=signals.response_received)
         connect(obj._left, signal=signals.request_left_downloader)
+        if obj.auto:
+            connect(obj._unpace_slot, signal=signals.request_reached_downloader)
         return obj
 
     # --- BaseScheduler ------------------------------------------------------------------
@@ -486,8 +490,8 @@ class Scheduler:
             del self._held[rid]
             self._download_over(request)  # one that never reached the downloader
             _count_down(self._held_hosts, host_of(request))
-            status, digest, changed = self._outcomes.pop(rid, (None, 0, None))
-            out.append(Done(key, status, fp, changed, digest))
+            status, digest, changed, latency = self._outcomes.pop(rid, (None, 0, None, None))
+            out.append(Done(key, status, fp, changed, digest, latency))
         return out
 
     def _any_done(self) -> bool:
@@ -519,6 +523,8 @@ class Scheduler:
     def _downloaded(self, response: Any, request: Any, spider: Any = None) -> None:
         """Before the middlewares see an answer: a robots.txt sets its host's delay, a
         429/503 blocks its host for every process."""
+        if self.auto:
+            self._unpace_slot(request)
         try:
             if self.robots and urlparse_cached(request).path == "/robots.txt":
                 self._robots(request, response)
@@ -566,15 +572,29 @@ class Scheduler:
         the request that made Scrapy fetch robots.txt then waits the delay after it, and
         no request leaves later than the time the frontier gave it (the downloader's
         ``slots`` are what Scrapy's AutoThrottle tunes too)."""
-        downloader = getattr(engine_of(self.crawler), "downloader", None)
-        key = request.meta.get("download_slot") or urlparse_cached(request).hostname or ""
-        slot = getattr(downloader, "slots", {}).get(key)
+        slot = self._slot(request)
         if slot is not None:
             slot.delay = max(slot.delay, delay)
             if hasattr(type(slot), "jitter"):  # Scrapy >= 2.19 (randomize_delay deprecated)
                 slot.jitter = 0.0
             else:
                 slot.randomize_delay = False
+
+    def _unpace_slot(self, request: Any, spider: Any = None) -> None:
+        """With AutoThrottle: this process's download slot of request goes back to
+        ``DOWNLOAD_DELAY`` as a request reaches it and after each answer (once Scrapy's
+        extension has set it). The frontier spaces a host's requests by what every
+        process's answers taught it; a request the slot held after its take would leave
+        with the next one, too close to it."""
+        slot = self._slot(request)
+        if slot is not None:
+            slot.delay = self.politeness.delay
+
+    def _slot(self, request: Any) -> Any:
+        """This process's download slot of request (Scrapy's downloader), or None."""
+        downloader = getattr(engine_of(self.crawler), "downloader", None)
+        key = request.meta.get("download_slot") or urlparse_cached(request).hostname or ""
+        return getattr(downloader, "slots", {}).get(key)
 
     def _throttled(self, request: Any, response: Any) -> None:
         host = host_of(request)
@@ -612,7 +632,7 @@ class Scheduler:
         """Block the request's host for every process (the backoff; given up after
         ``SIMSTORE_HOST_MAX_FAILURES`` in a row); a revisit keeps its interval."""
         if held:
-            self._outcomes[id(request)] = (NO_ANSWER, 0, None)
+            self._outcomes[id(request)] = (NO_ANSWER, 0, None, None)
         host = host_of(request)
         self.stats.inc_value(HOST_STATS + "no_answer")
         try:
@@ -658,18 +678,19 @@ class Scheduler:
         self.stats.inc_value(STATS + "given_back", len(keys))
 
     def _received(self, response: Any, request: Any, spider: Any = None) -> None:
-        """An answer the engine got: its status (counted on its host) and, for the revisit,
-        its digest and the middleware's verdict."""
+        """An answer the engine got: its status (counted on its host), with AutoThrottle its
+        latency, and for the revisit its digest and the middleware's verdict."""
         rid = id(request)
         if rid not in self._held:
             return
+        latency = _latency(request.meta) if self.auto else None
         if not self.revisit:
-            self._outcomes[rid] = (response.status, 0, None)
+            self._outcomes[rid] = (response.status, 0, None, latency)
             return
         verdict = request.meta.get("simstore")
         changed = {NEW: True, CHANGED: True, UNCHANGED: False}.get(verdict)
         digest = int.from_bytes(hashlib.blake2b(response.body, digest_size=8).digest(), "big")
-        self._outcomes[rid] = (response.status, digest, changed)
+        self._outcomes[rid] = (response.status, digest, changed, latency)
 
     # --- leases and waits ---------------------------------------------------------------------
 
@@ -740,6 +761,16 @@ class Scheduler:
             self.df.log(request, self.spider)
         self.stats.inc_value(STATS + "filtered")
         return False
+
+
+def _latency(meta: Any) -> float | None:
+    """The download latency Scrapy measured for a request (seconds), unless its meta says
+    AutoThrottle must not learn from it (``autothrottle_dont_adjust_delay``)."""
+    if meta.get("autothrottle_dont_adjust_delay") is True:
+        return None
+    latency = meta.get("download_latency")
+    ok = isinstance(latency, (int, float)) and not isinstance(latency, bool)
+    return float(latency) if ok and 0 <= latency < math.inf else None
 
 
 def _crawl_delay_line(body: str) -> str:

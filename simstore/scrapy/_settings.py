@@ -21,7 +21,7 @@ from scrapy import signals
 from scrapy.exceptions import CloseSpider, DropItem, IgnoreRequest, NotConfigured
 
 from .._validate import parse_duration
-from ..crawl import DEFAULT_NAME, Politeness, Revisit, check_name
+from ..crawl import DEFAULT_NAME, AutoThrottle, Politeness, Revisit, check_name
 from ..crawl.rules import DEFAULT_MAX_DELAY, DEFAULT_MAX_FAILURES
 from ..exceptions import SimstoreError, SimstoreValueError
 
@@ -146,7 +146,8 @@ def politeness_setting(settings: Any) -> Politeness:
     Crawl-delay counts), CONCURRENT_REQUESTS (what a process crawling alone may hold of
     one host), SIMSTORE_MAX_HOST_DELAY (the cap on any wait a host asks) and
     SIMSTORE_HOST_MAX_FAILURES (downloads in a row without an answer before a host is
-    given up; 0: never)."""
+    given up; 0: never); with AUTOTHROTTLE_ENABLED each host's delay is learnt from the
+    latencies all processes see (:func:`autothrottle_setting`)."""
     delay = number(settings, "DOWNLOAD_DELAY", float) or 0.0
     if delay < 0:
         raise SimstoreValueError(f"setting DOWNLOAD_DELAY must be >= 0 (got {delay!r})")
@@ -170,7 +171,26 @@ def politeness_setting(settings: Any) -> Politeness:
     return Politeness(delay=delay, concurrency=conc, max_delay=max(cap, delay),
                       robots=flag(settings, "ROBOTSTXT_OBEY"), prefetch=prefetch,
                       solo_prefetch=min(max(prefetch, total - conc), 2**20),
-                      max_failures=failures)
+                      max_failures=failures, auto=autothrottle_setting(settings))
+
+
+def autothrottle_setting(settings: Any) -> AutoThrottle | None:
+    """Scrapy's AUTOTHROTTLE_* settings as the frontier's rule: None unless
+    AUTOTHROTTLE_ENABLED; AUTOTHROTTLE_TARGET_CONCURRENCY (> 0), AUTOTHROTTLE_START_DELAY
+    (>= 0) and AUTOTHROTTLE_MAX_DELAY (> 0) seconds, Scrapy's defaults when unset."""
+    if not flag(settings, "AUTOTHROTTLE_ENABLED"):
+        return None
+    values = {}
+    for field_, name, default, least in (("target", "TARGET_CONCURRENCY", 1.0, "> 0"),
+                                         ("start", "START_DELAY", 5.0, ">= 0"),
+                                         ("max", "MAX_DELAY", 60.0, "> 0")):
+        value = number(settings, "AUTOTHROTTLE_" + name, float)
+        value = default if value is None else value
+        if value < 0 or (least == "> 0" and value == 0):
+            raise SimstoreValueError(
+                f"setting AUTOTHROTTLE_{name} must be {least} (got {value!r})")
+        values[field_] = value
+    return AutoThrottle(**values)
 
 
 def revisit_setting(settings: Any) -> Revisit | None:

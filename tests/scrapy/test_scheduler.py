@@ -324,3 +324,41 @@ def test_a_rerun_with_nothing_to_do_says_so(tmp_path, caplog):
             assert sched.next_request() is None
         sched.close("finished")
     assert "the crawl in this store is done" in caplog.text
+
+
+@pytest.mark.parametrize("meta,learnt", [
+    ({"download_latency": 0.3}, 2.65),  # (5 + 0.3) / 2, Scrapy's rule from the start delay
+    ({"download_latency": 0.3, "autothrottle_dont_adjust_delay": True}, 5.0),
+    ({}, 5.0),  # no latency measured
+    ({"download_latency": "0.3"}, 5.0),  # not a number: not learnt from, no error
+])
+def test_with_autothrottle_a_hosts_delay_is_learnt_from_the_answers(tmp_path, meta, learnt):
+    """AUTOTHROTTLE_ENABLED: the latency Scrapy measured for an answer goes to the
+    frontier with its acknowledgement, unless its meta says not to learn from it; and
+    this process's download slot keeps DOWNLOAD_DELAY (Scrapy's extension set 5 s), so a
+    request leaves when the frontier lets it go."""
+    crawler = crawler_of(tmp_path / "store", AUTOTHROTTLE_ENABLED=True, DOWNLOAD_DELAY=0.25)
+    sched = Scheduler.from_crawler(crawler)
+    slot, _ = engine_for(crawler)
+    download_slot = SimpleNamespace(delay=5.0)
+    crawler.engine.downloader = SimpleNamespace(active=set(), slots={"x": download_slot})
+    spider = Spider.from_crawler(crawler)
+    sched.open(spider)
+    assert sched.enqueue_request(Request("http://x/1"))
+    request = sched.next_request()
+    slot.inprogress.add(request)
+    request.meta.update(meta, download_slot="x")
+    crawler.signals.send_catch_log(scrapy.signals.request_reached_downloader,
+                                   request=request, spider=spider)
+    assert download_slot.delay == 0.25
+    download_slot.delay = 4.0  # what Scrapy's AutoThrottle sets on an answer
+    response = scrapy.http.HtmlResponse(request.url, body=b"<html></html>", request=request)
+    crawler.signals.send_catch_log(scrapy.signals.response_downloaded, response=response,
+                                   request=request, spider=spider)
+    assert download_slot.delay == 0.25
+    crawler.signals.send_catch_log(scrapy.signals.response_received, response=response,
+                                   request=request, spider=spider)
+    slot.inprogress.discard(request)
+    sched._tick()  # the acknowledgement's commit
+    assert sched.frontier.hosts()[0]["delay"] == learnt
+    sched.close("finished")

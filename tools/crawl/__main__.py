@@ -122,6 +122,9 @@ def _polite_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=0.0, help="seconds a crawl may take "
                    "(default: 60 + 4 x pages x delay, at most 1800)")
     p.add_argument("--seed", type=int, default=d.seed, help="seed (default %(default)s)")
+    p.add_argument("--latency", type=float, default=d.latency, help="seconds each answer "
+                   "takes at the hosts (default %(default)s); the figures then say how many "
+                   "requests each host answered at once")
     p.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE",
                    help="a Scrapy setting for every process (repeat for more)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -139,7 +142,7 @@ def _polite(args: argparse.Namespace) -> int:
         store=args.store,
         kill_one=args.kill_one, revisit=args.revisit, revisit_rounds=args.revisit_rounds,
         revisit_min=args.revisit_min, timeout=args.timeout, seed=args.seed,
-        settings=dict(s.split("=", 1) for s in args.settings))
+        latency=args.latency, settings=dict(s.split("=", 1) for s in args.settings))
     result = polite.run(opts, args.work)
     if args.json:
         print(json.dumps(result, indent=1, default=str))

@@ -77,6 +77,7 @@ class Options:
     revisit_min: float = 0.0  # 0: twice the site's floor + 10 s
     timeout: float = 0.0  # 0: 60 s + 4x the site's floor per crawl
     seed: int = 7
+    latency: float = 0.0  # seconds each answer takes at the hosts (AutoThrottle's input)
     settings: dict[str, str] = field(default_factory=dict)
 
 
@@ -198,7 +199,7 @@ def run(opts: Options, work: Path | None = None) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     store = opts.store or work / "store"
     web = Web(opts.hosts, opts.pages, opts.delay, opts.retry_after, opts.limited,
-              opts.limit_status, opts.retry_as, opts.seed, opts.limit_gap)
+              opts.limit_status, opts.retry_as, opts.seed, opts.limit_gap, opts.latency)
     delays = dict.fromkeys(web.hosts, web.delay_seconds())
     timeout = opts.timeout or min(60 + 4 * opts.pages * web.delay_seconds(), MAX_TIMEOUT)
     redis = redis_server(work) if opts.scheduler == "redis" else None
@@ -215,7 +216,8 @@ def run(opts: Options, work: Path | None = None) -> dict[str, Any]:
                              "SIMSTORE_REVISIT_MAX": "1d"} | opts.settings
                 out["revisit_min_s"] = wait
             c = _crawl(web, work, opts, settings, timeout, opts.kill_one)
-            out["crawl"] = analyse(web.hits(), delays, web.all_pages(), c["wall_s"])
+            out["crawl"] = analyse(web.hits(), delays, web.all_pages(), c["wall_s"],
+                                   latency=opts.latency)
             out["crawl"]["processes"] = c["processes"]
             first = 0
             for r in range(opts.revisit_rounds if opts.revisit else 0):

@@ -18,6 +18,11 @@ them. Definitions, so that the figures mean one thing everywhere:
 
 A revisit run (``changed`` given): of the pages that changed, the fraction fetched again;
 how many unchanged pages, and how many gone ones, were fetched.
+
+With ``latency`` (seconds every answer of the hosts takes), a host's *in flight* is
+how many of its page requests it was answering at once: on average its pages times the
+latency over its busy time (first arrival to last answer), and at most; ``in_flight_mean``
+averages the hosts (what AutoThrottle's target concurrency speaks of).
 """
 
 from __future__ import annotations
@@ -65,16 +70,32 @@ def _host(hits: list[Hit], delay: float, slack: float) -> dict[str, Any]:
     }
 
 
+def _in_flight(answered: list[float], latency: float) -> tuple[float, int] | None:
+    """(mean, most) page requests a host answered at once, each answered ``latency``
+    after it arrived (None: fewer than two requests)."""
+    if len(answered) < 2:
+        return None
+    span = answered[-1] - (answered[0] - latency)
+    events = sorted([(t - latency, 1) for t in answered] + [(t, -1) for t in answered])
+    now = most = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return len(answered) * latency / span, most
+
+
 def analyse(hits: Iterable[Hit], delays: Mapping[str, float],
             pages: Collection[tuple[str, str]], wall_s: float | None = None,
             changed: Collection[tuple[str, str]] | None = None,
-            gone: Collection[tuple[str, str]] = (), slack: float = SLACK) -> dict[str, Any]:
+            gone: Collection[tuple[str, str]] = (), slack: float = SLACK,
+            latency: float = 0.0) -> dict[str, Any]:
     """The politeness figures of a crawl (see the module docstring).
 
     hits: the hosts' log; delays: each host's crawl delay in seconds (a host not named
     has 0); pages: every (host, path) the crawl should fetch; wall_s: the crawl's wall
     time (default: first to last arrival); changed, gone: the pages that changed and
-    that went away since the previous crawl, for a revisit run.
+    that went away since the previous crawl, for a revisit run; latency: the seconds
+    each answer took at the hosts (the in-flight figures).
     """
     ordered = sorted(hits, key=lambda h: h.at)
     by_host: dict[str, list[Hit]] = defaultdict(list)
@@ -112,6 +133,13 @@ def analyse(hits: Iterable[Hit], delays: Mapping[str, float],
         "wall_over_floor": round(wall_s / floor, 3) if floor > 0 else None,
         "hosts": hosts,
     }
+    if latency > 0:
+        flights = [_in_flight([h.at for h in hs if h.path != ROBOTS], latency)
+                   for hs in by_host.values()]
+        flights = [f for f in flights if f is not None]
+        out["in_flight_mean"] = round(sum(f[0] for f in flights) / len(flights), 3) \
+            if flights else None
+        out["in_flight_max"] = max((f[1] for f in flights), default=None)
     if changed is not None:
         changed_set, gone_set = set(changed), set(gone)
         unchanged = set(pages) - changed_set - gone_set
@@ -142,6 +170,9 @@ def render(result: Mapping[str, Any]) -> str:
         "shares: " + ", ".join(f"{a} {v['share_pct']}% ({v['requests']})"
                                for a, v in r["agents"].items()),
     ]
+    if r.get("in_flight_mean") is not None:
+        lines.append(f"in flight at a host: {r['in_flight_mean']} on average, "
+                     f"{r['in_flight_max']} at most")
     if "revisit" in r:
         v = r["revisit"]
         lines.append(f"revisit: changed {v['changed']}, refetched {v['changed_refetched']} "
