@@ -148,11 +148,11 @@ class Txn:
 
     def base_ms(self, h: Host) -> int:
         """Host h's delay: its own, at least ``delay``, and with AutoThrottle the start
-        delay until its first answer is measured."""
+        delay (at most ``max_delay``) until its first answer is measured."""
         d = max(int(self.policy.delay * 1000), h.delay_ms)
         auto = self.policy.auto
         if auto is not None and not h.flags & AUTO:
-            d = max(d, int(auto.start * 1000))
+            d = max(d, int(min(auto.start, self.policy.max_delay) * 1000))
         return d
 
     def delay_ms(self, h: Host) -> int:
@@ -427,6 +427,7 @@ class Txn:
         before = self.delay_ms(h)
         floor = max(int(self.policy.delay * 1000), h.crawl_ms)
         learnt = auto.next_ms(self.base_ms(h), d.latency, d.status == 200, floor)
+        learnt = min(learnt, max(int(self.policy.max_delay * 1000), floor))
         h.delay_ms = min(max(learnt, waned) if h.flags & THROTTLED else learnt, 2**32 - 1)
         h.flags |= AUTO
         if h.next_ms:  # its last start plus the delay now in force

@@ -193,3 +193,17 @@ def test_an_odd_latency_is_refused_before_any_write(store, latency):
     with pytest.raises(SimstoreError, match="latency"):
         f.ack([Done(got[0].key, 200, latency=latency)], "p")
     assert f.counts()["leased"] == 1 and _delay(f) == 5.0
+
+
+def test_a_huge_start_or_max_is_capped_by_max_delay(store):
+    """AutoThrottle's own values never block a host beyond the frontier's cap on any wait
+    (``max_delay``, SIMSTORE_MAX_HOST_DELAY)."""
+    clock = Clock()
+    f = _frontier(store, clock, max_delay=30.0, auto={"start": 1e300, "max": 1e300})
+    f.push(0, b"p", host=HOST)
+    f.push(0, b"q", host=HOST)
+    t0 = clock.t
+    got = f.take(1, 60, "p").popped
+    assert f.next_wake() == pytest.approx(t0 + 30.0)
+    f.ack([Done(got[0].key, 200, latency=1e200)], "p")
+    assert _delay(f) == 30.0
