@@ -125,6 +125,8 @@ def _polite_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--latency", type=float, default=d.latency, help="seconds each answer "
                    "takes at the hosts (default %(default)s); the figures then say how many "
                    "requests each host answered at once")
+    p.add_argument("--gap", type=float, default=None, help="seconds the gaps are held "
+                   "against (default: the Crawl-delay; e.g. a DOWNLOAD_DELAY set with -s)")
     p.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE",
                    help="a Scrapy setting for every process (repeat for more)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -142,7 +144,7 @@ def _polite(args: argparse.Namespace) -> int:
         store=args.store,
         kill_one=args.kill_one, revisit=args.revisit, revisit_rounds=args.revisit_rounds,
         revisit_min=args.revisit_min, timeout=args.timeout, seed=args.seed,
-        latency=args.latency, settings=dict(s.split("=", 1) for s in args.settings))
+        latency=args.latency, gap=args.gap, settings=dict(s.split("=", 1) for s in args.settings))
     result = polite.run(opts, args.work)
     if args.json:
         print(json.dumps(result, indent=1, default=str))

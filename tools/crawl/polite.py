@@ -78,6 +78,7 @@ class Options:
     timeout: float = 0.0  # 0: 60 s + 4x the site's floor per crawl
     seed: int = 7
     latency: float = 0.0  # seconds each answer takes at the hosts (AutoThrottle's input)
+    gap: float | None = None  # the delay gaps are held against (None: the Crawl-delay)
     settings: dict[str, str] = field(default_factory=dict)
 
 
@@ -200,7 +201,7 @@ def run(opts: Options, work: Path | None = None) -> dict[str, Any]:
     store = opts.store or work / "store"
     web = Web(opts.hosts, opts.pages, opts.delay, opts.retry_after, opts.limited,
               opts.limit_status, opts.retry_as, opts.seed, opts.limit_gap, opts.latency)
-    delays = dict.fromkeys(web.hosts, web.delay_seconds())
+    delays = dict.fromkeys(web.hosts, web.delay_seconds() if opts.gap is None else opts.gap)
     timeout = opts.timeout or min(60 + 4 * opts.pages * web.delay_seconds(), MAX_TIMEOUT)
     redis = redis_server(work) if opts.scheduler == "redis" else None
     out: dict[str, Any] = {"options": {k: str(v) for k, v in vars(opts).items()},

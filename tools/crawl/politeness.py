@@ -45,7 +45,7 @@ def _gaps(times: list[float], delay: float, slack: float) -> dict[str, Any]:
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     ok = sum(g >= delay - slack for g in gaps)
     return {"gaps": len(gaps), "kept": ok, "kept_pct": _pct(ok, len(gaps)),
-            "min_gap": round(min(gaps), 4) if gaps else None}
+            "min_gap": round(min(gaps), 4) if gaps else None, "sum": sum(gaps)}
 
 
 def _host(hits: list[Hit], delay: float, slack: float) -> dict[str, Any]:
@@ -62,7 +62,8 @@ def _host(hits: list[Hit], delay: float, slack: float) -> dict[str, Any]:
     return {
         "delay": delay, "requests": len(hits), "robots": len(hits) - len(pages),
         "gaps": page["gaps"], "gaps_kept": page["kept"], "gaps_kept_pct": page["kept_pct"],
-        "min_gap": page["min_gap"], "gaps_all": every["gaps"], "gaps_kept_all": every["kept"],
+        "min_gap": page["min_gap"], "gaps_sum": page["sum"], "gaps_all": every["gaps"],
+        "gaps_kept_all": every["kept"],
         "gaps_kept_pct_all": every["kept_pct"],
         "answers_429": sum(h.status == 429 for h in hits),
         "answers_503": sum(h.status == 503 for h in hits),
@@ -119,6 +120,8 @@ def analyse(hits: Iterable[Hit], delays: Mapping[str, float],
     out: dict[str, Any] = {
         "requests": len(ordered), "robots": total["robots"],
         "gaps": total["gaps"], "gaps_kept_pct": _pct(total["gaps_kept"], total["gaps"]),
+        "mean_gap": round(sum(x["gaps_sum"] for x in hosts.values()) / total["gaps"], 4)
+        if total["gaps"] else None,
         "gaps_all": total["gaps_all"],
         "gaps_kept_pct_all": _pct(total["gaps_kept_all"], total["gaps_all"]),
         "answers_429": total["answers_429"], "answers_503": total["answers_503"],
@@ -160,8 +163,8 @@ def render(result: Mapping[str, Any]) -> str:
     r = result
     lines = [
         f"requests {r['requests']} (robots.txt {r['robots']}); gaps >= delay: "
-        f"{r['gaps_kept_pct']}% of {r['gaps']} page gaps, {r['gaps_kept_pct_all']}% "
-        f"of {r['gaps_all']} with robots.txt",
+        f"{r['gaps_kept_pct']}% of {r['gaps']} page gaps (mean {r['mean_gap']} s), "
+        f"{r['gaps_kept_pct_all']}% of {r['gaps_all']} with robots.txt",
         f"answers 429: {r['answers_429']}, 503: {r['answers_503']}; requests inside "
         f"Retry-After: {r['inside_retry_after']}",
         f"pages {r['pages']}: once {r['fetched_once']} ({r['once_pct']}%), twice "
