@@ -15,8 +15,8 @@ from .calls import DROPPED, NO_ANSWER
 from .frontier import DEFAULT_NAME, Done, Frontier, Popped, Push, Taken, check_name
 from .payload import PayloadError
 from .records import host_of_url
-from .rules import AutoThrottle, Politeness, Revisit, parse_crawl_delay, parse_retry_after
+from .rules import AutoThrottle, HostRule, Politeness, Revisit, parse_crawl_delay, parse_retry_after
 
-__all__ = ["DEFAULT_NAME", "DROPPED", "NO_ANSWER", "AutoThrottle", "Done", "Frontier",
+__all__ = ["DEFAULT_NAME", "DROPPED", "NO_ANSWER", "AutoThrottle", "Done", "Frontier", "HostRule",
            "PayloadError", "Politeness", "Popped", "Push", "Revisit", "Taken", "check_name",
            "host_of_url", "parse_crawl_delay", "parse_retry_after"]

@@ -52,7 +52,7 @@ from .calls import (
     check_push,
     check_seconds,
 )
-from .records import FRONTIER_VERSION, PREFIX
+from .records import FRONTIER_VERSION, PREFIX, host_id
 from .rules import Politeness, Revisit
 from .transaction import RECLAIM_MAX, Txn
 from .upgrade import upgrade_v1
@@ -106,6 +106,7 @@ class Frontier:
         self.name = check_name(name)
         self.expire = expire
         self.politeness = politeness or Politeness()
+        self._rules = {host_id(n): self.politeness.for_host(n) for n in self.politeness.hosts}
         self.revisit = revisit
         self._clock = clock
         self._store = store

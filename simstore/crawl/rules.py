@@ -11,9 +11,11 @@ the latencies of its answers, as Scrapy's AutoThrottle does for one process.
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from ..exceptions import SimstoreTypeError, SimstoreValueError
@@ -73,6 +75,23 @@ class AutoThrottle:
 
 
 @dataclass(frozen=True)
+class HostRule:
+    """One host's own politeness in place of the crawl's (Scrapy's ``DOWNLOAD_SLOTS``
+    entry for it): its delay in seconds and its concurrency; None keeps the crawl's."""
+
+    delay: float | None = None
+    concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.delay is not None:
+            _seconds(self.delay, "delay")
+        c = self.concurrency
+        if c is not None and (not isinstance(c, int) or isinstance(c, bool)
+                              or not 1 <= c <= 2**31 - 1):
+            raise SimstoreValueError(f"'concurrency' must be an int >= 1 or None (got {c!r})")
+
+
+@dataclass(frozen=True)
 class Politeness:
     """How hard all processes together ask one host.
 
@@ -95,6 +114,7 @@ class Politeness:
     are the same episode) before it is given up for ``max_delay``: its queued requests
     dropped, and those queued for it meanwhile (0: never given up). ``auto``: each
     host's delay learnt from its answers' latencies (:class:`AutoThrottle`; None: off).
+    ``hosts``: host name (any case) -> its own :class:`HostRule` (:meth:`for_host`).
     """
 
     delay: float = 0.0
@@ -107,8 +127,13 @@ class Politeness:
     solo_prefetch: int = 0
     max_failures: int = DEFAULT_MAX_FAILURES
     auto: AutoThrottle | None = None
+    hosts: Mapping[str, HostRule] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.hosts, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, HostRule) for k, v in self.hosts.items()):
+            raise SimstoreTypeError(
+                f"'hosts' must map host names to simstore.crawl.HostRule (got {self.hosts!r})")
         if self.auto is not None and not isinstance(self.auto, AutoThrottle):
             raise SimstoreTypeError(
                 f"'auto' must be a simstore.crawl.AutoThrottle or None (got {self.auto!r})")
@@ -123,6 +148,25 @@ class Politeness:
             f = getattr(self, name)
             if not isinstance(f, int) or isinstance(f, bool) or not 0 <= f <= 2**31 - 1:
                 raise SimstoreValueError(f"{name!r} must be an int >= 0 (got {f!r})")
+        own = {k.lower(): self._with(r) for k, r in self.hosts.items()}
+        object.__setattr__(self, "hosts", {k.lower(): r for k, r in self.hosts.items()})
+        object.__setattr__(self, "_own", own)
+
+    def _with(self, rule: HostRule) -> Politeness:
+        """These rules with a host's own delay and concurrency (its requests taken ahead
+        scaled as the crawl's are: half its concurrency, and what a process alone may
+        hold beyond it kept)."""
+        conc = self.concurrency if rule.concurrency is None else rule.concurrency
+        prefetch = max(1, conc // 2) if self.prefetch else 0
+        solo = min(max(prefetch, self.concurrency + self.solo_prefetch - conc), 2**20)
+        return dataclasses.replace(
+            self, delay=self.delay if rule.delay is None else rule.delay, concurrency=conc,
+            prefetch=prefetch, solo_prefetch=solo if self.solo_prefetch else 0, hosts={})
+
+    def for_host(self, name: str) -> Politeness:
+        """The rules of host ``name``: these, or with its own :class:`HostRule`."""
+        own: dict[str, Politeness] = self._own  # type: ignore[attr-defined]
+        return own.get(name.lower(), self) if own else self
 
     @property
     def host_limit(self) -> int:

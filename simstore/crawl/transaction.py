@@ -58,6 +58,7 @@ class Txn:
         self.meta, self.seen, self.queue, self.leases, self.hosts, self.urls = handles
         self.now = f._now()  # read with the write lock held: no lease is born expired
         self.policy = f.politeness
+        self.rules = f._rules  # host id -> its own politeness (hosts with a HostRule)
         expire = f.expire
         self.since = None if expire is None else self.now - int(expire * 1000)
         self.skips = SKIP_MAX  # hosts a take may still pass over at the owner's share
@@ -146,18 +147,22 @@ class Txn:
             self.txn.put(mine, ms(self.now), db=self.hosts)
         return n
 
-    def base_ms(self, h: Host) -> int:
+    def rule(self, hid: bytes) -> Any:
+        """The politeness of host hid: the crawl's, or its own (``Politeness.hosts``)."""
+        return self.rules.get(hid, self.policy) if self.rules else self.policy
+
+    def base_ms(self, hid: bytes, h: Host) -> int:
         """Host h's delay: its own, at least ``delay``, and with AutoThrottle the start
         delay (at most ``max_delay``) until its first answer is measured."""
-        d = max(int(self.policy.delay * 1000), h.delay_ms)
-        auto = self.policy.auto
-        if auto is not None and not h.flags & AUTO:
-            d = max(d, int(min(auto.start, self.policy.max_delay) * 1000))
+        p = self.rule(hid)
+        d = max(int(p.delay * 1000), h.delay_ms)
+        if p.auto is not None and not h.flags & AUTO:
+            d = max(d, int(min(p.auto.start, p.max_delay) * 1000))
         return d
 
-    def delay_ms(self, h: Host) -> int:
+    def delay_ms(self, hid: bytes, h: Host) -> int:
         """The spacing of host h's requests: its delay, plus the margin when it has one."""
-        d = self.base_ms(h)
+        d = self.base_ms(hid, h)
         return d + int(self.policy.margin * 1000) if d else 0
 
     def place(self, hid: bytes, h: Host) -> None:
@@ -167,7 +172,7 @@ class Txn:
             h.where, h.slot = NOWHERE, b""
         if h.queued <= 0 or h.flags & PAUSED:
             return
-        conc = self.policy.host_limit
+        conc = self.rule(hid).host_limit
         if (self.policy.robots and not h.flags & DELAY_KNOWN) or h.flags & THROTTLED \
                 or h.failures:
             conc = 1
@@ -231,11 +236,10 @@ class Txn:
         popped: list[Popped] = []
         paused = self.txn.get(self.f._paused_key, db=self.meta) is not None
         takers = self.takers(owner) if n else 1
-        share = self.policy.share(takers) if n else self.policy.host_limit
         cur = self.txn.cursor(db=self.hosts)
         start, self.skips = b"R", SKIP_MAX
         while len(popped) < n and not paused:
-            found = self.askable(cur, start, owner, share)
+            found = self.askable(cur, start, owner, takers)
             if found is None:
                 break
             rkey, hid, h, key = found
@@ -247,19 +251,20 @@ class Txn:
             self.txn.put(b"D" + ms(deadline) + key, b"", db=self.leases)
             h.queued = max(h.queued - 1, 0)
             h.inflight += 1
-            h.next_ms = self.now + self.delay_ms(h)
+            h.next_ms = self.now + self.delay_ms(hid, h)
             self.settle(hid, h)
             self.hold(hid, owner, 1)  # listed again, if at all, after rkey: its next request
             popped.append(Popped(key, payload, h.name))
-        more = not paused and self.askable(cur, start, owner, share) is not None
+        more = not paused and self.askable(cur, start, owner, takers) is not None
         wake = self.first_wait() if len(popped) < n or not more else None
         return Taken(popped, pushed, wake, reclaimed, more, takers)
 
-    def askable(self, cur: Any, start: bytes, owner: bytes, share: int
+    def askable(self, cur: Any, start: bytes, owner: bytes, takers: int
                 ) -> tuple[bytes, bytes, Host, bytes] | None:
         """The first host listed ready from ``start`` on that owner may take from (it holds
-        less than ``share`` of it, and, among several processes, the host has less than
-        ``shared_limit`` in flight): (its R key, id, record, first queue key), or None.
+        less than its share of it among ``takers`` processes, and, among several, the host
+        has less than its ``shared_limit`` in flight): (its R key, id, record, first queue
+        key), or None.
         Index entries out of step are mended on the way; at most ``self.skips`` hosts
         at owner's share are passed over (the take's budget: each one spends it)."""
         while True:
@@ -278,8 +283,10 @@ class Txn:
                     h.queued = 0 if key is None else h.queued
                 self.settle(hid, h)
                 continue
-            if share >= self.policy.host_limit or (
-                    h.inflight < self.policy.shared_limit and self.held(hid, owner) < share):
+            p = self.rule(hid)
+            share = p.share(takers)
+            if share >= p.host_limit or (
+                    h.inflight < p.shared_limit and self.held(hid, owner) < share):
                 return rkey, hid, h, key
             if self.skips <= 0:
                 return None
@@ -384,7 +391,7 @@ class Txn:
         h.fetched += 1
         h.failures = 0
         h.flags &= ~DOWN
-        self.pace(h, d)
+        self.pace(hid, h, d)
         revisit = self.f.revisit
         if revisit is None or d.fp is None or d.status in THROTTLE_STATUSES:
             return
@@ -410,7 +417,7 @@ class Txn:
                 interval = revisit.next_interval(old.interval_ms, changed)
         self.schedule(fp, Url(0, interval, digest, gone, hid, payload))
 
-    def pace(self, h: Host, d: Done) -> None:
+    def pace(self, hid: bytes, h: Host, d: Done) -> None:
         """Host h's delay after an answer: what a 429/503 added wanes (a tenth per other
         answer); with AutoThrottle and a latency, the delay is learnt from it (on a host
         that answered 429/503, coming down no faster than the wane), and its next allowed
@@ -420,18 +427,18 @@ class Txn:
             h.throttles = 0
             if h.delay_ms > h.crawl_ms:
                 waned = h.crawl_ms + int((h.delay_ms - h.crawl_ms) * THROTTLE_KEEP)
-        auto = self.policy.auto
-        if auto is None or d.latency is None:
+        p = self.rule(hid)
+        if p.auto is None or d.latency is None:
             h.delay_ms = waned
             return
-        before = self.delay_ms(h)
-        floor = max(int(self.policy.delay * 1000), h.crawl_ms)
-        learnt = auto.next_ms(self.base_ms(h), d.latency, d.status == 200, floor)
-        learnt = min(learnt, max(int(self.policy.max_delay * 1000), floor))
+        before = self.delay_ms(hid, h)
+        floor = max(int(p.delay * 1000), h.crawl_ms)
+        learnt = p.auto.next_ms(self.base_ms(hid, h), d.latency, d.status == 200, floor)
+        learnt = min(learnt, max(int(p.max_delay * 1000), floor))
         h.delay_ms = min(max(learnt, waned) if h.flags & THROTTLED else learnt, 2**32 - 1)
         h.flags |= AUTO
         if h.next_ms:  # its last start plus the delay now in force
-            h.next_ms = max(h.next_ms + self.delay_ms(h) - before, 0)
+            h.next_ms = max(h.next_ms + self.delay_ms(hid, h) - before, 0)
 
     def schedule(self, fp: bytes, rec: Url) -> None:
         """Store fp's revisit record, due one interval from now."""
@@ -523,7 +530,7 @@ class Txn:
         h.flags |= DELAY_KNOWN
         # robots.txt was a request to the host, and the request that made the crawler
         # fetch it follows one delay later: the next take waits for both
-        h.next_ms = max(h.next_ms, self.now + 2 * self.delay_ms(h))
+        h.next_ms = max(h.next_ms, self.now + 2 * self.delay_ms(hid, h))
         self.settle(hid, h)
 
     def save_robots(self, origin: str, status: int, body: bytes) -> None:
@@ -665,12 +672,12 @@ class Txn:
 
     def host_rows(self, limit: int | None) -> list[dict[str, Any]]:
         rows = []
-        for _, h in self.iter_hosts():
+        for hid, h in self.iter_hosts():
             rows.append({
                 "host": h.name, "queued": h.queued, "in_flight": h.inflight,
                 "next_allowed": h.next_ms / 1000 if h.next_ms else None,
                 "blocked_until": h.blocked_ms / 1000 if h.blocked_ms else None,
-                "delay": self.base_ms(h) / 1000,
+                "delay": self.base_ms(hid, h) / 1000,
                 "crawl_delay": h.crawl_ms / 1000 if h.flags & DELAY_KNOWN else None,
                 "fetched": h.fetched, "answers_429": h.n429, "answers_503": h.n503,
                 "failures": h.failures, "down": bool(h.flags & DOWN),

@@ -342,7 +342,7 @@ class Scheduler:
         of (counted as downloading from now on), or None."""
         for i, request in enumerate(self._ready):
             host = host_of(request)
-            if self._host_downloads[host] < self._part:
+            if self._host_downloads[host] < self._part_of(host):
                 del self._ready[i]
                 self._downloading[id(request)] = host
                 self._host_downloads[host] += 1
@@ -351,7 +351,15 @@ class Scheduler:
 
     def _can_hand(self) -> bool:
         """Whether a request taken may be handed to the engine now."""
-        return any(self._host_downloads[host_of(r)] < self._part for r in self._ready)
+        return any(self._host_downloads[host_of(r)] < self._part_of(host_of(r))
+                   for r in self._ready)
+
+    def _part_of(self, host: str) -> int:
+        """How many of host's requests this process downloads at once: its part of the
+        host's concurrency (its own in ``DOWNLOAD_SLOTS``, else the crawl's)."""
+        if not self.politeness.hosts:
+            return self._part
+        return self.politeness.for_host(host).downloads(self._takers)
 
     def _download_over(self, request: Any) -> str | None:
         """Count request's download as over (once); its host, if it was counted."""

@@ -21,7 +21,7 @@ from scrapy import signals
 from scrapy.exceptions import CloseSpider, DropItem, IgnoreRequest, NotConfigured
 
 from .._validate import parse_duration
-from ..crawl import DEFAULT_NAME, AutoThrottle, Politeness, Revisit, check_name
+from ..crawl import DEFAULT_NAME, AutoThrottle, HostRule, Politeness, Revisit, check_name
 from ..crawl.rules import DEFAULT_MAX_DELAY, DEFAULT_MAX_FAILURES
 from ..exceptions import SimstoreError, SimstoreValueError
 
@@ -147,7 +147,8 @@ def politeness_setting(settings: Any) -> Politeness:
     one host), SIMSTORE_MAX_HOST_DELAY (the cap on any wait a host asks) and
     SIMSTORE_HOST_MAX_FAILURES (downloads in a row without an answer before a host is
     given up; 0: never); with AUTOTHROTTLE_ENABLED each host's delay is learnt from the
-    latencies all processes see (:func:`autothrottle_setting`)."""
+    latencies all processes see (:func:`autothrottle_setting`); DOWNLOAD_SLOTS gives
+    hosts their own delay and concurrency (:func:`slots_setting`)."""
     delay = number(settings, "DOWNLOAD_DELAY", float) or 0.0
     if delay < 0:
         raise SimstoreValueError(f"setting DOWNLOAD_DELAY must be >= 0 (got {delay!r})")
@@ -171,7 +172,46 @@ def politeness_setting(settings: Any) -> Politeness:
     return Politeness(delay=delay, concurrency=conc, max_delay=max(cap, delay),
                       robots=flag(settings, "ROBOTSTXT_OBEY"), prefetch=prefetch,
                       solo_prefetch=min(max(prefetch, total - conc), 2**20),
-                      max_failures=failures, auto=autothrottle_setting(settings))
+                      max_failures=failures, auto=autothrottle_setting(settings),
+                      hosts=slots_setting(settings))
+
+
+def slots_setting(settings: Any) -> dict[str, HostRule]:
+    """Scrapy's DOWNLOAD_SLOTS (slot name -> {"delay": seconds, "concurrency": n, ...}) as
+    each named host's own rule, held across processes; other keys of an entry (its
+    jitter) stay Scrapy's, in each process's own download slot."""
+    try:
+        raw = settings.getdict("DOWNLOAD_SLOTS")
+    except (ValueError, TypeError):
+        raw = None
+    if not isinstance(raw, dict):
+        raise SimstoreValueError("setting DOWNLOAD_SLOTS must be a dict of slot name -> "
+                                 f"dict (got {settings.get('DOWNLOAD_SLOTS')!r})")
+    out = {}
+    for name, entry in raw.items():
+        if not isinstance(name, str) or not isinstance(entry, dict):
+            raise SimstoreValueError(f"setting DOWNLOAD_SLOTS[{name!r}] must be a dict "
+                                     f"under a str name (got {entry!r})")
+        delay, conc = entry.get("delay"), entry.get("concurrency")
+        try:
+            out[name] = HostRule(None if delay is None else _plain(delay),
+                                 None if conc is None else _plain(conc, int))
+        except SimstoreValueError as exc:
+            raise SimstoreValueError(f"setting DOWNLOAD_SLOTS[{name!r}]: {exc}") from None
+    return out
+
+
+def _plain(value: Any, kind: type = float) -> Any:
+    """A number of a settings dict (a str from the command line too) as kind; the value
+    itself when it is not one (HostRule then names it)."""
+    if isinstance(value, str):
+        try:
+            return kind(value)
+        except ValueError:
+            return value
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
 
 
 def autothrottle_setting(settings: Any) -> AutoThrottle | None:

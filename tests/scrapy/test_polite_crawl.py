@@ -60,3 +60,20 @@ def test_autothrottle_holds_across_processes(tmp_path: Path) -> None:
     assert r["once_pct"] == 100.0, r
     assert r["in_flight_mean"] <= 1.0 and r["in_flight_max"] <= 2, r
     assert len(r["agents"]) == 3 and r["min_share_pct"] >= 15, r
+
+
+@pytest.mark.slow
+def test_download_slots_hold_across_processes(tmp_path: Path) -> None:
+    """DOWNLOAD_SLOTS gives 127.0.0.2 a delay of 0.3 s (no jitter) and one request at a
+    time: three processes together keep it, and leave 127.0.0.3 at the crawl's (no delay).
+    Each process holding the slot for itself kept 8 % of the gaps."""
+    slots = '{"127.0.0.2": {"delay": 0.3, "concurrency": 1, "randomize_delay": false}}'
+    opts = polite.Options(procs=3, hosts=2, pages=20, delay="0", limited=0, gap=0.3,
+                          scheduler="simstore", timeout=60,
+                          settings={"DOWNLOAD_SLOTS": slots})
+    r = polite.run(opts, tmp_path)["crawl"]
+    assert all(p["end"] == "exit" and p["exit"] == 0 for p in r["processes"]), r["processes"]
+    assert r["once_pct"] == 100.0, r
+    slow, fast = r["hosts"]["127.0.0.2"], r["hosts"]["127.0.0.3"]
+    assert slow["gaps_kept_pct"] >= 95, slow
+    assert fast["gaps_kept_pct"] < 50, fast  # the crawl's own: not slowed by the entry

@@ -74,6 +74,7 @@ CASES = [
     ({"SIMSTORE_REVISIT": "sometimes"}, "SIMSTORE_REVISIT"),
     ({"AUTOTHROTTLE_ENABLED": "True", "AUTOTHROTTLE_TARGET_CONCURRENCY": "0"},
      "AUTOTHROTTLE_TARGET_CONCURRENCY"),
+    ({"DOWNLOAD_SLOTS": '{"x": {"concurrency": 0}}'}, "DOWNLOAD_SLOTS"),
     ({"DOWNLOADER_MIDDLEWARES": MW, "ITEM_PIPELINES": PIPE}, "keep one of them"),
 ]
 

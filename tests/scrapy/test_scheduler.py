@@ -362,3 +362,24 @@ def test_with_autothrottle_a_hosts_delay_is_learnt_from_the_answers(tmp_path, me
     sched._tick()  # the acknowledgement's commit
     assert sched.frontier.hosts()[0]["delay"] == learnt
     sched.close("finished")
+
+
+def test_download_slots_give_a_host_its_own_concurrency_in_this_process_too(tmp_path):
+    """DOWNLOAD_SLOTS {"x": {"concurrency": 1}}: the frontier lets x have one request in
+    flight, and the Scheduler hands this process one of x's at a time, while a host
+    without an entry gets the crawl's 4 at once."""
+    crawler = crawler_of(tmp_path / "store", CONCURRENT_REQUESTS_PER_DOMAIN=4,
+                         DOWNLOAD_SLOTS={"x": {"concurrency": 1, "delay": 0}})
+    sched = Scheduler.from_crawler(crawler)
+    slot, _ = engine_for(crawler)
+    crawler.engine.downloader = SimpleNamespace(active=set(), slots={})
+    sched.open(Spider.from_crawler(crawler))
+    for i in range(6):
+        assert sched.enqueue_request(Request(f"http://x/{i}"))
+        assert sched.enqueue_request(Request(f"http://y/{i}"))
+    handed = []
+    while (r := sched.next_request()) is not None:
+        slot.inprogress.add(r)
+        handed.append(r.url.split("/")[2])
+    assert handed.count("x") == 1 and handed.count("y") == 4, handed
+    sched.close("shutdown")
