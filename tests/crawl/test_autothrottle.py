@@ -9,20 +9,12 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import simstore
 from simstore.crawl import AutoThrottle, Done, Frontier, Politeness
 from simstore.exceptions import SimstoreError
 
 from .clock import Clock
 
 HOST = "a.example"
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = simstore.SimStore(tmp_path / "store", durable=False)
-    yield s
-    s.close()
 
 
 def _frontier(store, clock, **kw) -> Frontier:

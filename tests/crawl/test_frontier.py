@@ -18,14 +18,6 @@ from simstore.exceptions import SimstoreError
 from ..testlib import lmdb_env
 from .clock import Clock
 
-
-@pytest.fixture
-def store(tmp_path):
-    s = simstore.SimStore(tmp_path / "store", durable=False)
-    yield s
-    s.close()
-
-
 _HOLD = r"""
 import sys, time, simstore
 with simstore.SimStore(sys.argv[1], durable=False) as s:

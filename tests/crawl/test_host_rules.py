@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-import simstore
 from simstore.crawl import AutoThrottle, Done, Frontier, HostRule, Politeness, Push
 from simstore.exceptions import SimstoreError
 
 from .clock import Clock
 
 SLOW, FAST = "slow.example", "fast.example"
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = simstore.SimStore(tmp_path / "store", durable=False)
-    yield s
-    s.close()
 
 
 def _frontier(store, clock, **kw) -> Frontier:
