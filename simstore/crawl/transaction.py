@@ -36,7 +36,13 @@ from .records import (
     robots_key,
     taker_key,
 )
-from .rules import GONE_STATUSES, THROTTLE_KEEP, THROTTLE_STATUSES, THROTTLED_DELAY
+from .rules import (
+    GONE_STATUSES,
+    THROTTLE_KEEP,
+    THROTTLE_STATUSES,
+    THROTTLED_DELAY,
+    Politeness,
+)
 
 RECLAIM_MAX = 256  # expired leases a transaction moves back, at most (oldest first)
 PROMOTE_MAX = 1024  # waiting hosts a transaction lists as ready, at most
@@ -147,7 +153,7 @@ class Txn:
             self.txn.put(mine, ms(self.now), db=self.hosts)
         return n
 
-    def rule(self, hid: bytes) -> Any:
+    def rule(self, hid: bytes) -> Politeness:
         """The politeness of host hid: the crawl's, or its own (``Politeness.hosts``)."""
         return self.rules.get(hid, self.policy) if self.rules else self.policy
 
