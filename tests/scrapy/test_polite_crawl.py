@@ -49,8 +49,8 @@ def test_revisits_fetch_what_changed_and_leave_the_rest(tmp_path: Path) -> None:
 def test_autothrottle_holds_across_processes(tmp_path: Path) -> None:
     """AUTOTHROTTLE_ENABLED with three processes on hosts that take 0.1 s to answer: each
     host is asked as AutoThrottle asks one process to (target 1: one request at a time,
-    on average no more), not three times as hard. Scrapy's own AutoThrottle, per process,
-    had 1.4 on average and 3 at once here."""
+    on average no more), not three times as hard, as Scrapy's own AutoThrottle in each
+    process does (docs/benchmarks.md has both)."""
     opts = polite.Options(procs=3, hosts=4, pages=30, delay="0", limited=0, latency=0.1,
                           scheduler="simstore", timeout=60,
                           settings={"AUTOTHROTTLE_ENABLED": "True",
@@ -65,8 +65,8 @@ def test_autothrottle_holds_across_processes(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_download_slots_hold_across_processes(tmp_path: Path) -> None:
     """DOWNLOAD_SLOTS gives 127.0.0.2 a delay of 0.3 s (no jitter) and one request at a
-    time: three processes together keep it, and leave 127.0.0.3 at the crawl's (no delay).
-    Each process holding the slot for itself kept 8 % of the gaps."""
+    time: three processes together keep it, and leave 127.0.0.3 at the crawl's (no delay),
+    where each process holding the slot for itself kept few of the gaps (docs/crawl.md)."""
     slots = '{"127.0.0.2": {"delay": 0.3, "concurrency": 1, "randomize_delay": false}}'
     opts = polite.Options(procs=3, hosts=2, pages=20, delay="0", limited=0, gap=0.3,
                           scheduler="simstore", timeout=60,
