@@ -58,7 +58,8 @@ def _human(st: dict[str, Any]) -> str:
                 f"  {h['host'] or '-'}{' (paused)' if h['paused'] else ''}"
                 f"{' (given up)' if h['down'] else ''}\t{h['queued']}\t"
                 f"{h['in_flight']}\t{_when(h['next_allowed'], now)}\t{blocked}\t"
-                f"{h['delay']:g}s\t{h['fetched']}\t{h['answers_429']}\t{h['answers_503']}\t"
+                f"{h['delay']:g}s{' (learnt)' if h['delay_learnt'] else ''}\t"
+                f"{h['fetched']}\t{h['answers_429']}\t{h['answers_503']}\t"
                 f"{h['failures']}")
     if st["next_wake"] and not st["paused"]:
         at = time.strftime("%H:%M:%S", time.localtime(st["next_wake"]))

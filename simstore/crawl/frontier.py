@@ -363,7 +363,8 @@ class Frontier:
 
     def hosts(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Every host's state (name, queued, in flight, next allowed and blocked-until in
-        seconds since the epoch, delay, fetched, 429s, 503s, paused), most queued first."""
+        seconds since the epoch, delay and whether AutoThrottle learnt it, fetched, 429s,
+        503s, paused), most queued first."""
         return self._read(lambda t: t.host_rows(limit))
 
     def status(self, hosts: int | None = 50) -> dict[str, Any]:

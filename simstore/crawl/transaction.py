@@ -685,6 +685,7 @@ class Txn:
                 "blocked_until": h.blocked_ms / 1000 if h.blocked_ms else None,
                 "delay": self.base_ms(hid, h) / 1000,
                 "crawl_delay": h.crawl_ms / 1000 if h.flags & DELAY_KNOWN else None,
+                "delay_learnt": bool(h.flags & AUTO),
                 "fetched": h.fetched, "answers_429": h.n429, "answers_503": h.n503,
                 "failures": h.failures, "down": bool(h.flags & DOWN),
                 "paused": bool(h.flags & PAUSED)})

@@ -72,3 +72,20 @@ def test_crawl_refuses_bad_arguments_by_their_flag(tmp_path, capsys):
     assert len(lines) == 1 and "frontier name" in lines[0]
     with simstore.SimStore(path) as s:
         assert Frontier(s).counts()["queued"] == 4
+
+
+def test_crawl_marks_a_delay_autothrottle_learnt(tmp_path, capsys):
+    """A host whose delay AutoThrottle learnt shows it, learnt; the others do not."""
+    from simstore.crawl import AutoThrottle, Done, Politeness
+
+    path = _store(tmp_path)
+    with simstore.SimStore(path) as s:
+        f = Frontier(s, politeness=Politeness(auto=AutoThrottle(start=0.0)))
+        got = f.take(1, 60, "proc/1").popped
+        f.ack([Done(got[0].key, 200, latency=0.25)], "proc/1")
+        learnt = got[0].host
+    assert main(["crawl", path]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  h")}
+    assert "0.25s (learnt)" in rows[learnt]
+    assert "(learnt)" not in rows[{"h0": "h1", "h1": "h0"}[learnt]]
