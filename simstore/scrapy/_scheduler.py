@@ -62,6 +62,7 @@ from ._stores import release
 
 TICK = 0.25  # seconds between two looks at leases, children and other processes' work
 FLUSH_AT = 256  # children queued in memory before they are written without waiting
+CRAWL_DELAYS_KEPT = 4096  # hosts' Crawl-delays kept for the download slots, before pruning
 STATS = "simstore/frontier/"
 HOST_STATS = "simstore/hosts/"
 
@@ -199,6 +200,8 @@ class Scheduler:
         self._loop: Any = None
         self._taken = 0
         self._quiet_until = 0.0  # no take before (nothing was fetchable, nothing changed)
+        # download slot key -> the Crawl-delay of its robots.txt read here
+        self._crawl_delays: dict[str, float] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Any:
@@ -580,29 +583,51 @@ class Scheduler:
         the request that made Scrapy fetch robots.txt then waits the delay after it, and
         no request leaves later than the time the frontier gave it (the downloader's
         ``slots`` are what Scrapy's AutoThrottle tunes too)."""
-        slot = self._slot(request)
+        key, slot = self._slot(request)
         if slot is not None:
             slot.delay = max(slot.delay, delay)
+            if self.auto:
+                self._note_crawl_delay(key, delay)
             if hasattr(type(slot), "jitter"):  # Scrapy >= 2.19 (randomize_delay deprecated)
                 slot.jitter = 0.0
             else:
                 slot.randomize_delay = False
 
     def _unpace_slot(self, request: Any, spider: Any = None) -> None:
-        """With AutoThrottle: this process's download slot of request goes back to
-        ``DOWNLOAD_DELAY`` as a request reaches it and after each answer (once Scrapy's
+        """With AutoThrottle: this process's download slot of request goes back to the
+        host's floor (its ``DOWNLOAD_DELAY`` or ``DOWNLOAD_SLOTS`` delay, its Crawl-delay
+        read here) as a request reaches it and after each answer (once Scrapy's
         extension has set it). The frontier spaces a host's requests by what every
         process's answers taught it; a request the slot held after its take would leave
         with the next one, too close to it."""
-        slot = self._slot(request)
+        key, slot = self._slot(request)
         if slot is not None:
-            slot.delay = self.politeness.delay
+            slot.delay = max(self.politeness.for_host(host_of(request)).delay,
+                             self._crawl_delays.get(key, 0.0))
 
-    def _slot(self, request: Any) -> Any:
-        """This process's download slot of request (Scrapy's downloader), or None."""
-        downloader = getattr(engine_of(self.crawler), "downloader", None)
+    def _note_crawl_delay(self, key: str, delay: float) -> None:
+        """Remember slot key's Crawl-delay (for :meth:`_unpace_slot`); past
+        CRAWL_DELAYS_KEPT of them, only those of the slots Scrapy still has are kept (it
+        drops idle ones), and if most are, the older half goes (the frontier holds the
+        delay all the same)."""
+        kept = self._crawl_delays
+        if len(kept) >= CRAWL_DELAYS_KEPT:
+            live = self._slots()
+            kept = {k: v for k, v in kept.items() if k in live}
+            if len(kept) >= CRAWL_DELAYS_KEPT // 2:
+                kept = dict(list(kept.items())[len(kept) // 2:])
+            self._crawl_delays = kept
+        kept[key] = delay
+
+    def _slots(self) -> dict[str, Any]:
+        """Scrapy's downloader's slots by key (empty before the crawl starts)."""
+        return getattr(getattr(engine_of(self.crawler), "downloader", None), "slots", {})
+
+    def _slot(self, request: Any) -> tuple[str, Any]:
+        """This process's download slot of request (Scrapy's downloader): its key and the
+        slot, or None."""
         key = request.meta.get("download_slot") or urlparse_cached(request).hostname or ""
-        return getattr(downloader, "slots", {}).get(key)
+        return key, self._slots().get(key)
 
     def _throttled(self, request: Any, response: Any) -> None:
         host = host_of(request)

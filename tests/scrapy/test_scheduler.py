@@ -13,6 +13,7 @@ from simstore.crawl import Frontier
 
 scrapy = pytest.importorskip("scrapy")
 
+from scrapy.core.downloader import Slot  # noqa: E402
 from scrapy.http import Request  # noqa: E402
 
 from simstore.scrapy import DupeFilter, NearDuplicateMiddleware, Scheduler  # noqa: E402
@@ -340,7 +341,7 @@ def test_with_autothrottle_a_hosts_delay_is_learnt_from_the_answers(tmp_path, me
     crawler = crawler_of(tmp_path / "store", AUTOTHROTTLE_ENABLED=True, DOWNLOAD_DELAY=0.25)
     sched = Scheduler.from_crawler(crawler)
     slot, _ = engine_for(crawler)
-    download_slot = SimpleNamespace(delay=5.0)
+    download_slot = Slot(8, 5.0, 0.0)  # as Scrapy's AutoThrottle makes it: the start delay
     crawler.engine.downloader = SimpleNamespace(active=set(), slots={"x": download_slot})
     spider = Spider.from_crawler(crawler)
     sched.open(spider)
@@ -383,3 +384,33 @@ def test_download_slots_give_a_host_its_own_concurrency_in_this_process_too(tmp_
         handed.append(r.url.split("/")[2])
     assert handed.count("x") == 1 and handed.count("y") == 4, handed
     sched.close("shutdown")
+
+
+def test_with_autothrottle_a_slot_keeps_the_crawl_delay_read_here(tmp_path, monkeypatch):
+    """A robots.txt's Crawl-delay read in this process stays its download slot's floor
+    (the request that made Scrapy fetch robots.txt waits it), while the delays Scrapy's
+    AutoThrottle sets are taken back; the floors kept stay bounded."""
+    from simstore.scrapy import _scheduler
+
+    crawler = crawler_of(tmp_path / "store", AUTOTHROTTLE_ENABLED=True, ROBOTSTXT_OBEY=True)
+    sched = Scheduler.from_crawler(crawler)
+    engine_for(crawler)
+    slots = {"x": Slot(8, 5.0, 0.5)}
+    crawler.engine.downloader = SimpleNamespace(active=set(), slots=slots)
+    spider = Spider.from_crawler(crawler)
+    sched.open(spider)
+    robots = Request("http://x/robots.txt", meta={"download_slot": "x"})
+    answer = scrapy.http.TextResponse(robots.url, body=b"User-agent: *\nCrawl-delay: 0.4\n",
+                                      request=robots)
+    crawler.signals.send_catch_log(scrapy.signals.response_downloaded, response=answer,
+                                   request=robots, spider=spider)
+    page = Request("http://x/1", meta={"download_slot": "x"})
+    slots["x"].delay = 3.0  # AutoThrottle's
+    crawler.signals.send_catch_log(scrapy.signals.request_reached_downloader,
+                                   request=page, spider=spider)
+    assert slots["x"].delay == 0.4 and slots["x"].jitter == 0.0
+    monkeypatch.setattr(_scheduler, "CRAWL_DELAYS_KEPT", 8)
+    for i in range(40):
+        sched._note_crawl_delay(f"h{i}", 1.0)
+    assert len(sched._crawl_delays) <= 8 and "h39" in sched._crawl_delays
+    sched.close("finished")
