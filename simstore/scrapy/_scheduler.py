@@ -37,6 +37,7 @@ from typing import Any
 from protego import Protego
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
+from scrapy.resolver import dnscache
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.httpobj import urlparse_cached
 
@@ -175,7 +176,9 @@ class Scheduler:
         self.df = DupeFilter(None, frontier, settings.getbool("DUPEFILTER_DEBUG"),
                              fingerprinter=crawler.request_fingerprinter)
         self.spider: Any = None
-        self._held: dict[int, tuple[Any, bytes, bytes | None]] = {}  # id -> (req, key, fp)
+        # request id -> (request, its key, its fingerprint, its host in the frontier)
+        self._held: dict[int, tuple[Any, bytes, bytes | None, str]] = {}
+        self.per_ip = cfg.per_ip  # hosts grouped by address, as Scrapy's slots
         self._held_hosts: Counter[str] = Counter()  # the hosts of the requests held
         self._fresh = 0  # children waiting whose host this process holds no request of
         self._ready: list[Any] = []  # requests taken, not yet handed to the engine
@@ -258,7 +261,7 @@ class Scheduler:
             self._timer.cancel()
         try:
             self._flush(0)
-            undone = [key for _, key, _ in self._held.values()]
+            undone = [held[1] for held in self._held.values()]
             if undone:
                 self.frontier.release(undone, self.owner)
                 self.stats.inc_value(STATS + "released", len(undone))
@@ -291,7 +294,7 @@ class Scheduler:
         start requests filtered once (:func:`filters`). Nothing is encoded yet: most links
         of a crawl are seen, and are dropped by one read before the write."""
         self._pushes.append((request, self.df.fingerprint(request), filters(request)))
-        if host_of(request) not in self._held_hosts:
+        if self._group(host_of(request)) not in self._held_hosts:
             self._fresh += 1
         if len(self._pushes) >= FLUSH_AT:
             self._flush(0)
@@ -318,7 +321,8 @@ class Scheduler:
                 else:
                     job.memory.append(request)
                 continue
-            out.append(Push(request.priority, payload, fp, only_new, host_of(request)))
+            out.append(Push(request.priority, payload, fp, only_new,
+                            self._group(host_of(request))))
             job.requests.append(request)
         return out
 
@@ -344,7 +348,7 @@ class Scheduler:
         """The first request taken whose host this process downloads fewer than its part
         of (counted as downloading from now on), or None."""
         for i, request in enumerate(self._ready):
-            host = host_of(request)
+            host = self._where(request)
             if self._host_downloads[host] < self._part_of(host):
                 del self._ready[i]
                 self._downloading[id(request)] = host
@@ -354,8 +358,8 @@ class Scheduler:
 
     def _can_hand(self) -> bool:
         """Whether a request taken may be handed to the engine now."""
-        return any(self._host_downloads[host_of(r)] < self._part_of(host_of(r))
-                   for r in self._ready)
+        return any(self._host_downloads[h] < self._part_of(h)
+                   for h in map(self._where, self._ready))
 
     def _part_of(self, host: str) -> int:
         """How many of host's requests this process downloads at once: its part of the
@@ -363,6 +367,20 @@ class Scheduler:
         if not self.politeness.hosts:
             return self._part
         return self.politeness.for_host(host).downloads(self._takers)
+
+    def _group(self, host: str) -> str:
+        """The frontier's host for a URL's host name: the name itself, or with
+        ``CONCURRENT_REQUESTS_PER_IP`` its address once Scrapy's DNS cache has it (as
+        Scrapy's download slots: a name not yet resolved stays a host of its own)."""
+        if not self.per_ip or not host:
+            return host
+        address = dnscache.get(host)
+        return address if isinstance(address, str) and address else host
+
+    def _where(self, request: Any) -> str:
+        """The frontier's host of request: the one it was taken from, if it was."""
+        held = self._held.get(id(request))
+        return held[3] if held is not None else self._group(host_of(request))
 
     def _download_over(self, request: Any) -> str | None:
         """Count request's download as over (once); its host, if it was counted."""
@@ -482,7 +500,7 @@ class Scheduler:
             self.stats.inc_value(STATS + "undecodable")
             return
         fp = self.df.fingerprint(request) if self.revisit else None  # only revisits need it
-        self._held[id(request)] = (request, popped.key, fp)
+        self._held[id(request)] = (request, popped.key, fp, popped.host)
         self._held_hosts[popped.host] += 1
         self._ready.append(request)
         self._taken += 1
@@ -495,12 +513,12 @@ class Scheduler:
             return out
         busy = self._busy()
         ready = {id(r) for r in self._ready}
-        for rid, (request, key, fp) in list(self._held.items()):
+        for rid, (request, key, fp, host) in list(self._held.items()):
             if rid in ready or request in busy:
                 continue
             del self._held[rid]
             self._download_over(request)  # one that never reached the downloader
-            _count_down(self._held_hosts, host_of(request))
+            _count_down(self._held_hosts, host)
             status, digest, changed, latency = self._outcomes.pop(rid, (None, 0, None, None))
             out.append(Done(key, status, fp, changed, digest, latency))
         return out
@@ -508,7 +526,8 @@ class Scheduler:
     def _any_done(self) -> bool:
         """Whether a request this process holds is done (its ack may free its host)."""
         busy, ready = self._busy(), self._ready
-        return any(r not in busy and r not in ready for r, _, _ in self._held.values())
+        return any(held[0] not in busy and held[0] not in ready
+                   for held in self._held.values())
 
     def _busy(self) -> Any:
         """The requests the engine still works on (their callbacks' output not handled)."""
@@ -557,9 +576,12 @@ class Scheduler:
                 raw = parse_crawl_delay(_crawl_delay_line(body))
         url = urlparse_cached(request)
         keep = not 300 <= response.status < 400  # a redirect's answer is not the file
+        name = host_of(request)
         delay, changed = self.frontier.robots_read(
-            host_of(request), raw, origin=f"{url.scheme}://{url.netloc}" if keep else None,
+            name, raw, origin=f"{url.scheme}://{url.netloc}" if keep else None,
             status=min(max(int(response.status), 0), 999), body=response.body)
+        if self._group(name) != name:  # its address's host too (the last read counts)
+            self.frontier.robots_read(self._group(name), raw)
         self._pace_slot(request, delay)
         if changed:
             self.stats.inc_value(HOST_STATS + "crawl_delay_capped")
@@ -602,7 +624,7 @@ class Scheduler:
         with the next one, too close to it."""
         key, slot = self._slot(request)
         if slot is not None:
-            slot.delay = max(self.politeness.for_host(host_of(request)).delay,
+            slot.delay = max(self.politeness.for_host(key).delay,
                              self._crawl_delays.get(key, 0.0))
 
     def _note_crawl_delay(self, key: str, delay: float) -> None:
@@ -626,11 +648,13 @@ class Scheduler:
     def _slot(self, request: Any) -> tuple[str, Any]:
         """This process's download slot of request (Scrapy's downloader): its key and the
         slot, or None."""
-        key = request.meta.get("download_slot") or urlparse_cached(request).hostname or ""
+        key = request.meta.get("download_slot")
+        if key is None:
+            key = self._group(urlparse_cached(request).hostname or "")
         return key, self._slots().get(key)
 
     def _throttled(self, request: Any, response: Any) -> None:
-        host = host_of(request)
+        host = self._where(request)
         wait = parse_retry_after(response.headers.get(b"Retry-After"), time.time())
         blocked, capped = self.frontier.throttle(host, wait, response.status)
         self.stats.inc_value(HOST_STATS + f"answers_{response.status}")
@@ -658,7 +682,7 @@ class Scheduler:
         if isinstance(failure, NO_ANSWER_ERRORS):
             self._no_answer(request, failure, held is not None)
         host = self._download_over(request)
-        if host is not None and any(host_of(r) == host for r in self._ready):
+        if host is not None and any(self._where(r) == host for r in self._ready):
             self._wake()  # a request of its host waits for this download's place
 
     def _no_answer(self, request: Any, failure: BaseException, held: bool) -> None:
@@ -666,7 +690,7 @@ class Scheduler:
         ``SIMSTORE_HOST_MAX_FAILURES`` in a row); a revisit keeps its interval."""
         if held:
             self._outcomes[id(request)] = (NO_ANSWER, 0, None, None)
-        host = host_of(request)
+        host = self._where(request)
         self.stats.inc_value(HOST_STATS + "no_answer")
         try:
             blocked, dropped = self.frontier.failed(host)
@@ -692,7 +716,7 @@ class Scheduler:
         took and has not handed out: they would leave inside the block."""
         keys, keep = [], []
         for request in self._ready:
-            held = self._held.get(id(request)) if host_of(request) == host else None
+            held = self._held.get(id(request)) if self._where(request) == host else None
             if held is None:
                 keep.append(request)
                 continue
@@ -737,7 +761,7 @@ class Scheduler:
         if now - self._renewed >= self.lease / 3:
             self._renewed = now
             if self._held:
-                self.frontier.renew([k for _, k, _ in self._held.values()], self.lease,
+                self.frontier.renew([held[1] for held in self._held.values()], self.lease,
                                     self.owner)
         if self._waiting:
             self._wake()

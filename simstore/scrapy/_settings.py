@@ -275,6 +275,7 @@ class CrawlSettings:
     revisit: Revisit | None
     allow_shared: bool
     robots_max_age: float = 86400.0
+    per_ip: bool = False  # CONCURRENT_REQUESTS_PER_IP: hosts grouped by address
 
 
 def crawl_settings(settings: Any, component: str) -> CrawlSettings:
@@ -285,7 +286,8 @@ def crawl_settings(settings: Any, component: str) -> CrawlSettings:
         durable=flag(settings, "SIMSTORE_DURABLE"), k=number(settings, "SIMSTORE_K", int),
         politeness=politeness_setting(settings), revisit=revisit_setting(settings),
         allow_shared=flag(settings, "SIMSTORE_ALLOW_SHARED_STORE"),
-        robots_max_age=_interval(settings, "SIMSTORE_ROBOTS_MAX_AGE", 86400.0))
+        robots_max_age=_interval(settings, "SIMSTORE_ROBOTS_MAX_AGE", 86400.0),
+        per_ip=(number(settings, "CONCURRENT_REQUESTS_PER_IP", int) or 0) > 0)
 
 
 def both_checkers(settings: Any) -> bool:

@@ -414,3 +414,31 @@ def test_with_autothrottle_a_slot_keeps_the_crawl_delay_read_here(tmp_path, monk
         sched._note_crawl_delay(f"h{i}", 1.0)
     assert len(sched._crawl_delays) <= 8 and "h39" in sched._crawl_delays
     sched.close("finished")
+
+
+def test_per_ip_groups_the_host_names_of_one_address(tmp_path, monkeypatch):
+    """CONCURRENT_REQUESTS_PER_IP = 2: two host names Scrapy's DNS cache resolved to one
+    address are one host in the frontier (one queue, one limit: 2 downloads at once
+    between them); a name not resolved yet stays a host of its own, as in Scrapy's slots."""
+    from scrapy.resolver import dnscache
+
+    monkeypatch.setitem(dnscache, "a.example", "10.0.0.1")
+    monkeypatch.setitem(dnscache, "b.example", "10.0.0.1")
+    crawler = crawler_of(tmp_path / "store", CONCURRENT_REQUESTS_PER_IP=2)
+    sched = Scheduler.from_crawler(crawler)
+    slot, _ = engine_for(crawler)
+    crawler.engine.downloader = SimpleNamespace(active=set(), slots={})
+    sched.open(Spider.from_crawler(crawler))
+    for i in range(4):
+        for name in ("a", "b", "c"):
+            assert sched.enqueue_request(Request(f"http://{name}.example/{i}"))
+    handed = []
+    while (r := sched.next_request()) is not None:
+        slot.inprogress.add(r)
+        handed.append(r.url.split("/")[2])
+    assert sum(h != "c.example" for h in handed) == 2, handed
+    assert handed.count("c.example") == 2, handed
+    rows = {h["host"]: h for h in sched.frontier.hosts()}
+    assert set(rows) == {"10.0.0.1", "c.example"}
+    assert rows["10.0.0.1"]["queued"] + rows["10.0.0.1"]["in_flight"] == 8
+    sched.close("shutdown")

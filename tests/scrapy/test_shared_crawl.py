@@ -229,3 +229,27 @@ def test_a_bad_lease_stops_the_crawl_at_start_with_one_line(tmp_path, lease):
     assert len(lines) == 1 and "ERROR" in lines[0], c.output()[-3000:]
     assert "Traceback" not in c.output()
     assert c.stats()["finish_reason"] == "simstore_refused"
+
+
+@pytest.mark.slow
+def test_per_ip_counts_two_names_of_one_address_as_one_host(tmp_path):
+    """CONCURRENT_REQUESTS_PER_IP: localhost and 127.0.0.1 name one server. Once Scrapy's
+    DNS cache has localhost's address, the links found under it are queued under that
+    address: one host in the frontier (its first request leaves before the lookup, as in
+    Scrapy's own slots). Without the setting they are two hosts."""
+    site = Site(articles=12, variants=False)
+    with serve(site) as (url, srv):
+        port = url.rsplit(":", 1)[1]
+        starts = [f"http://localhost:{port}/", f"http://127.0.0.1:{port}/"]
+        fetched_by: dict[str, dict[str, int]] = {}
+        for per_ip in (1, 0):
+            store = tmp_path / f"store{per_ip}"
+            c = Crawler(tmp_path, f"ip{per_ip}", starts, None, SIMSTORE_PATH=store,
+                        CONCURRENT_REQUESTS_PER_IP=per_ip, **SCHED)
+            assert c.wait() == 0, c.output()[-3000:]
+            finished(c)
+            with simstore.SimStore(store) as s:
+                fetched_by[f"ip{per_ip}"] = {h["host"]: h["fetched"] for h in Frontier(s).hosts()}
+    grouped, named = fetched_by["ip1"], fetched_by["ip0"]
+    assert grouped.get("localhost", 0) <= 2 and grouped["127.0.0.1"] > 2 * len(site.items)
+    assert named["localhost"] > len(site.items) and named["127.0.0.1"] > len(site.items)
