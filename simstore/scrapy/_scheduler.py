@@ -500,8 +500,9 @@ class Scheduler:
             self.stats.inc_value(STATS + "undecodable")
             return
         fp = self.df.fingerprint(request) if self.revisit else None  # only revisits need it
-        self._held[id(request)] = (request, popped.key, fp, popped.host)
-        self._held_hosts[popped.host] += 1
+        host = popped.host or self._group(host_of(request))  # a record may have no name
+        self._held[id(request)] = (request, popped.key, fp, host)
+        self._held_hosts[host] += 1
         self._ready.append(request)
         self._taken += 1
 
