@@ -148,9 +148,12 @@ class Politeness:
             f = getattr(self, name)
             if not isinstance(f, int) or isinstance(f, bool) or not 0 <= f <= 2**31 - 1:
                 raise SimstoreValueError(f"{name!r} must be an int >= 0 (got {f!r})")
-        own = {k.lower(): self._with(r) for k, r in self.hosts.items()}
-        object.__setattr__(self, "hosts", {k.lower(): r for k, r in self.hosts.items()})
-        object.__setattr__(self, "_own", own)
+        # one rule a name whatever its case; a name given in lower case wins (it is the
+        # one Scrapy's own slots match: host names reach them in lower case)
+        rules = dict(sorted(self.hosts.items(), key=lambda kv: kv[0] == kv[0].lower()))
+        rules = {k.lower(): r for k, r in rules.items()}
+        object.__setattr__(self, "hosts", rules)
+        object.__setattr__(self, "_own", {k: self._with(r) for k, r in rules.items()})
 
     def _with(self, rule: HostRule) -> Politeness:
         """These rules with a host's own delay and concurrency (its requests taken ahead

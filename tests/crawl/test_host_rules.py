@@ -87,3 +87,13 @@ def test_an_odd_host_rule_is_refused(kw):
 def test_odd_hosts_are_refused(hosts):
     with pytest.raises(SimstoreError, match="hosts"):
         Politeness(hosts=hosts)
+
+
+def test_a_name_in_lower_case_wins_over_the_same_name_in_another_case():
+    """Host names reach the frontier (and Scrapy's slots) in lower case: of two rules for
+    one name, the one written in lower case is the rule, in either order."""
+    for rules in ({"a.example": HostRule(1.0), "A.Example": HostRule(2.0)},
+                  {"A.Example": HostRule(2.0), "a.example": HostRule(1.0)}):
+        p = Politeness(hosts=rules)
+        assert p.hosts == {"a.example": HostRule(1.0)} and p.for_host("A.EXAMPLE").delay == 1.0
+    assert Politeness(hosts={"A.Example": HostRule(2.0)}).for_host("a.example").delay == 2.0

@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import simstore
 from simstore.crawl import Frontier
@@ -17,7 +18,12 @@ from scrapy.core.downloader import Slot  # noqa: E402
 from scrapy.http import Request  # noqa: E402
 
 from simstore.scrapy import DupeFilter, NearDuplicateMiddleware, Scheduler  # noqa: E402
-from simstore.scrapy._settings import crawl_settings, lease_setting, refusal  # noqa: E402
+from simstore.scrapy._settings import (  # noqa: E402
+    crawl_settings,
+    lease_setting,
+    politeness_setting,
+    refusal,
+)
 from tests.scrapy.crawlers import Spider, crawler_of  # noqa: E402
 
 
@@ -92,6 +98,42 @@ def test_a_refusal_elsewhere_leaves_the_frontier_as_it_was(tmp_path):
     assert sched.next_request() is None
     with simstore.SimStore(tmp_path / "store") as s:
         assert len(Frontier(s)) == 3
+
+
+_ODD = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**12), st.floats(),
+                 st.text(max_size=8), st.lists(st.integers(), max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), st.one_of(
+    _ODD, st.fixed_dictionaries({}, optional={"delay": _ODD, "concurrency": _ODD,
+                                              "randomize_delay": _ODD}))))
+def test_download_slots_become_host_rules_or_a_refusal_naming_them(slots):
+    """Any DOWNLOAD_SLOTS: each entry's delay (seconds >= 0) and concurrency (an int >= 1)
+    become its host's rule, as given (a number written as text too); anything else is a
+    SimstoreValueError naming DOWNLOAD_SLOTS, never another exception."""
+    s = scrapy.settings.Settings({"DOWNLOAD_SLOTS": slots})
+    try:
+        rules = politeness_setting(s).hosts
+    except simstore.SimstoreValueError as exc:
+        assert "DOWNLOAD_SLOTS" in str(exc)
+        return
+    assert set(rules) == {k.lower() for k in slots}
+    for name, entry in slots.items():
+        if name != name.lower() and name.lower() in slots:
+            continue  # the entry in lower case wins, as Scrapy's slots match it
+        delay = float(entry["delay"]) if entry.get("delay") is not None else None
+        assert rules[name.lower()].delay == delay
+
+
+@pytest.mark.parametrize("raw", [{"AUTOTHROTTLE_TARGET_CONCURRENCY": "nan"},
+                                 {"AUTOTHROTTLE_START_DELAY": "-0.5"},
+                                 {"AUTOTHROTTLE_MAX_DELAY": "0"},
+                                 {"AUTOTHROTTLE_ENABLED": "sometimes"}])
+def test_odd_autothrottle_settings_are_refused_by_name(raw):
+    s = scrapy.settings.Settings({"AUTOTHROTTLE_ENABLED": True, **raw})
+    with pytest.raises(simstore.SimstoreValueError, match=next(iter(raw))):
+        politeness_setting(s)
 
 
 def engine_for(crawler):
