@@ -92,3 +92,17 @@ def test_render_names_every_figure() -> None:
     for part in ("71.43% of 7 page gaps", "answers 429: 2, 503: 1", "Retry-After: 1",
                  "once 4 (66.67%)", "floor 4.0 s", "x 54.55% (6)", "revisit: changed 1", A, B):
         assert part in text
+
+
+def test_known_answers_of_the_mean_gap_and_the_requests_in_flight() -> None:
+    """The mean page gap over every host; with a latency of 0.5 s, each host's page
+    requests answered at once: A's answered at 1.6 and 2.0 overlap, the rest do not; B's
+    at 0.2 and 0.3 overlap, and the one at 0.8 arrives as the one at 0.3 is answered (no
+    overlap)."""
+    r = analyse(LOG, DELAYS, PAGES, latency=0.5)
+    assert r["mean_gap"] == pytest.approx((5.0 + 0.6) / 7, abs=1e-4)
+    mean_a = 6 * 0.5 / (5.5 - 0.0)
+    mean_b = 3 * 0.5 / (0.8 - (0.2 - 0.5))
+    assert r["in_flight_mean"] == pytest.approx(round((mean_a + mean_b) / 2, 3))
+    assert r["in_flight_max"] == 2
+    assert "in_flight_mean" not in analyse(LOG, DELAYS, PAGES)
