@@ -114,3 +114,15 @@ def test_advance_with_one_seed_changes_the_same_pages() -> None:
     assert web.render(*page) != text
     web.advance(0.2, seed=4, gone=0.0)
     assert web.changed != changed
+
+
+@pytest.mark.parametrize("field,value", [("latency", -1.0), ("latency", float("inf")),
+                                         ("gap", -0.1), ("gap", float("nan"))])
+def test_polite_refuses_an_odd_latency_or_gap_by_name(tmp_path, field, value):
+    """A negative or non-finite --latency / --gap ends the tool with one line naming the
+    flag, before any web or crawl starts."""
+    from tools.crawl import polite
+
+    with pytest.raises(SystemExit, match=f"--{field}"):
+        polite.run(polite.Options(**{field: value}), tmp_path)
+    assert list(tmp_path.iterdir()) == []

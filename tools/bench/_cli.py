@@ -18,6 +18,18 @@ def positive(text: str) -> int:
     return v
 
 
+def seconds(text: str) -> float:
+    """A finite number of seconds >= 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a valid number of seconds, must be "
+                                         ">= 0 and finite")
+    return v
+
+
 def reps(text: str) -> int:
     """A repetition count >= 3 (Median / P90 / P99 need a few)."""
     v = int(text)

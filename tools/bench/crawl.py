@@ -59,6 +59,7 @@ from typing import Any
 from ..crawl.peers import redis_available
 from ..crawl.site import Site, serve
 from . import crawl_frontier
+from ._cli import seconds
 from ._harness import DEFAULT_WORKDIR, Report, Stats, child_env, load_average
 
 PARTS = ("overhead", "traps", "frontier", "polite", "revisit", "autothrottle")
@@ -301,9 +302,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="polite: robots.txt Crawl-delay (default %(default)s)")
     p.add_argument("--polite-retry-after", type=float, default=2.0,
                    help="polite: Retry-After of the 429s, seconds (default %(default)s)")
-    p.add_argument("--auto-latency", type=float, default=0.1,
+    p.add_argument("--auto-latency", type=seconds, default=0.1,
                    help="autothrottle: seconds each answer takes (default %(default)s)")
-    p.add_argument("--auto-start", type=float, default=1.0,
+    p.add_argument("--auto-start", type=seconds, default=1.0,
                    help="autothrottle: AUTOTHROTTLE_START_DELAY (default %(default)s)")
     p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
                    help="where the stores go (default %(default)s)")

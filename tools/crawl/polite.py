@@ -195,6 +195,9 @@ def run(opts: Options, work: Path | None = None) -> dict[str, Any]:
                          f"of {', '.join(SCHEDULERS)}")
     if opts.procs < 1:
         raise SystemExit(f"polite: {opts.procs} is not a valid process count, must be >= 1")
+    for name, value in (("latency", opts.latency), ("gap", opts.gap)):
+        if value is not None and not 0 <= value < float("inf"):
+            raise SystemExit(f"polite: {value} is not a valid --{name}, must be seconds >= 0")
     own = work is None
     work = Path(tempfile.mkdtemp(prefix="polite-")) if work is None else work
     work.mkdir(parents=True, exist_ok=True)
