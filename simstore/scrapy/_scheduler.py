@@ -63,7 +63,7 @@ from ._stores import release
 
 TICK = 0.25  # seconds between two looks at leases, children and other processes' work
 FLUSH_AT = 256  # children queued in memory before they are written without waiting
-CRAWL_DELAYS_KEPT = 4096  # hosts' Crawl-delays kept for the download slots, before pruning
+KEPT = 4096  # entries of the Scheduler's notes on download slots, before pruning
 STATS = "simstore/frontier/"
 HOST_STATS = "simstore/hosts/"
 
@@ -205,6 +205,8 @@ class Scheduler:
         self._quiet_until = 0.0  # no take before (nothing was fetchable, nothing changed)
         # download slot key -> the Crawl-delay of its robots.txt read here
         self._crawl_delays: dict[str, float] = {}
+        # host name -> the spider's own download slot its requests were queued under
+        self._named_slots: dict[str, str] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Any:
@@ -294,7 +296,7 @@ class Scheduler:
         start requests filtered once (:func:`filters`). Nothing is encoded yet: most links
         of a crawl are seen, and are dropped by one read before the write."""
         self._pushes.append((request, self.df.fingerprint(request), filters(request)))
-        if self._group(host_of(request)) not in self._held_hosts:
+        if self._key(request) not in self._held_hosts:
             self._fresh += 1
         if len(self._pushes) >= FLUSH_AT:
             self._flush(0)
@@ -321,8 +323,7 @@ class Scheduler:
                 else:
                     job.memory.append(request)
                 continue
-            out.append(Push(request.priority, payload, fp, only_new,
-                            self._group(host_of(request))))
+            out.append(Push(request.priority, payload, fp, only_new, self._key(request)))
             job.requests.append(request)
         return out
 
@@ -377,10 +378,23 @@ class Scheduler:
         address = dnscache.get(host)
         return address if isinstance(address, str) and address else host
 
+    def _key(self, request: Any) -> str:
+        """The frontier's host of request: Scrapy's download slot key of it (its
+        ``meta["download_slot"]``, else its host name, or with ``_PER_IP`` its address).
+        A host name queued under a slot of the spider's own is noted (its robots.txt's
+        Crawl-delay then holds for that slot)."""
+        name = host_of(request)
+        slot = request.meta.get("download_slot")
+        if not isinstance(slot, str) or not slot:
+            return self._group(name)
+        if slot != name and slot != self._group(name):
+            self._named_slots = _kept(self._named_slots, name, slot)
+        return slot
+
     def _where(self, request: Any) -> str:
         """The frontier's host of request: the one it was taken from, if it was."""
         held = self._held.get(id(request))
-        return held[3] if held is not None else self._group(host_of(request))
+        return held[3] if held is not None else self._key(request)
 
     def _download_over(self, request: Any) -> str | None:
         """Count request's download as over (once); its host, if it was counted."""
@@ -500,7 +514,7 @@ class Scheduler:
             self.stats.inc_value(STATS + "undecodable")
             return
         fp = self.df.fingerprint(request) if self.revisit else None  # only revisits need it
-        host = popped.host or self._group(host_of(request))  # a record may have no name
+        host = popped.host or self._key(request)  # a record may have no name
         self._held[id(request)] = (request, popped.key, fp, host)
         self._held_hosts[host] += 1
         self._ready.append(request)
@@ -581,9 +595,12 @@ class Scheduler:
         delay, changed = self.frontier.robots_read(
             name, raw, origin=f"{url.scheme}://{url.netloc}" if keep else None,
             status=min(max(int(response.status), 0), 999), body=response.body)
-        if self._group(name) != name:  # its address's host too (the last read counts)
-            self.frontier.robots_read(self._group(name), raw)
-        self._pace_slot(request, delay)
+        # its address's host and a slot of the spider's it is crawled in hold it too
+        also = {self._group(name), self._named_slots.get(name, name)} - {name}
+        for key in also:
+            self.frontier.robots_read(key, raw)  # (for several names, the last read)
+        for key in also | {self._key(request)}:
+            self._pace_slot(key, delay)
         if changed:
             self.stats.inc_value(HOST_STATS + "crawl_delay_capped")
             logger.warning("simstore: %s asks a Crawl-delay of %r: %g s used (the cap is "
@@ -601,12 +618,12 @@ class Scheduler:
         if self._part > part and self._can_hand():
             self._wake()
 
-    def _pace_slot(self, request: Any, delay: float) -> None:
-        """Space this process's own download slot of the host by its delay, unrandomized:
+    def _pace_slot(self, key: str, delay: float) -> None:
+        """Space this process's own download slot ``key`` by a host's delay, unrandomized:
         the request that made Scrapy fetch robots.txt then waits the delay after it, and
         no request leaves later than the time the frontier gave it (the downloader's
         ``slots`` are what Scrapy's AutoThrottle tunes too)."""
-        key, slot = self._slot(request)
+        slot = self._slots().get(key)
         if slot is not None:
             slot.delay = max(slot.delay, delay)
             if self.auto:
@@ -629,18 +646,9 @@ class Scheduler:
                              self._crawl_delays.get(key, 0.0))
 
     def _note_crawl_delay(self, key: str, delay: float) -> None:
-        """Remember slot key's Crawl-delay (for :meth:`_unpace_slot`); past
-        CRAWL_DELAYS_KEPT of them, only those of the slots Scrapy still has are kept (it
-        drops idle ones), and if most are, the older half goes (the frontier holds the
-        delay all the same)."""
-        kept = self._crawl_delays
-        if len(kept) >= CRAWL_DELAYS_KEPT:
-            live = self._slots()
-            kept = {k: v for k, v in kept.items() if k in live}
-            if len(kept) >= CRAWL_DELAYS_KEPT // 2:
-                kept = dict(list(kept.items())[len(kept) // 2:])
-            self._crawl_delays = kept
-        kept[key] = delay
+        """Remember slot key's Crawl-delay (for :meth:`_unpace_slot`), among the slots
+        Scrapy still has (it drops idle ones; the frontier holds the delay all the same)."""
+        self._crawl_delays = _kept(self._crawl_delays, key, delay, self._slots())
 
     def _slots(self) -> dict[str, Any]:
         """Scrapy's downloader's slots by key (empty before the crawl starts)."""
@@ -649,9 +657,7 @@ class Scheduler:
     def _slot(self, request: Any) -> tuple[str, Any]:
         """This process's download slot of request (Scrapy's downloader): its key and the
         slot, or None."""
-        key = request.meta.get("download_slot")
-        if key is None:
-            key = self._group(urlparse_cached(request).hostname or "")
+        key = self._key(request)
         return key, self._slots().get(key)
 
     def _throttled(self, request: Any, response: Any) -> None:
@@ -819,6 +825,17 @@ class Scheduler:
             self.df.log(request, self.spider)
         self.stats.inc_value(STATS + "filtered")
         return False
+
+
+def _kept(kept: dict[str, Any], key: str, value: Any, live: Any = ()) -> dict[str, Any]:
+    """kept with key -> value, bounded: past KEPT entries, those whose key is not in
+    ``live`` go, and if most stay, the older half (the frontier holds what they say)."""
+    if len(kept) >= KEPT:
+        kept = {k: v for k, v in kept.items() if k in live}
+        if len(kept) >= KEPT // 2:
+            kept = dict(list(kept.items())[len(kept) // 2:])
+    kept[key] = value
+    return kept
 
 
 def _latency(meta: Any) -> float | None:

@@ -451,7 +451,7 @@ def test_with_autothrottle_a_slot_keeps_the_crawl_delay_read_here(tmp_path, monk
     crawler.signals.send_catch_log(scrapy.signals.request_reached_downloader,
                                    request=page, spider=spider)
     assert slots["x"].delay == 0.4 and slots["x"].jitter == 0.0
-    monkeypatch.setattr(_scheduler, "CRAWL_DELAYS_KEPT", 8)
+    monkeypatch.setattr(_scheduler, "KEPT", 8)
     for i in range(40):
         sched._note_crawl_delay(f"h{i}", 1.0)
     assert len(sched._crawl_delays) <= 8 and "h39" in sched._crawl_delays
@@ -483,4 +483,46 @@ def test_per_ip_groups_the_host_names_of_one_address(tmp_path, monkeypatch):
     rows = {h["host"]: h for h in sched.frontier.hosts()}
     assert set(rows) == {"10.0.0.1", "c.example"}
     assert rows["10.0.0.1"]["queued"] + rows["10.0.0.1"]["in_flight"] == 8
+    sched.close("shutdown")
+
+
+def test_a_spiders_own_download_slot_is_one_host_in_the_frontier(tmp_path):
+    """Requests of two host names under one ``meta["download_slot"]`` are one host in the
+    frontier, as in Scrapy's own slots: a robots.txt read for one of the names gives the
+    slot its Crawl-delay (and lets it go past one request at a time), and DOWNLOAD_SLOTS's
+    concurrency 1 for the slot holds for both names, where a host without an entry gets
+    the crawl's."""
+    crawler = crawler_of(tmp_path / "store", ROBOTSTXT_OBEY=True,
+                         DOWNLOAD_SLOTS={"site": {"concurrency": 1}})
+    sched = Scheduler.from_crawler(crawler)
+    slot, _ = engine_for(crawler)
+    crawler.engine.downloader = SimpleNamespace(active=set(), slots={})
+    spider = Spider.from_crawler(crawler)
+    sched.open(spider)
+    for i in range(3):
+        for name in ("a", "b"):
+            assert sched.enqueue_request(Request(f"http://{name}.example/{i}",
+                                                 meta={"download_slot": "site"}))
+        assert sched.enqueue_request(Request(f"http://c.example/{i}"))
+    handed = []
+
+    def hand_all() -> None:
+        while (r := sched.next_request()) is not None:
+            slot.inprogress.add(r)
+            handed.append(r.url.split("/")[2])
+
+    hand_all()  # one of each: no robots.txt read yet
+    for name in ("a", "c"):
+        robots = Request(f"http://{name}.example/robots.txt")
+        answer = scrapy.http.TextResponse(robots.url, request=robots,
+                                          body=b"User-agent: *\nCrawl-delay: 0\n")
+        crawler.signals.send_catch_log(scrapy.signals.response_downloaded, response=answer,
+                                       request=robots, spider=spider)
+    sched._tick()  # the next look: the robots.txt answers let hosts go
+    hand_all()
+    assert sum(h != "c.example" for h in handed) == 1 and handed.count("c.example") == 3
+    rows = {h["host"]: h for h in sched.frontier.hosts()}
+    assert set(rows) == {"site", "c.example", "a.example"}
+    assert rows["site"]["crawl_delay"] == 0.0  # read: not None
+    assert rows["site"]["queued"] + rows["site"]["in_flight"] == 6
     sched.close("shutdown")
