@@ -74,6 +74,15 @@ class AutoThrottle:
         return delay_ms if not ok and new < delay_ms else new
 
 
+def taken_ahead(concurrency: int, total: int, ahead: bool = True) -> tuple[int, int]:
+    """(``prefetch``, ``solo_prefetch``) of a host of ``concurrency`` for processes that
+    hold ``total`` requests at most: half its concurrency more among several processes
+    (none without ``ahead``), and one process alone as much as it holds (as plain
+    Scrapy's slot would)."""
+    prefetch = max(1, concurrency // 2) if ahead else 0
+    return prefetch, min(max(prefetch, total - concurrency), 2**20)
+
+
 @dataclass(frozen=True)
 class HostRule:
     """One host's own politeness in place of the crawl's (Scrapy's ``DOWNLOAD_SLOTS``
@@ -160,8 +169,8 @@ class Politeness:
         scaled as the crawl's are: half its concurrency, and what a process alone may
         hold beyond it kept)."""
         conc = self.concurrency if rule.concurrency is None else rule.concurrency
-        prefetch = max(1, conc // 2) if self.prefetch else 0
-        solo = min(max(prefetch, self.concurrency + self.solo_prefetch - conc), 2**20)
+        prefetch, solo = taken_ahead(conc, self.concurrency + self.solo_prefetch,
+                                     ahead=bool(self.prefetch))
         return dataclasses.replace(
             self, delay=self.delay if rule.delay is None else rule.delay, concurrency=conc,
             prefetch=prefetch, solo_prefetch=solo if self.solo_prefetch else 0, hosts={})

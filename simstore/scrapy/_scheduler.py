@@ -604,7 +604,7 @@ class Scheduler:
         if changed:
             self.stats.inc_value(HOST_STATS + "crawl_delay_capped")
             logger.warning("simstore: %s asks a Crawl-delay of %r: %g s used (the cap is "
-                           "SIMSTORE_MAX_HOST_DELAY)", host_of(request), raw, delay,
+                           "SIMSTORE_MAX_HOST_DELAY)", name, raw, delay,
                            extra={"spider": self.spider})
 
     def _fit_part(self, takers: int) -> None:

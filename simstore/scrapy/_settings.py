@@ -22,7 +22,7 @@ from scrapy.exceptions import CloseSpider, DropItem, IgnoreRequest, NotConfigure
 
 from .._validate import parse_duration
 from ..crawl import DEFAULT_NAME, AutoThrottle, HostRule, Politeness, Revisit, check_name
-from ..crawl.rules import DEFAULT_MAX_DELAY, DEFAULT_MAX_FAILURES
+from ..crawl.rules import DEFAULT_MAX_DELAY, DEFAULT_MAX_FAILURES, taken_ahead
 from ..exceptions import SimstoreError, SimstoreValueError
 
 logger = logging.getLogger("simstore.scrapy")
@@ -152,8 +152,8 @@ def politeness_setting(settings: Any) -> Politeness:
     delay = number(settings, "DOWNLOAD_DELAY", float) or 0.0
     if delay < 0:
         raise SimstoreValueError(f"setting DOWNLOAD_DELAY must be >= 0 (got {delay!r})")
-    per_ip = number(settings, "CONCURRENT_REQUESTS_PER_IP", int) or 0
-    conc = per_ip or number(settings, "CONCURRENT_REQUESTS_PER_DOMAIN", int) or 8
+    conc = per_ip_setting(settings) or number(settings, "CONCURRENT_REQUESTS_PER_DOMAIN",
+                                              int) or 8
     if conc < 1:
         raise SimstoreValueError(
             f"setting CONCURRENT_REQUESTS_PER_DOMAIN must be >= 1 (got {conc!r})")
@@ -166,14 +166,19 @@ def politeness_setting(settings: Any) -> Politeness:
     if not 0 <= failures <= 2**31 - 1:
         raise SimstoreValueError(
             f"setting SIMSTORE_HOST_MAX_FAILURES must be an int >= 0 (got {failures!r})")
-    prefetch = max(1, conc // 2)
     # one process alone may hold as much of a host as plain Scrapy keeps in its slot
-    total = number(settings, "CONCURRENT_REQUESTS", int) or 16
+    prefetch, solo = taken_ahead(conc, number(settings, "CONCURRENT_REQUESTS", int) or 16)
     return Politeness(delay=delay, concurrency=conc, max_delay=max(cap, delay),
                       robots=flag(settings, "ROBOTSTXT_OBEY"), prefetch=prefetch,
-                      solo_prefetch=min(max(prefetch, total - conc), 2**20),
+                      solo_prefetch=solo,
                       max_failures=failures, auto=autothrottle_setting(settings),
                       hosts=slots_setting(settings))
+
+
+def per_ip_setting(settings: Any) -> int:
+    """CONCURRENT_REQUESTS_PER_IP (0: unset): when set, a host's concurrency, and hosts
+    grouped by address."""
+    return number(settings, "CONCURRENT_REQUESTS_PER_IP", int) or 0
 
 
 def slots_setting(settings: Any) -> dict[str, HostRule]:
@@ -287,7 +292,7 @@ def crawl_settings(settings: Any, component: str) -> CrawlSettings:
         politeness=politeness_setting(settings), revisit=revisit_setting(settings),
         allow_shared=flag(settings, "SIMSTORE_ALLOW_SHARED_STORE"),
         robots_max_age=_interval(settings, "SIMSTORE_ROBOTS_MAX_AGE", 86400.0),
-        per_ip=(number(settings, "CONCURRENT_REQUESTS_PER_IP", int) or 0) > 0)
+        per_ip=per_ip_setting(settings) > 0)
 
 
 def both_checkers(settings: Any) -> bool:
