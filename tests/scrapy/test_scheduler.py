@@ -144,6 +144,28 @@ def engine_for(crawler):
     return crawler.engine._slot, wakes
 
 
+def opened(tmp_path, slots=None, **settings):
+    """A Scheduler opened on a store of tmp_path with these settings, under a fake engine
+    whose downloader has ``slots``: (crawler, scheduler, engine slot, spider)."""
+    crawler = crawler_of(tmp_path / "store", **settings)
+    sched = Scheduler.from_crawler(crawler)
+    slot, _ = engine_for(crawler)
+    crawler.engine.downloader = SimpleNamespace(active=set(), slots={} if slots is None
+                                                else slots)
+    spider = Spider.from_crawler(crawler)
+    sched.open(spider)
+    return crawler, sched, slot, spider
+
+
+def hand_all(sched, slot, handed: list[str]) -> list[str]:
+    """Take every request the Scheduler hands out now (each stays in progress); their
+    host names appended to handed."""
+    while (r := sched.next_request()) is not None:
+        slot.inprogress.add(r)
+        handed.append(r.url.split("/")[2])
+    return handed
+
+
 def test_scheduler_acknowledges_a_request_only_when_the_engine_is_done(tmp_path):
     """A dequeued request stays leased while the engine has it in progress; once out, the
     next pop acknowledges it in its transaction. Children enqueued meanwhile are queued."""
@@ -380,13 +402,9 @@ def test_with_autothrottle_a_hosts_delay_is_learnt_from_the_answers(tmp_path, me
     frontier with its acknowledgement, unless its meta says not to learn from it; and
     this process's download slot keeps DOWNLOAD_DELAY (Scrapy's extension set 5 s), so a
     request leaves when the frontier lets it go."""
-    crawler = crawler_of(tmp_path / "store", AUTOTHROTTLE_ENABLED=True, DOWNLOAD_DELAY=0.25)
-    sched = Scheduler.from_crawler(crawler)
-    slot, _ = engine_for(crawler)
     download_slot = Slot(8, 5.0, 0.0)  # as Scrapy's AutoThrottle makes it: the start delay
-    crawler.engine.downloader = SimpleNamespace(active=set(), slots={"x": download_slot})
-    spider = Spider.from_crawler(crawler)
-    sched.open(spider)
+    crawler, sched, slot, spider = opened(tmp_path, {"x": download_slot},
+                                          AUTOTHROTTLE_ENABLED=True, DOWNLOAD_DELAY=0.25)
     assert sched.enqueue_request(Request("http://x/1"))
     request = sched.next_request()
     slot.inprogress.add(request)
@@ -411,19 +429,12 @@ def test_download_slots_give_a_host_its_own_concurrency_in_this_process_too(tmp_
     """DOWNLOAD_SLOTS {"x": {"concurrency": 1}}: the frontier lets x have one request in
     flight, and the Scheduler hands this process one of x's at a time, while a host
     without an entry gets the crawl's 4 at once."""
-    crawler = crawler_of(tmp_path / "store", CONCURRENT_REQUESTS_PER_DOMAIN=4,
-                         DOWNLOAD_SLOTS={"x": {"concurrency": 1, "delay": 0}})
-    sched = Scheduler.from_crawler(crawler)
-    slot, _ = engine_for(crawler)
-    crawler.engine.downloader = SimpleNamespace(active=set(), slots={})
-    sched.open(Spider.from_crawler(crawler))
+    _, sched, slot, _ = opened(tmp_path, CONCURRENT_REQUESTS_PER_DOMAIN=4,
+                               DOWNLOAD_SLOTS={"x": {"concurrency": 1, "delay": 0}})
     for i in range(6):
         assert sched.enqueue_request(Request(f"http://x/{i}"))
         assert sched.enqueue_request(Request(f"http://y/{i}"))
-    handed = []
-    while (r := sched.next_request()) is not None:
-        slot.inprogress.add(r)
-        handed.append(r.url.split("/")[2])
+    handed = hand_all(sched, slot, [])
     assert handed.count("x") == 1 and handed.count("y") == 4, handed
     sched.close("shutdown")
 
@@ -434,13 +445,9 @@ def test_with_autothrottle_a_slot_keeps_the_crawl_delay_read_here(tmp_path, monk
     AutoThrottle sets are taken back; the floors kept stay bounded."""
     from simstore.scrapy import _scheduler
 
-    crawler = crawler_of(tmp_path / "store", AUTOTHROTTLE_ENABLED=True, ROBOTSTXT_OBEY=True)
-    sched = Scheduler.from_crawler(crawler)
-    engine_for(crawler)
     slots = {"x": Slot(8, 5.0, 0.5)}
-    crawler.engine.downloader = SimpleNamespace(active=set(), slots=slots)
-    spider = Spider.from_crawler(crawler)
-    sched.open(spider)
+    crawler, sched, _, spider = opened(tmp_path, slots, AUTOTHROTTLE_ENABLED=True,
+                                       ROBOTSTXT_OBEY=True)
     robots = Request("http://x/robots.txt", meta={"download_slot": "x"})
     answer = scrapy.http.TextResponse(robots.url, body=b"User-agent: *\nCrawl-delay: 0.4\n",
                                       request=robots)
@@ -466,18 +473,11 @@ def test_per_ip_groups_the_host_names_of_one_address(tmp_path, monkeypatch):
 
     monkeypatch.setitem(dnscache, "a.example", "10.0.0.1")
     monkeypatch.setitem(dnscache, "b.example", "10.0.0.1")
-    crawler = crawler_of(tmp_path / "store", CONCURRENT_REQUESTS_PER_IP=2)
-    sched = Scheduler.from_crawler(crawler)
-    slot, _ = engine_for(crawler)
-    crawler.engine.downloader = SimpleNamespace(active=set(), slots={})
-    sched.open(Spider.from_crawler(crawler))
+    _, sched, slot, _ = opened(tmp_path, CONCURRENT_REQUESTS_PER_IP=2)
     for i in range(4):
         for name in ("a", "b", "c"):
             assert sched.enqueue_request(Request(f"http://{name}.example/{i}"))
-    handed = []
-    while (r := sched.next_request()) is not None:
-        slot.inprogress.add(r)
-        handed.append(r.url.split("/")[2])
+    handed = hand_all(sched, slot, [])
     assert sum(h != "c.example" for h in handed) == 2, handed
     assert handed.count("c.example") == 2, handed
     rows = {h["host"]: h for h in sched.frontier.hosts()}
@@ -492,26 +492,14 @@ def test_a_spiders_own_download_slot_is_one_host_in_the_frontier(tmp_path):
     slot its Crawl-delay (and lets it go past one request at a time), and DOWNLOAD_SLOTS's
     concurrency 1 for the slot holds for both names, where a host without an entry gets
     the crawl's."""
-    crawler = crawler_of(tmp_path / "store", ROBOTSTXT_OBEY=True,
-                         DOWNLOAD_SLOTS={"site": {"concurrency": 1}})
-    sched = Scheduler.from_crawler(crawler)
-    slot, _ = engine_for(crawler)
-    crawler.engine.downloader = SimpleNamespace(active=set(), slots={})
-    spider = Spider.from_crawler(crawler)
-    sched.open(spider)
+    crawler, sched, slot, spider = opened(tmp_path, ROBOTSTXT_OBEY=True,
+                                          DOWNLOAD_SLOTS={"site": {"concurrency": 1}})
     for i in range(3):
         for name in ("a", "b"):
             assert sched.enqueue_request(Request(f"http://{name}.example/{i}",
                                                  meta={"download_slot": "site"}))
         assert sched.enqueue_request(Request(f"http://c.example/{i}"))
-    handed = []
-
-    def hand_all() -> None:
-        while (r := sched.next_request()) is not None:
-            slot.inprogress.add(r)
-            handed.append(r.url.split("/")[2])
-
-    hand_all()  # one of each: no robots.txt read yet
+    handed = hand_all(sched, slot, [])  # one of each: no robots.txt read yet
     for name in ("a", "c"):
         robots = Request(f"http://{name}.example/robots.txt")
         answer = scrapy.http.TextResponse(robots.url, request=robots,
@@ -519,7 +507,7 @@ def test_a_spiders_own_download_slot_is_one_host_in_the_frontier(tmp_path):
         crawler.signals.send_catch_log(scrapy.signals.response_downloaded, response=answer,
                                        request=robots, spider=spider)
     sched._tick()  # the next look: the robots.txt answers let hosts go
-    hand_all()
+    hand_all(sched, slot, handed)
     assert sum(h != "c.example" for h in handed) == 1 and handed.count("c.example") == 3
     rows = {h["host"]: h for h in sched.frontier.hosts()}
     assert set(rows) == {"site", "c.example", "a.example"}
