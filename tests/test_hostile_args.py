@@ -70,6 +70,8 @@ CALLS = {
     "add at": lambda fp, sim, v: fp.add("b", 9, at=v),
     "add fp": lambda fp, sim, v: fp.add("b", v),
     "touch at": lambda fp, sim, v: fp.touch("a", at=v),
+    "touch_many at": lambda fp, sim, v: fp.touch_many(["a"], at=v),
+    "touch_many ids": lambda fp, sim, v: fp.touch_many(v),
     "add_if_new k": lambda fp, sim, v: fp.add_if_new("c", 7, v),
     "add_if_new since": lambda fp, sim, v: fp.add_if_new("c", 7, since=v),
     "add_if_new threshold": lambda fp, sim, v: sim.add_if_new("c", SIG, threshold=v),

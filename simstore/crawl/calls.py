@@ -44,7 +44,10 @@ class Done:
     download got no answer, so a revisit keeps its interval), and for revisits its
     fingerprint and whether it changed (None: judge by ``digest``, a 64-bit digest of
     what it answered); ``latency``: seconds its host took to answer (None: not
-    measured), what :class:`~simstore.crawl.rules.AutoThrottle` learns from."""
+    measured), what :class:`~simstore.crawl.rules.AutoThrottle` learns from; ``again``:
+    the payload that fetches the URL at its revisit (None: the one it was taken with),
+    e.g. the request carrying the answer's validators for a conditional GET. A 304 (Not
+    Modified) answer counts as unchanged."""
 
     key: bytes
     status: int | None = None
@@ -52,6 +55,7 @@ class Done:
     changed: bool | None = None
     digest: int = 0
     latency: float | None = None
+    again: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,8 @@ def check_done(d: Any) -> Done:
     if lat is not None and (not isinstance(lat, (int, float)) or isinstance(lat, bool)
                             or not 0 <= lat < math.inf):
         raise SimstoreValueError(f"'latency' must be seconds >= 0 or None (got {lat!r})")
+    if d.again is not None and not isinstance(d.again, bytes):
+        raise SimstoreTypeError(f"'again' must be bytes or None (got {type(d.again).__name__})")
     return d
 
 

@@ -32,6 +32,7 @@ THROTTLE_KEEP = 0.9
 DEFAULT_MAX_FAILURES = 6
 DEFAULT_MARGIN = 0.02  # seconds added to a host's delay: a request leaves a few ms after its take
 GONE_STATUSES = (404, 410)
+NOT_MODIFIED = 304  # a conditional GET's answer: the page is as it was
 THROTTLE_STATUSES = (429, 503)
 
 

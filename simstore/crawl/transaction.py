@@ -38,6 +38,7 @@ from .records import (
 )
 from .rules import (
     GONE_STATUSES,
+    NOT_MODIFIED,
     THROTTLE_KEEP,
     THROTTLE_STATUSES,
     THROTTLED_DELAY,
@@ -415,13 +416,16 @@ class Txn:
                              db=self.urls)
                 return
         else:
-            gone, digest = 0, d.digest
+            same = d.status == NOT_MODIFIED  # a conditional GET's answer: as it was
+            gone, digest = 0, old.digest if same and old else d.digest
             if old is None:
                 interval = revisit.next_interval(None, False)
             else:
-                changed = d.changed if d.changed is not None else old.digest != d.digest
+                changed = not same and (d.changed if d.changed is not None
+                                        else old.digest != d.digest)
                 interval = revisit.next_interval(old.interval_ms, changed)
-        self.schedule(fp, Url(0, interval, digest, gone, hid, payload))
+        again = payload if d.again is None else d.again
+        self.schedule(fp, Url(0, interval, digest, gone, hid, again))
 
     def pace(self, hid: bytes, h: Host, d: Done) -> None:
         """Host h's delay after an answer: what a 429/503 added wanes (a tenth per other

@@ -33,7 +33,7 @@ T = TypeVar("T")
 MAX_GROUP = 64  # pages per transaction at most
 _STOP = object()
 
-Decide = Callable[[Sequence[DocId], Sequence[str]], Sequence[Verdict | None]]
+Decide = Callable[[Sequence[DocId], Sequence[str | None]], Sequence[Verdict | None]]
 
 
 class Committer:
@@ -46,8 +46,9 @@ class Committer:
         self._thread = threading.Thread(target=self._loop, name="simstore-commit", daemon=True)
         self._thread.start()
 
-    def submit(self, doc_id: DocId, text: str) -> Future[Verdict | None]:
-        """Queue a page; the future gets its verdict (None: the store failed)."""
+    def submit(self, doc_id: DocId, text: str | None) -> Future[Verdict | None]:
+        """Queue a page (text None: answered 304); the future gets its verdict (None: the
+        store failed)."""
         fut: Future[Verdict | None] = Future()
         self._queue.put((doc_id, text, fut))
         return fut
@@ -77,7 +78,7 @@ class Committer:
             if group:
                 self._run(group)
 
-    def _run(self, group: list[tuple[DocId, str, Future[Verdict | None]]]) -> None:
+    def _run(self, group: list[tuple[DocId, str | None, Future[Verdict | None]]]) -> None:
         try:
             verdicts = self._decide([g[0] for g in group], [g[1] for g in group])
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting pages, not lost

@@ -88,7 +88,8 @@ class Checker:
         self.count("skipped")
         self.count("skipped/" + reason)
 
-    def judge(self, doc_ids: Sequence[DocId], texts: Sequence[str]) -> list[Verdict | None]:
+    def judge(self, doc_ids: Sequence[DocId], texts: Sequence[str | None]
+              ) -> list[Verdict | None]:
         """The Gate's verdicts in one transaction; Nones if the store failed (logged)."""
         try:
             return list(self.gate.check_many(doc_ids, texts))

@@ -99,10 +99,25 @@ class Gate:
         """Store the text under doc_id unless a stored doc is near it (one transaction)."""
         return self.check_many([doc_id], [text])[0]
 
-    def check_many(self, doc_ids: Sequence[DocId], texts: Sequence[str]) -> list[Verdict]:
+    def check_many(self, doc_ids: Sequence[DocId], texts: Sequence[str | None]
+                   ) -> list[Verdict]:
         """:meth:`check` for each text in order, in ONE store call (one transaction, one
         commit): the near-duplicate test, the stores and the unchanged pages' new times
-        (:meth:`SimStore.recrawl_many`)."""
+        (:meth:`SimStore.recrawl_many`). A None text is a page its server answered 304
+        (Not Modified): unchanged, its time of storage refreshed (in a commit of their
+        own)."""
+        same = [i for i, t in enumerate(texts) if t is None]
+        if not same:
+            return self._check(doc_ids, texts)
+        self.store.touch_many([doc_ids[i] for i in same])
+        checked = [i for i, t in enumerate(texts) if t is not None]
+        got = self._check([doc_ids[i] for i in checked], [texts[i] for i in checked]) \
+            if checked else []
+        verdicts = dict(zip(checked, got, strict=True))
+        return [verdicts.get(i) or Verdict(False, d, "not modified", UNCHANGED)
+                for i, d in enumerate(doc_ids)]
+
+    def _check(self, doc_ids: Sequence[DocId], texts: Sequence[Any]) -> list[Verdict]:
         s = self.store
         since = None if self.expire is None else time.time() - self.expire
         items = s.signatures(texts) if self.k is None or self._sign else \

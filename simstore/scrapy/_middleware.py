@@ -10,8 +10,9 @@ stored and passed on; a page near the one stored under its own URL (a recrawl, a
 crawl) is passed on as unchanged, a changed one stored anew and passed on; a page near
 one stored under another URL raises ``IgnoreRequest``, so its links are never followed.
 ``meta["dont_simstore"]`` skips a request; ``response.meta["simstore"]`` tells the spider
-the verdict (e.g. to yield no item for an unchanged page). Responses with no text
-worth checking are counted and passed on.
+the verdict (e.g. to yield no item for an unchanged page). A 304 (Not Modified, the
+answer to a revisit's conditional GET) is unchanged, its page's time of storage
+refreshed. Responses with no text worth checking are counted and passed on.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request, Response
 from scrapy.utils.misc import load_object
 
+from ..crawl.rules import NOT_MODIFIED
 from ._commit import Committer, awaitable
 from ._crawler import Checker
 from ._gate import Gate, Verdict
@@ -52,12 +54,21 @@ class NearDuplicateMiddleware(Checker):
 
     async def process_response(self, request: Request, response: Response,
                                spider: Any = None) -> Response:
-        """The response, unless its text is near a stored page's (then IgnoreRequest)."""
-        text = self.screen(request, response)
-        if text is None:
+        """The response, unless its text is near a stored page's (then IgnoreRequest). A
+        304 (Not Modified: a revisit's conditional GET) is unchanged, the stored page's
+        time of storage refreshed."""
+        check, text = self.to_check(request, response)
+        if not check:
             return response
         verdict = await awaitable(self.committer.submit(response.url, text))
         return self.settle(response, verdict, spider, request)
+
+    def to_check(self, request: Request, response: Response) -> tuple[bool, str | None]:
+        """Whether the response is checked, and its text (None: a 304, as stored)."""
+        if response.status == NOT_MODIFIED and not request.meta.get(META_KEY):
+            return True, None
+        text = self.screen(request, response)
+        return text is not None, text
 
     def screen(self, request: Request, response: Response) -> str | None:
         """The text to check, or None for a response passed on unchecked (counted)."""

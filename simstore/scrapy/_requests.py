@@ -11,6 +11,7 @@ import whatever module a store names, and importing runs code.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -27,6 +28,10 @@ _DEFAULTS: dict[str, Any] = {
     "cb_kwargs": {}, "callback": None, "errback": None,
 }
 _SLOW = object()  # a callback the quick lookup cannot name: Scrapy's to_dict decides
+# an answer's validators -> the headers that send them back (RFC 9110 13.1.2, 13.1.3)
+VALIDATORS = ((b"ETag", b"If-None-Match"), (b"Last-Modified", b"If-Modified-Since"))
+_ASKING = {ask.lower() for _, ask in VALIDATORS}
+MAX_VALIDATOR = 256  # bytes: a longer validator is not sent back
 
 
 def _method_name(spider: Any, func: Any) -> Any:
@@ -71,6 +76,30 @@ def from_payload(payload: bytes, spider: Any) -> Any:
     if "_class" in d:
         _request_class(d["_class"])
     return request_from_dict(d, spider=spider)
+
+
+def conditional(payload: bytes, answer: Mapping[bytes, Any]) -> bytes | None:
+    """The payload of a GET asked again as a conditional GET: with the validators of its
+    answer's headers (``ETag``, ``Last-Modified``; Scrapy ``Headers``) as
+    ``If-None-Match`` / ``If-Modified-Since``, in place of those it carried. None when
+    that changes nothing, or the payload is not a GET's (or not one this reads)."""
+    try:
+        d = decode(payload)
+    except PayloadError:
+        return None
+    headers = d.get("headers", {}) if isinstance(d, dict) else None
+    if not isinstance(headers, dict) or d.get("method", "GET") != "GET":
+        return None
+    kept = {k: v for k, v in headers.items()
+            if not (isinstance(k, bytes) and k.lower() in _ASKING)}
+    for got, ask in VALIDATORS:
+        value = answer.get(got)
+        if isinstance(value, bytes) and 0 < len(value) <= MAX_VALIDATOR:
+            kept[ask] = [value]
+    if kept == headers:
+        return None
+    d["headers"] = kept
+    return encode(d)
 
 
 def _request_class(path: Any) -> type:

@@ -32,7 +32,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from protego import Protego
 from scrapy import signals
@@ -52,12 +52,12 @@ from ..crawl import (
     Taken,
     parse_crawl_delay,
 )
-from ..crawl.rules import THROTTLE_STATUSES, parse_retry_after
+from ..crawl.rules import NOT_MODIFIED, THROTTLE_STATUSES, parse_retry_after
 from ..exceptions import SimstoreError
 from ..store import SimStore
 from ._dupefilter import DupeFilter, open_frontier
 from ._gate import CHANGED, NEW, UNCHANGED
-from ._requests import from_payload, host_of, to_payload
+from ._requests import conditional, from_payload, host_of, to_payload
 from ._settings import CrawlSettings, Refused, crawl_settings, logger, refusal, refuse
 from ._stores import release
 
@@ -138,6 +138,30 @@ def engine_slot(crawler: Any) -> Any:
     return getattr(engine_of(crawler), "_slot", None)
 
 
+class _Held(NamedTuple):
+    """A request this process took: its lease's key, its fingerprint (for revisits), its
+    host in the frontier and (conditional revisits only) the payload it was taken as."""
+
+    request: Any
+    key: bytes
+    fp: bytes | None
+    host: str
+    payload: bytes | None = None
+
+
+class _Outcome(NamedTuple):
+    """What came of a request taken: the fields of its :class:`Done`."""
+
+    status: int | None = None
+    digest: int = 0
+    changed: bool | None = None
+    latency: float | None = None
+    again: bytes | None = None
+
+
+_NOTHING = _Outcome()  # a request dropped before an answer: nothing to count
+
+
 @dataclass
 class _Job:
     """One commit of the Scheduler: what it carries, then what came of it."""
@@ -163,6 +187,7 @@ class Scheduler:
         self.frontier = frontier
         self.lease = cfg.lease
         self.revisit = cfg.revisit is not None
+        self.conditional = self.revisit and cfg.conditional  # revisits as conditional GETs
         self.robots = cfg.politeness.robots
         self._takers = 1  # processes taking from the frontier at the last take
         self.politeness = cfg.politeness
@@ -176,8 +201,7 @@ class Scheduler:
         self.df = DupeFilter(None, frontier, settings.getbool("DUPEFILTER_DEBUG"),
                              fingerprinter=crawler.request_fingerprinter)
         self.spider: Any = None
-        # request id -> (request, its key, its fingerprint, its host in the frontier)
-        self._held: dict[int, tuple[Any, bytes, bytes | None, str]] = {}
+        self._held: dict[int, _Held] = {}  # request id -> the request taken, and its lease
         self.per_ip = cfg.per_ip  # hosts grouped by address, as Scrapy's slots
         self._held_hosts: Counter[str] = Counter()  # the hosts of the requests held
         self._fresh = 0  # children waiting whose host this process holds no request of
@@ -187,8 +211,7 @@ class Scheduler:
         self._downloading: dict[int, str] = {}
         self._host_downloads: Counter[str] = Counter()
         self._pushes: list[tuple[Push, Any]] = []  # children not yet written
-        # request id -> (status, digest, changed, latency) of what came of it
-        self._outcomes: dict[int, tuple[int, int, bool | None, float | None]] = {}
+        self._outcomes: dict[int, _Outcome] = {}  # request id -> what came of it
         self.auto = cfg.politeness.auto is not None  # hosts' delays learnt from latencies
         self._undecodable: list[bytes] = []
         self._left_keys: list[bytes] = []  # leases whose download is over (slots to free)
@@ -515,7 +538,8 @@ class Scheduler:
             return
         fp = self.df.fingerprint(request) if self.revisit else None  # only revisits need it
         host = popped.host or self._key(request)  # a record may have no name
-        self._held[id(request)] = (request, popped.key, fp, host)
+        payload = popped.payload if self.conditional else None  # what a revisit asks anew
+        self._held[id(request)] = _Held(request, popped.key, fp, host, payload)
         self._held_hosts[host] += 1
         self._ready.append(request)
         self._taken += 1
@@ -528,14 +552,14 @@ class Scheduler:
             return out
         busy = self._busy()
         ready = {id(r) for r in self._ready}
-        for rid, (request, key, fp, host) in list(self._held.items()):
+        for rid, (request, key, fp, host, _) in list(self._held.items()):
             if rid in ready or request in busy:
                 continue
             del self._held[rid]
             self._download_over(request)  # one that never reached the downloader
             _count_down(self._held_hosts, host)
-            status, digest, changed, latency = self._outcomes.pop(rid, (None, 0, None, None))
-            out.append(Done(key, status, fp, changed, digest, latency))
+            o = self._outcomes.pop(rid, _NOTHING)
+            out.append(Done(key, o.status, fp, o.changed, o.digest, o.latency, o.again))
         return out
 
     def _any_done(self) -> bool:
@@ -696,7 +720,7 @@ class Scheduler:
         """Block the request's host for every process (the backoff; given up after
         ``SIMSTORE_HOST_MAX_FAILURES`` in a row); a revisit keeps its interval."""
         if held:
-            self._outcomes[id(request)] = (NO_ANSWER, 0, None, None)
+            self._outcomes[id(request)] = _Outcome(NO_ANSWER)
         host = self._where(request)
         self.stats.inc_value(HOST_STATS + "no_answer")
         try:
@@ -743,18 +767,24 @@ class Scheduler:
 
     def _received(self, response: Any, request: Any, spider: Any = None) -> None:
         """An answer the engine got: its status (counted on its host), with AutoThrottle its
-        latency, and for the revisit its digest and the middleware's verdict."""
-        rid = id(request)
-        if rid not in self._held:
+        latency, and for the revisit its digest, the middleware's verdict and (a page's
+        answer, with ``SIMSTORE_REVISIT_CONDITIONAL``) the request that asks it again."""
+        held = self._held.get(id(request))
+        if held is None:
             return
         latency = _latency(request.meta) if self.auto else None
         if not self.revisit:
-            self._outcomes[rid] = (response.status, 0, None, latency)
+            self._outcomes[id(request)] = _Outcome(response.status, latency=latency)
             return
+        if response.status == NOT_MODIFIED:
+            self.stats.inc_value(STATS + "not_modified")
         verdict = request.meta.get("simstore")
         changed = {NEW: True, CHANGED: True, UNCHANGED: False}.get(verdict)
         digest = int.from_bytes(hashlib.blake2b(response.body, digest_size=8).digest(), "big")
-        self._outcomes[rid] = (response.status, digest, changed, latency)
+        again = None
+        if held.payload is not None and response.status == 200:
+            again = conditional(held.payload, response.headers)
+        self._outcomes[id(request)] = _Outcome(response.status, digest, changed, latency, again)
 
     # --- leases and waits ---------------------------------------------------------------------
 

@@ -281,6 +281,7 @@ class CrawlSettings:
     allow_shared: bool
     robots_max_age: float = 86400.0
     per_ip: bool = False  # CONCURRENT_REQUESTS_PER_IP: hosts grouped by address
+    conditional: bool = True  # revisits ask with the validators of the last answer
 
 
 def crawl_settings(settings: Any, component: str) -> CrawlSettings:
@@ -292,7 +293,8 @@ def crawl_settings(settings: Any, component: str) -> CrawlSettings:
         politeness=politeness_setting(settings), revisit=revisit_setting(settings),
         allow_shared=flag(settings, "SIMSTORE_ALLOW_SHARED_STORE"),
         robots_max_age=_interval(settings, "SIMSTORE_ROBOTS_MAX_AGE", 86400.0),
-        per_ip=per_ip_setting(settings) > 0)
+        per_ip=per_ip_setting(settings) > 0,
+        conditional=flag(settings, "SIMSTORE_REVISIT_CONDITIONAL", True))
 
 
 def both_checkers(settings: Any) -> bool:

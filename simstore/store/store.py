@@ -258,6 +258,15 @@ class SimStore:
         enc = F.encode_id(doc_id)
         return bool(self._write(_writes.touch, enc, F.at_ms(at)))
 
+    def touch_many(self, doc_ids: Iterable[DocId], *, at: float | None = None) -> list[bool]:
+        """:meth:`touch` of each doc in ONE transaction (one commit): whether each was
+        stored."""
+        encs = [F.encode_id(d) for d in F.doc_ids_list(doc_ids)]
+        when = F.at_ms(at)
+        if not encs:
+            return []
+        return self._write(lambda txn, h: [_writes.touch(txn, h, e, when) for e in encs])  # type: ignore[no-any-return]
+
     def stored_at(self, doc_id: DocId) -> float | None:
         """When doc_id was stored (seconds since the Unix epoch, to the ms), or None."""
         enc = F.encode_id(doc_id)

@@ -202,6 +202,38 @@ def test_a_revisit_that_gets_no_answer_stays_due_after_its_interval(store):
     assert [p.payload for p in f.take(2, 30, "p").popped] == [b"pu1"]
 
 
+def test_a_304_counts_as_unchanged_and_a_revisit_goes_out_as_its_answer_asked(store):
+    """Known answers of conditional revisits: a 304 (Not Modified) doubles the interval and
+    keeps the digest of the page as last fetched (so a later 200 with the old text is
+    unchanged too); ``Done.again`` is the payload the URL is queued with when due, and a
+    Done without it keeps the payload the request was taken with."""
+    clock = Clock()
+    f = Frontier(store, clock=clock, revisit=Revisit(60, 6000))
+
+    def fetch(status, **kw):
+        [p] = f.take(1, 30, "p").popped
+        f.ack([Done(p.key, status, b"u", **kw)], "p")
+        return p.payload
+
+    def due_after(seconds):
+        clock.t += seconds - 1
+        assert f.queue_due() == 0  # not yet
+        clock.t += 1
+        assert f.queue_due() == 1
+
+    f.push(0, b"plain", b"u", host="a.example")
+    assert fetch(200, digest=7, again=b"if-none-match 1") == b"plain"
+    due_after(60)  # the first interval: the minimum
+    assert fetch(304, digest=99) == b"if-none-match 1"  # the digest of an empty body: unused
+    due_after(120)  # unchanged: doubled
+    assert fetch(200, digest=7, again=b"if-none-match 2") == b"if-none-match 1"
+    due_after(240)  # the digest kept through the 304 still matches: unchanged again
+    assert fetch(200, digest=8) == b"if-none-match 2"
+    due_after(120)  # changed: halved, and with no `again` the payload taken is kept
+    assert fetch(304) == b"if-none-match 2"
+    due_after(240)
+
+
 def test_processes_taking_together_share_a_host_and_one_alone_takes_it_all(store):
     """One process alone may hold concurrency + solo_prefetch of a host; once another
     takes too, the host may have concurrency + prefetch in flight, each process half of
@@ -342,6 +374,7 @@ ODD = {  # case -> (call on a Frontier, the argument the error names)
     "pause host int": (lambda f: f.pause(5), "host"),
     "drop_host int": (lambda f: f.drop_host(5), "host"),
     "queue_due limit str": (lambda f: f.queue_due("x"), "limit"),
+    "ack again str": (lambda f: f.ack([Done(b"k" * 24, 200, again="p")], "o"), "again"),
 }
 
 

@@ -30,7 +30,7 @@ fps = st.none() | st.sampled_from([b"f0", b"f1", b"f2", b"f3"])
 pushes = st.builds(Push, priority=priorities, payload=st.binary(max_size=6), fp=fps,
                    only_new=st.booleans(), host=hosts)
 leases = st.sampled_from([0.5, 1.0, 5.0, 30.0])
-statuses = st.sampled_from([None, 0, 200, 404, 429, 503])
+statuses = st.sampled_from([None, 0, 200, 304, 404, 429, 503])
 
 
 class FrontierMachine(RuleBasedStateMachine):

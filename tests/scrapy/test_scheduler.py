@@ -4,6 +4,7 @@ tests/crawl/."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -514,3 +515,45 @@ def test_a_spiders_own_download_slot_is_one_host_in_the_frontier(tmp_path):
     assert rows["site"]["crawl_delay"] == 0.0  # read: not None
     assert rows["site"]["queued"] + rows["site"]["in_flight"] == 6
     sched.close("shutdown")
+
+
+def _answer(crawler, sched, slot, spider, status: int, headers: dict) -> list[str]:
+    """Hand out the one request due, answer it, acknowledge it; the validators it asked
+    with (its If-None-Match and If-Modified-Since)."""
+    request = sched.next_request()
+    slot.inprogress.add(request)
+    asked = [request.headers.get(h, b"").decode() for h in ("If-None-Match",
+                                                            "If-Modified-Since")]
+    response = scrapy.http.HtmlResponse(request.url, status=status, headers=headers,
+                                        body=b"<html>same</html>", request=request)
+    crawler.signals.send_catch_log(scrapy.signals.response_received, response=response,
+                                   request=request, spider=spider)
+    slot.inprogress.discard(request)
+    sched._tick()  # the acknowledgement's commit
+    return asked
+
+
+@pytest.mark.parametrize("conditional", [True, False])
+def test_a_revisit_asks_with_the_validators_of_the_last_answer(tmp_path, conditional):
+    """SIMSTORE_REVISIT: a page answered with an ETag and a Last-Modified is revisited as
+    a conditional GET carrying them (If-None-Match, If-Modified-Since); an answer 304 is
+    counted (simstore/frontier/not_modified) and keeps them; an answer without validators
+    drops them. SIMSTORE_REVISIT_CONDITIONAL = False asks plainly every time."""
+    etag, modified = '"v1"', "Mon, 02 Jan 2026 10:00:00 GMT"
+    run = {"SIMSTORE_REVISIT": "adaptive", "SIMSTORE_REVISIT_MIN": "0.1",
+           "SIMSTORE_REVISIT_CONDITIONAL": conditional}
+    asks = []
+    for status, headers in [(200, {"ETag": etag, "Last-Modified": modified}),
+                            (304, {"ETag": etag}), (200, {}), (200, {})]:
+        crawler, sched, slot, spider = opened(tmp_path, **run)
+        if not asks:
+            assert sched.enqueue_request(Request("http://x/1"))
+        asks.append(_answer(crawler, sched, slot, spider, status, headers))
+        counted = crawler.stats.get_value("simstore/frontier/not_modified", 0)
+        assert counted == (status == 304)
+        sched.close("finished")
+        time.sleep(0.45)  # due again: the interval doubles after each unchanged answer
+    plain = ["", ""]
+    expected = [plain, [etag, modified], [etag, modified], plain] if conditional \
+        else [plain] * 4
+    assert asks == expected

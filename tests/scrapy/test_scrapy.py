@@ -60,9 +60,9 @@ def run(mw, resp: Response) -> bool:
     """True if the middleware passed the response on, False if it raised IgnoreRequest.
 
     process_response's steps in this thread (the crawl tests run the coroutine itself)."""
-    text = mw.screen(resp.request, resp)
+    check, text = mw.to_check(resp.request, resp)
     try:
-        if text is not None:
+        if check:
             assert mw.settle(resp, mw.judge([resp.url], [text])[0]) is resp
         return True
     except IgnoreRequest:
@@ -336,6 +336,51 @@ def test_same_url_is_unchanged_or_changed_never_its_own_duplicate(site, tmp_path
     assert stats(crawler) == {"simstore/new": 1, "simstore/unchanged": 1, "simstore/changed": 1,
                               "simstore/near_duplicate": 1}
     assert len(store) == 1
+
+
+def test_a_304_is_unchanged_and_renews_the_stored_page(site, tmp_path):
+    """A 304 (Not Modified: a revisit's conditional GET) passes as unchanged, the page stored
+    under its URL renewed and nothing added; a 304 for a URL never stored passes as
+    unchanged and stores nothing; with ``dont_simstore`` it is not checked."""
+    mw, crawler = middleware(tmp_path)
+    store = mw.gate.store
+    assert run(mw, page(site, "/article/3"))
+    url = "http://127.0.0.1/article/3"
+    store.touch(url, at=1000.0)
+    not_modified = html(url, b"", status=304)
+    assert run(mw, not_modified)
+    assert not_modified.meta["simstore"] == "unchanged"
+    assert store.stored_at(url) > 1000.0 and len(store) == 1
+    stranger = html("http://127.0.0.1/never-fetched", b"", status=304)
+    assert run(mw, stranger)
+    assert stranger.meta["simstore"] == "unchanged" and len(store) == 1
+    skipped = html(url, b"", status=304, meta={"dont_simstore": True})
+    assert run(mw, skipped) and "simstore" not in skipped.meta
+    assert stats(crawler) == {"simstore/new": 1, "simstore/unchanged": 2,
+                              "simstore/skipped": 1, "simstore/skipped/dont_simstore": 1}
+
+
+def test_a_group_with_304s_gets_the_verdicts_of_its_pages_checked_alone(site, tmp_path):
+    """Gate.check_many with None texts (answers 304) among pages: each page's verdict is
+    the one a group of the pages alone gets (a second store is the oracle), each None is
+    unchanged and only renews what is stored."""
+    from simstore.scrapy import Gate
+
+    gate, oracle = Gate(tmp_path / "a"), Gate(tmp_path / "b")
+    paths = ["/article/0", "/article/1", "/article/0/print", "/article/2"]
+    texts = [page_text(page(site, p)) for p in paths]
+    urls = ["http://127.0.0.1" + p for p in paths]
+    gate.check_many(urls[:1], texts[:1])
+    gate.store.touch(urls[0], at=1000.0)
+    got = gate.check_many([urls[0], urls[1], "http://x/none", urls[2], urls[3]],
+                          [None, texts[1], None, texts[2], texts[3]])
+    oracle.check_many(urls[:1], texts[:1])
+    expected = oracle.check_many(urls[1:], texts[1:])
+    assert [got[1], got[3], got[4]] == expected
+    assert [(v.status, v.kept) for v in (got[0], got[2])] == [
+        ("unchanged", urls[0]), ("unchanged", "http://x/none")]
+    assert gate.store.stored_at(urls[0]) > 1000.0
+    assert "http://x/none" not in gate.store and len(gate.store) == len(oracle.store)
 
 
 def test_expired_pages_no_longer_count(site, tmp_path):

@@ -22,7 +22,7 @@ def _since(model: dict, since: float) -> dict:
 
 
 ops = st.lists(st.tuples(
-    st.sampled_from(["add", "touch", "remove", "expire"]),
+    st.sampled_from(["add", "touch", "touch_many", "remove", "expire"]),
     st.integers(0, 11),  # doc
     st.integers(0, 7),  # fingerprint choice
     st.integers(0, 60),  # day
@@ -32,7 +32,7 @@ ops = st.lists(st.tuples(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=ops, since_day=st.integers(0, 60), k=st.integers(0, 5))
 def test_since_and_expire_match_a_model(tmp_path_factory, ops, since_day, k):
-    """After random adds, touches, removes and expiries at given times, every query with
+    """After random adds, touches (one or many at once), removes and expiries at given times, every query with
     and without ``since`` equals brute force over the model, and stored_at is each doc's
     last time of storage."""
     fps = [0, 1, 3, 7, 0xFF, 1 << 63, (1 << 64) - 1, 0x0F0F]
@@ -50,6 +50,12 @@ def test_since_and_expire_match_a_model(tmp_path_factory, ops, since_day, k):
                 assert s.touch(d, at=at) == (d in model)
                 if d in model:
                     model[d] = (model[d][0], at)
+            elif op == "touch_many":  # this doc, the one after it and one never stored
+                ds = [d, f"d{(doc + 1) % 12}", "never"]
+                assert s.touch_many(ds, at=at) == [x in model for x in ds]
+                for x in ds[:2]:
+                    if x in model:
+                        model[x] = (model[x][0], at)
             elif op == "remove":
                 assert s.remove(d) == (d in model)
                 model.pop(d, None)
