@@ -59,8 +59,21 @@ def test_known_answers_revisit() -> None:
     """A revisit run: changed pages fetched again, unchanged ones fetched, requests to gone ones."""
     r = analyse(LOG, DELAYS, PAGES, changed={(A, "/p/1"), (A, "/p/3")}, gone={(B, "/p/1")})
     assert r["revisit"] == {"changed": 2, "changed_refetched": 1, "changed_refetched_pct": 50.0,
-                            "unchanged": 3, "unchanged_refetched": 3, "gone": 1,
-                            "gone_requests": 2}
+                            "changed_whole": 1, "unchanged": 3, "unchanged_refetched": 3,
+                            "gone": 1, "gone_requests": 2}
+
+
+def test_known_answers_conditional_gets() -> None:
+    """Answers 304 are fetches that sent no body: counted apart, and bodies are summed over
+    page answers only (robots.txt left out); a changed page answered 304 is not whole."""
+    log = [Hit(A, "/robots.txt", "x", 200, 0.0, size=40), Hit(A, "/", "x", 200, 1.0, size=900),
+           Hit(A, "/p/1", "x", 304, 2.0), Hit(A, "/p/2", "y", 304, 3.0),
+           Hit(A, "/p/3", "y", 200, 4.0, size=1000)]
+    r = analyse(log, {A: 1.0}, {(A, "/"), (A, "/p/1"), (A, "/p/2"), (A, "/p/3")},
+                changed={(A, "/p/1"), (A, "/p/3")})
+    assert (r["answers_304"], r["body_bytes"], r["fetched_once"]) == (2, 1900, 4)
+    assert (r["revisit"]["changed_refetched"], r["revisit"]["changed_whole"]) == (2, 1)
+    assert "answers 304: 2; page bodies 1900 bytes" in render(r)
 
 
 @pytest.mark.parametrize(("gap", "kept"), [(1.0, 1), (0.991, 1), (0.989, 0), (5.0, 1)])

@@ -34,12 +34,16 @@ def test_polite_crawl_simstore_scheduler(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_revisits_fetch_what_changed_and_leave_the_rest(tmp_path: Path) -> None:
     """With SIMSTORE_REVISIT=adaptive, a second revisit round refetches every page that keeps
-    changing and no page that did not, and a gone page is asked only as often as it was due."""
+    changing and no page that did not, and a gone page is asked only as often as it was due;
+    revisits are conditional GETs, so the pages that did not change answer 304."""
     opts = polite.Options(procs=2, hosts=2, pages=20, delay="0.05", limited=0, revisit=True,
                           revisit_rounds=2, scheduler="simstore", timeout=40)
     r = polite.run(opts, tmp_path)
     first, second = r["revisit 1"]["revisit"], r["revisit 2"]["revisit"]
     assert first["changed_refetched_pct"] == 100.0  # everything was due once
+    # conditional GETs: what changed came whole, what did not was answered 304, no body
+    assert first["changed_whole"] == first["changed"], first
+    assert r["revisit 1"]["answers_304"] == first["unchanged_refetched"] > 0, first
     assert second["changed"] > 0 and second["changed_refetched_pct"] >= 90, second
     assert second["unchanged_refetched"] <= 0.1 * second["unchanged"], second
     assert r["revisit 2"]["fetched_twice"] == 0 and r["revisit 2"]["answers_429"] == 0

@@ -126,3 +126,48 @@ def test_polite_refuses_an_odd_latency_or_gap_by_name(tmp_path, field, value):
     with pytest.raises(SystemExit, match=f"--{field}"):
         polite.run(polite.Options(**{field: value}), tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_conditional_gets_are_answered_304_until_the_page_moves() -> None:
+    """Pages carry an ETag and a Last-Modified; a GET with If-None-Match (weak, listed or
+    ``*``) that matches, or else with If-Modified-Since not before Last-Modified, is 304
+    with no body; once the page changed, both validators move and it is 200 again.
+    With validators=False none are sent and nothing is 304."""
+    with Web(hosts=1, pages=3, delay="0", limited=0) as web:
+        url = web.url(web.hosts[0], "/p/1")
+        status, headers, body = get(url)
+        etag, modified = headers["ETag"], headers["Last-Modified"]
+        assert status == 200 and body and etag.startswith('"')
+
+        def ask(**h: str) -> int:
+            req = urllib.request.Request(url, headers={"User-Agent": "t", **h})
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    return r.status
+            except urllib.error.HTTPError as e:
+                assert e.read() == b""  # a 304 has no body
+                return e.code
+
+        later = "Tue, 01 Jan 2030 00:00:00 GMT"
+        earlier = "Thu, 01 Jan 2015 00:00:00 GMT"
+        assert ask(**{"If-None-Match": etag}) == 304
+        assert ask(**{"If-None-Match": f'"x", W/{etag}'}) == 304
+        assert ask(**{"If-None-Match": "*"}) == 304
+        assert ask(**{"If-None-Match": '"x"', "If-Modified-Since": later}) == 200  # INM decides
+        assert ask(**{"If-Modified-Since": modified}) == 304
+        assert ask(**{"If-Modified-Since": earlier}) == 200
+        assert ask(**{"If-Modified-Since": "banana"}) == 200
+        web.advance(1.0, seed=1, gone=0.0)
+        assert ask(**{"If-None-Match": etag}) == 200
+        assert ask(**{"If-Modified-Since": modified}) == 200
+        _, moved, _ = get(url)
+        assert moved["ETag"] != etag
+        assert parsedate_to_datetime(moved["Last-Modified"]) > parsedate_to_datetime(modified)
+        assert [h.status for h in web.hits()].count(304) == 4
+    with Web(hosts=1, pages=3, delay="0", limited=0, validators=False) as web:
+        url = web.url(web.hosts[0], "/p/1")
+        status, headers, _ = get(url)
+        assert status == 200 and "ETag" not in headers
+        req = urllib.request.Request(url, headers={"User-Agent": "t", "If-None-Match": "*"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 200

@@ -16,8 +16,10 @@ them. Definitions, so that the figures mean one thing everywhere:
 - a process is a user agent; its *share* is its part of all requests;
 - the *floor* is the most pages one host has times its delay: no polite crawl ends sooner.
 
-A revisit run (``changed`` given): of the pages that changed, the fraction fetched again;
-how many unchanged pages, and how many gone ones, were fetched.
+A revisit run (``changed`` given): of the pages that changed, the fraction fetched again
+and how many of them answered in whole (200); how many unchanged pages, and how many gone
+ones, were fetched. Every run: the answers 304 (a conditional GET of a page that did not
+move) and the bytes of the page bodies sent.
 
 With ``latency`` (seconds every answer of the hosts takes), a host's *in flight* is
 how many of its page requests it was answering at once: on average its pages times the
@@ -126,6 +128,8 @@ def analyse(hits: Iterable[Hit], delays: Mapping[str, float],
         "gaps_kept_pct_all": _pct(total["gaps_kept_all"], total["gaps_all"]),
         "answers_429": total["answers_429"], "answers_503": total["answers_503"],
         "inside_retry_after": total["inside_retry_after"],
+        "answers_304": sum(h.status == 304 for h in ordered),
+        "body_bytes": sum(h.size for h in ordered if h.path != ROBOTS),
         "pages": len(pages), "fetched_once": per_page[1], "fetched_twice": per_page[2],
         "fetched_more": per_page[3], "never": per_page[0],
         "once_pct": _pct(per_page[1], len(pages)),
@@ -150,6 +154,8 @@ def analyse(hits: Iterable[Hit], delays: Mapping[str, float],
         out["revisit"] = {
             "changed": len(changed_set), "changed_refetched": again,
             "changed_refetched_pct": _pct(again, len(changed_set)),
+            "changed_whole": len({(h.host, h.path) for h in ordered
+                                  if h.status == 200 and (h.host, h.path) in changed_set}),
             "unchanged": len(unchanged),
             "unchanged_refetched": sum(fetches.get(p, 0) > 0 for p in unchanged),
             "gone": len(gone_set), "gone_requests": sum(
@@ -166,7 +172,8 @@ def render(result: Mapping[str, Any]) -> str:
         f"{r['gaps_kept_pct']}% of {r['gaps']} page gaps (mean {r['mean_gap']} s), "
         f"{r['gaps_kept_pct_all']}% of {r['gaps_all']} with robots.txt",
         f"answers 429: {r['answers_429']}, 503: {r['answers_503']}; requests inside "
-        f"Retry-After: {r['inside_retry_after']}",
+        f"Retry-After: {r['inside_retry_after']}; answers 304: {r['answers_304']}; page "
+        f"bodies {r['body_bytes']} bytes",
         f"pages {r['pages']}: once {r['fetched_once']} ({r['once_pct']}%), twice "
         f"{r['fetched_twice']}, more {r['fetched_more']}, never {r['never']}",
         f"wall {r['wall_s']} s, floor {r['floor_s']} s, ratio {r['wall_over_floor']}",

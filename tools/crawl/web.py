@@ -20,7 +20,10 @@ Politeness, as a strict server would ask it:
   every request inside the window so given is answered the same way. ``retry_as``:
   ``seconds`` or ``date`` (an HTTP date that far ahead).
 
-Revisits: :meth:`Web.advance` starts a new generation in which a seeded fraction of
+Revisits: every page carries an ``ETag`` and a ``Last-Modified`` that move with its text,
+and a conditional GET (``If-None-Match``, else ``If-Modified-Since``) of a page that has
+not moved is answered 304 with no body (``validators=False``: none sent, never 304).
+:meth:`Web.advance` starts a new generation in which a seeded fraction of
 the pages has new text (the same pages for the same seed) and another answers 404 or
 410 (alternately); what changed is
 kept in ``changed`` and ``gone``. Every request is logged as a :class:`Hit` (host, path,
@@ -31,13 +34,14 @@ daemon threads and stop with :meth:`Web.close` (or the ``with`` block).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 import sys
 import threading
 import time
 from dataclasses import dataclass
-from email.utils import formatdate
+from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -48,6 +52,7 @@ HOLD_MAX = 60.0  # seconds a request may wait for Web.hold before it is answered
 # delay by its own send times is seen by the hosts a few ms early or late (connection set-up,
 # thread scheduling on a busy machine); the hosts limit and the figures count with it.
 SLACK = 0.01
+LAST_MODIFIED = 1_767_225_600  # 2026-01-01: a page's first Last-Modified (a day on per version)
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,7 @@ class Hit:
     at: float
     retry_after: float = 0.0  # the window a 429/503 answer gave, in seconds (0: none)
     generation: int = 0
+    size: int = 0  # bytes of the answer's body
 
 
 def host_address(i: int) -> str:
@@ -81,7 +87,8 @@ class Web:
     def __init__(self, hosts: int = 8, pages: int = 150, delay: str | float = 0.2,
                  retry_after: float = 2.0, limited: int = 2, limit_status: int = 429,
                  retry_as: str = "seconds", seed: int = 7,
-                 limit_gap: float | None = None, latency: float = 0.0) -> None:
+                 limit_gap: float | None = None, latency: float = 0.0,
+                 validators: bool = True) -> None:
         if hosts < 1 or pages < 1:
             raise ValueError(f"hosts={hosts}, pages={pages}: both must be >= 1")
         if retry_as not in ("seconds", "date"):
@@ -97,6 +104,7 @@ class Web:
         self.limited = set(self.hosts[:limited])
         self.limit_gap = limit_gap  # None: the crawl delay
         self.latency = latency  # seconds every answer takes (a server's own work)
+        self.validators = validators  # pages carry an ETag and a Last-Modified
         self.seed = seed
         self.generation = 0
         self.changed: set[tuple[str, str]] = set()
@@ -170,6 +178,33 @@ class Web:
                f"</head><body><main>{''.join(paras)}</main><ul>{links}</ul></body></html>")
         return 200, doc.encode()
 
+    def validators_of(self, host: str, path: str) -> dict[str, str]:
+        """The ETag and Last-Modified of a page in the current generation ({} when the web
+        sends none): both move with the page's text."""
+        with self.lock:
+            version = self._version.get((host, path), 0)
+        tag = hashlib.blake2b(f"{self.seed}|{host}|{path}|{version}".encode(),
+                              digest_size=8).hexdigest()
+        return {"ETag": f'"{tag}"',
+                "Last-Modified": formatdate(LAST_MODIFIED + version * 86400, usegmt=True)}
+
+    def not_modified(self, validators: dict[str, str], if_none_match: str | None,
+                     if_modified_since: str | None) -> bool:
+        """Whether a conditional GET gets 304 (RFC 9110 13.2.2: If-None-Match, when sent,
+        decides alone; a weak comparison; else If-Modified-Since against Last-Modified)."""
+        if not validators:
+            return False
+        if if_none_match is not None:
+            tags = {t.strip().removeprefix("W/") for t in if_none_match.split(",")}
+            return "*" in tags or validators["ETag"] in tags
+        if if_modified_since is None:
+            return False
+        try:
+            since = parsedate_to_datetime(if_modified_since)
+        except (TypeError, ValueError):
+            return False
+        return parsedate_to_datetime(validators["Last-Modified"]) <= since
+
     def robots(self) -> bytes:
         """The robots.txt of every host."""
         return f"User-agent: *\nCrawl-delay: {self.delay}\n".encode()
@@ -197,8 +232,10 @@ class Web:
 
     # --- politeness ----------------------------------------------------------------------
 
-    def answer(self, host: str, path: str, agent: str) -> tuple[int, bytes, dict[str, str]]:
-        """Log one request and decide its answer: (status, body, extra headers)."""
+    def answer(self, host: str, path: str, agent: str, if_none_match: str | None = None,
+               if_modified_since: str | None = None) -> tuple[int, bytes, dict[str, str]]:
+        """Log one request and decide its answer: (status, body, extra headers); a page
+        that matches a conditional GET's validators is 304 with no body."""
         now = time.monotonic()
         window = 0.0
         if path != "/robots.txt":
@@ -222,8 +259,13 @@ class Web:
         else:
             status, body = self.render(host, path)
             headers = {"Content-Type": "text/html; charset=utf-8"}
+            if status == 200 and self.validators:
+                headers.update(self.validators_of(host, path))
+                if self.not_modified(headers, if_none_match, if_modified_since):
+                    status, body = 304, b""
         with self.lock:
-            self.log.append(Hit(host, path, agent, status, now, window, self.generation))
+            self.log.append(Hit(host, path, agent, status, now, window, self.generation,
+                                len(body)))
         return status, body, headers
 
     def hits(self) -> list[Hit]:
@@ -300,11 +342,14 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(web.latency)
         host = self.server.server_address[0]
         path = self.path.split("?", 1)[0]
-        status, body, headers = web.answer(host, path, self.headers.get("User-Agent", ""))
+        status, body, headers = web.answer(host, path, self.headers.get("User-Agent", ""),
+                                           self.headers.get("If-None-Match"),
+                                           self.headers.get("If-Modified-Since"))
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
+        if status != 304:  # a 304 has no body (RFC 9110 15.4.5)
+            self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
