@@ -10,6 +10,7 @@ import whatever module a store names, and importing runs code.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 from functools import lru_cache
@@ -32,6 +33,9 @@ _SLOW = object()  # a callback the quick lookup cannot name: Scrapy's to_dict de
 VALIDATORS = ((b"ETag", b"If-None-Match"), (b"Last-Modified", b"If-Modified-Since"))
 _ASKING = {ask.lower() for _, ask in VALIDATORS}
 MAX_VALIDATOR = 256  # bytes: a longer validator is not sent back
+# what a validator may be to be sent back: visible ASCII and spaces (no control byte: a
+# header value taken from a server is never written into a request as it came)
+_VALIDATOR = re.compile(rb"[\x20-\x7e]{1,%d}" % MAX_VALIDATOR)
 
 
 def _method_name(spider: Any, func: Any) -> Any:
@@ -81,8 +85,9 @@ def from_payload(payload: bytes, spider: Any) -> Any:
 def conditional(payload: bytes, answer: Mapping[bytes, Any]) -> bytes | None:
     """The payload of a GET asked again as a conditional GET: with the validators of its
     answer's headers (``ETag``, ``Last-Modified``; Scrapy ``Headers``) as
-    ``If-None-Match`` / ``If-Modified-Since``, in place of those it carried. None when
-    that changes nothing, or the payload is not a GET's (or not one this reads)."""
+    ``If-None-Match`` / ``If-Modified-Since``, in place of those it carried (a validator
+    longer than MAX_VALIDATOR or with a control byte is left out). None when that changes
+    nothing, or the payload is not a GET's (or not one this reads)."""
     try:
         d = decode(payload)
     except PayloadError:
@@ -94,7 +99,7 @@ def conditional(payload: bytes, answer: Mapping[bytes, Any]) -> bytes | None:
             if not (isinstance(k, bytes) and k.lower() in _ASKING)}
     for got, ask in VALIDATORS:
         value = answer.get(got)
-        if isinstance(value, bytes) and 0 < len(value) <= MAX_VALIDATOR:
+        if isinstance(value, bytes) and _VALIDATOR.fullmatch(value):
             kept[ask] = [value]
     if kept == headers:
         return None

@@ -8,17 +8,22 @@ import functools
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, settings, strategies as st
 
 scrapy = pytest.importorskip("scrapy")
 
-from scrapy.http import FormRequest, Request  # noqa: E402
+from scrapy.http import FormRequest, Headers, Request  # noqa: E402
 from scrapy.utils.httpobj import urlparse_cached  # noqa: E402
 from scrapy.utils.request import request_from_dict  # noqa: E402
 
 from simstore.crawl import PayloadError  # noqa: E402
 from simstore.crawl.payload import decode, encode  # noqa: E402
-from simstore.scrapy._requests import from_payload, host_of, to_payload  # noqa: E402
+from simstore.scrapy._requests import (  # noqa: E402
+    conditional,
+    from_payload,
+    host_of,
+    to_payload,
+)
 
 from ..strategies import request_kwargs  # noqa: E402
 
@@ -77,6 +82,48 @@ def test_a_request_reads_back_as_scrapys_own_round_trip(kwargs):
                      request_from_dict(decode(to_payload(request, SPIDER)), spider=SPIDER)):
             assert type(back) is cls
             assert back.to_dict(spider=SPIDER) == theirs
+
+
+_ASK = (b"If-None-Match", b"If-Modified-Since")
+
+
+def _validator_ok(value: bytes) -> bool:
+    return 1 <= len(value) <= 256 and all(0x20 <= b <= 0x7E for b in value)
+
+
+@settings(max_examples=300)
+@given(request_kwargs(), st.dictionaries(
+    st.sampled_from(["ETag", "Last-Modified", "etag", "Content-Type"]),
+    st.binary(max_size=300) | st.sampled_from([b'"v1"', b'W/"v2"', b"a\r\nX-Evil: 1"]),
+    max_size=3))
+def test_a_conditional_revisit_carries_only_clean_validators(kwargs, answer):
+    """Oracle for conditional(payload, answer headers) over arbitrary requests and hostile
+    header values: never an exception; None for a request that is not a GET or that
+    nothing changes; else the same request (its other attributes as they were) whose
+    If-None-Match / If-Modified-Since are exactly the answer's ETag / Last-Modified that
+    are 1-256 visible ASCII bytes (a value with a control byte, such as CR LF, is never
+    sent back), none of the old ones kept."""
+    request = _request(kwargs)
+    payload = to_payload(request, SPIDER)
+    headers = Headers(answer)
+    got = conditional(payload, headers)
+    sent = {ask: headers.get(got_) for got_, ask in ((b"ETag", _ASK[0]),
+                                                    (b"Last-Modified", _ASK[1]))}
+    sent = {k: v for k, v in sent.items() if v is not None and _validator_ok(v)}
+    had = {k: request.headers.get(k) for k in _ASK if k in request.headers}
+    if request.method != "GET":
+        assert got is None
+        return
+    if got is None:
+        assert had == sent
+        return
+    back = from_payload(got, SPIDER)
+    assert {k: back.headers.get(k) for k in _ASK if k in back.headers} == sent
+    mine = back.to_dict(spider=SPIDER)
+    theirs = request.to_dict(spider=SPIDER)
+    for d in (mine, theirs):
+        d["headers"] = {k: v for k, v in d["headers"].items() if k not in _ASK}
+    assert mine == theirs
 
 
 def test_a_plain_requests_defaults_are_left_out():
