@@ -44,6 +44,10 @@ def test_revisits_fetch_what_changed_and_leave_the_rest(tmp_path: Path) -> None:
     # conditional GETs: what changed came whole, what did not was answered 304, no body
     assert first["changed_whole"] == first["changed"], first
     assert r["revisit 1"]["answers_304"] == first["unchanged_refetched"] > 0, first
+    # each 304 counted by the Scheduler, and unchanged for the middleware (its page renewed)
+    procs = r["revisit 1"]["processes"]
+    assert sum(p["not_modified"] for p in procs) == r["revisit 1"]["answers_304"], procs
+    assert sum(p["unchanged"] for p in procs) >= r["revisit 1"]["answers_304"], procs
     assert second["changed"] > 0 and second["changed_refetched_pct"] >= 90, second
     assert second["unchanged_refetched"] <= 0.1 * second["unchanged"], second
     assert r["revisit 2"]["fetched_twice"] == 0 and r["revisit 2"]["answers_429"] == 0

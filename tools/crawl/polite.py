@@ -112,6 +112,8 @@ def _finish(p: _Proc, reason: str) -> dict[str, Any]:
         out["retry_max_reached"] = st.get("retry/max_reached", 0)
         out["errors"] = st.get("log_count/ERROR", 0)
         out["robots_shared"] = st.get("simstore/robots/shared", 0)
+        out["not_modified"] = st.get("simstore/frontier/not_modified", 0)  # revisits' 304s
+        out["unchanged"] = st.get("simstore/unchanged", 0)  # the middleware's verdicts
     return out
 
 
