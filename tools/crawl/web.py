@@ -41,6 +41,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from datetime import timezone
 from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -179,8 +180,8 @@ class Web:
         return 200, doc.encode()
 
     def validators_of(self, host: str, path: str) -> dict[str, str]:
-        """The ETag and Last-Modified of a page in the current generation ({} when the web
-        sends none): both move with the page's text."""
+        """The ETag and Last-Modified of a page in the current generation: both move with
+        the page's text."""
         with self.lock:
             version = self._version.get((host, path), 0)
         tag = hashlib.blake2b(f"{self.seed}|{host}|{path}|{version}".encode(),
@@ -192,7 +193,7 @@ class Web:
                      if_modified_since: str | None) -> bool:
         """Whether a conditional GET gets 304 (RFC 9110 13.2.2: If-None-Match, when sent,
         decides alone; a weak comparison; else If-Modified-Since against Last-Modified)."""
-        if not validators:
+        if "ETag" not in validators:
             return False
         if if_none_match is not None:
             tags = {t.strip().removeprefix("W/") for t in if_none_match.split(",")}
@@ -203,6 +204,8 @@ class Web:
             since = parsedate_to_datetime(if_modified_since)
         except (TypeError, ValueError):
             return False
+        if since.tzinfo is None:  # an HTTP date is GMT, whether it says so or not
+            since = since.replace(tzinfo=timezone.utc)
         return parsedate_to_datetime(validators["Last-Modified"]) <= since
 
     def robots(self) -> bytes:
