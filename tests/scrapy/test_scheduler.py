@@ -63,18 +63,27 @@ def test_lease_setting(raw, ok):
         assert lease_setting(s) == ok
 
 
-@pytest.mark.parametrize("raw,ok", [(None, 86400.0), ("12h", 43200.0), ("0", 0.0),
-                                    ("banana", None), ("-1d", None)])
-def test_robots_max_age_setting(raw, ok):
+_READ = [  # (setting, CrawlSettings attribute, raw value or None for unset, value or None)
+    *[("SIMSTORE_ROBOTS_MAX_AGE", "robots_max_age", raw, ok) for raw, ok in [
+        (None, 86400.0), ("12h", 43200.0), ("0", 0.0), ("banana", None), ("-1d", None)]],
+    *[("SIMSTORE_REVISIT_CONDITIONAL", "conditional", raw, ok) for raw, ok in [
+        (None, True), ("False", False), ("0", False), (True, True), ("maybe", None),
+        ("2", None)]],
+]
+
+
+@pytest.mark.parametrize("name,attr,raw,ok", _READ)
+def test_a_crawl_setting_is_read_or_refused_by_name(name, attr, raw, ok):
     """SIMSTORE_ROBOTS_MAX_AGE: an age (default 1 day, 0: a robots.txt is never shared);
-    anything else is refused naming it."""
+    SIMSTORE_REVISIT_CONDITIONAL: a flag, on by default. Anything else is refused naming
+    the setting."""
     s = scrapy.settings.Settings({"SIMSTORE_PATH": "/nowhere/store"}
-                                | ({} if raw is None else {"SIMSTORE_ROBOTS_MAX_AGE": raw}))
+                                | ({} if raw is None else {name: raw}))
     if ok is None:
-        with pytest.raises(simstore.SimstoreValueError, match="SIMSTORE_ROBOTS_MAX_AGE"):
+        with pytest.raises(simstore.SimstoreValueError, match=name):
             crawl_settings(s, "Scheduler")
     else:
-        assert crawl_settings(s, "Scheduler").robots_max_age == ok
+        assert getattr(crawl_settings(s, "Scheduler"), attr) == ok
 
 
 def test_a_refused_scheduler_touches_no_store(tmp_path):
