@@ -28,6 +28,9 @@ from ..store import DocId
 from ._stores import acquire, release
 
 NEW, CHANGED, UNCHANGED, NEAR_DUPLICATE = "new", "changed", "unchanged", "near_duplicate"
+# request.meta: the page answered 304 but the store does not hold it (expired, removed):
+# its next revisit asks for it whole, so that it is stored again
+REFETCH_KEY = "simstore_refetch"
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class Verdict:
     kept: DocId | None = None
     why: str = ""
     status: str = NEW
+    refetch: bool = False  # a 304 of a page not stored: fetch it whole next time
 
     @property
     def passes(self) -> bool:
@@ -105,17 +109,19 @@ class Gate:
         commit): the near-duplicate test, the stores and the unchanged pages' new times
         (:meth:`SimStore.recrawl_many`). A None text is a page its server answered 304
         (Not Modified): unchanged, its time of storage refreshed (in a commit of their
-        own)."""
+        own); one the store does not hold is marked ``refetch``."""
         same = [i for i, t in enumerate(texts) if t is None]
         if not same:
             return self._check(doc_ids, texts)
-        self.store.touch_many([doc_ids[i] for i in same])
+        renewed = self.store.touch_many([doc_ids[i] for i in same])
+        verdicts = {i: Verdict(False, doc_ids[i], "not modified", UNCHANGED) if held else
+                    Verdict(False, None, "not modified, not stored", UNCHANGED, refetch=True)
+                    for i, held in zip(same, renewed, strict=True)}
         checked = [i for i, t in enumerate(texts) if t is not None]
-        got = self._check([doc_ids[i] for i in checked], [texts[i] for i in checked]) \
-            if checked else []
-        verdicts = dict(zip(checked, got, strict=True))
-        return [verdicts.get(i) or Verdict(False, d, "not modified", UNCHANGED)
-                for i, d in enumerate(doc_ids)]
+        if checked:
+            got = self._check([doc_ids[i] for i in checked], [texts[i] for i in checked])
+            verdicts.update(zip(checked, got, strict=True))
+        return [verdicts[i] for i in range(len(doc_ids))]
 
     def _check(self, doc_ids: Sequence[DocId], texts: Sequence[Any]) -> list[Verdict]:
         s = self.store

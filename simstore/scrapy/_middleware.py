@@ -12,7 +12,9 @@ one stored under another URL raises ``IgnoreRequest``, so its links are never fo
 ``meta["dont_simstore"]`` skips a request; ``response.meta["simstore"]`` tells the spider
 the verdict (e.g. to yield no item for an unchanged page). A 304 (Not Modified, the
 answer to a revisit's conditional GET) is unchanged, its page's time of storage
-refreshed. Responses with no text worth checking are counted and passed on.
+refreshed; a page the store no longer holds gets ``meta["simstore_refetch"]``, and
+the Scheduler asks for it whole at its next revisit. Responses with no text worth
+checking are counted and passed on.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from scrapy.utils.misc import load_object
 from ..crawl.rules import NOT_MODIFIED
 from ._commit import Committer, awaitable
 from ._crawler import Checker
-from ._gate import Gate, Verdict
+from ._gate import REFETCH_KEY, Gate, Verdict
 from ._page import page_text, text_or_reason
 from ._settings import logger
 
@@ -90,6 +92,8 @@ class NearDuplicateMiddleware(Checker):
         request = request if request is not None else response.request
         if verdict is not None and request is not None:  # (the engine sets response.request
             request.meta[VERDICT_KEY] = verdict.status   # after the middlewares)
+            if verdict.refetch:
+                request.meta[REFETCH_KEY] = True
         if verdict is None or verdict.passes:
             return response
         logger.debug("Near-duplicate page %s (%s with %s)", response.url, verdict.why,

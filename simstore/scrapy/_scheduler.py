@@ -56,7 +56,7 @@ from ..crawl.rules import NOT_MODIFIED, THROTTLE_STATUSES, parse_retry_after
 from ..exceptions import SimstoreError
 from ..store import SimStore
 from ._dupefilter import DupeFilter, open_frontier
-from ._gate import CHANGED, NEW, UNCHANGED
+from ._gate import CHANGED, NEW, REFETCH_KEY, UNCHANGED
 from ._requests import conditional, from_payload, host_of, to_payload
 from ._settings import CrawlSettings, Refused, crawl_settings, logger, refusal, refuse
 from ._stores import release
@@ -784,6 +784,8 @@ class Scheduler:
         again = None
         if held.payload is not None and response.status == 200:
             again = conditional(held.payload, response.headers)
+        elif held.payload is not None and request.meta.get(REFETCH_KEY):
+            again = conditional(held.payload, {})  # not stored: asked whole next time
         self._outcomes[id(request)] = _Outcome(response.status, digest, changed, latency, again)
 
     # --- leases and waits ---------------------------------------------------------------------

@@ -526,11 +526,13 @@ def test_a_spiders_own_download_slot_is_one_host_in_the_frontier(tmp_path):
     sched.close("shutdown")
 
 
-def _answer(crawler, sched, slot, spider, status: int, headers: dict) -> list[str]:
-    """Hand out the one request due, answer it, acknowledge it; the validators it asked
-    with (its If-None-Match and If-Modified-Since)."""
+def _answer(crawler, sched, slot, spider, status: int, headers: dict, meta: dict
+            ) -> list[str]:
+    """Hand out the one request due, answer it (meta: what a middleware noted on it),
+    acknowledge it; the validators it asked with (If-None-Match, If-Modified-Since)."""
     request = sched.next_request()
     slot.inprogress.add(request)
+    request.meta.update(meta)
     asked = [request.headers.get(h, b"").decode() for h in ("If-None-Match",
                                                             "If-Modified-Since")]
     response = scrapy.http.HtmlResponse(request.url, status=status, headers=headers,
@@ -546,23 +548,27 @@ def _answer(crawler, sched, slot, spider, status: int, headers: dict) -> list[st
 def test_a_revisit_asks_with_the_validators_of_the_last_answer(tmp_path, conditional):
     """SIMSTORE_REVISIT: a page answered with an ETag and a Last-Modified is revisited as
     a conditional GET carrying them (If-None-Match, If-Modified-Since); an answer 304 is
-    counted (simstore/frontier/not_modified) and keeps them; an answer without validators
-    drops them. SIMSTORE_REVISIT_CONDITIONAL = False asks plainly every time."""
+    counted (simstore/frontier/not_modified) and keeps them, unless the middleware found
+    the page gone from the store (meta simstore_refetch: asked whole next time); an
+    answer without validators drops them. SIMSTORE_REVISIT_CONDITIONAL = False asks
+    plainly every time."""
     etag, modified = '"v1"', "Mon, 02 Jan 2026 10:00:00 GMT"
+    validators = {"ETag": etag, "Last-Modified": modified}
     run = {"SIMSTORE_REVISIT": "adaptive", "SIMSTORE_REVISIT_MIN": "0.1",
            "SIMSTORE_REVISIT_CONDITIONAL": conditional}
+    refetch = {"simstore_refetch": True}
     asks = []
-    for status, headers in [(200, {"ETag": etag, "Last-Modified": modified}),
-                            (304, {"ETag": etag}), (200, {}), (200, {})]:
+    for i, (status, headers, meta) in enumerate([
+            (200, validators, {}), (304, {}, refetch), (200, validators, {}),
+            (304, {"ETag": etag}, {}), (200, {}, {})]):
+        if i:
+            time.sleep(0.1 * 2 ** (i - 1) + 0.05)  # due again: each answer is unchanged
         crawler, sched, slot, spider = opened(tmp_path, **run)
         if not asks:
             assert sched.enqueue_request(Request("http://x/1"))
-        asks.append(_answer(crawler, sched, slot, spider, status, headers))
+        asks.append(_answer(crawler, sched, slot, spider, status, headers, meta))
         counted = crawler.stats.get_value("simstore/frontier/not_modified", 0)
         assert counted == (status == 304)
         sched.close("finished")
-        time.sleep(0.45)  # due again: the interval doubles after each unchanged answer
-    plain = ["", ""]
-    expected = [plain, [etag, modified], [etag, modified], plain] if conditional \
-        else [plain] * 4
-    assert asks == expected
+    plain, both = ["", ""], [etag, modified]
+    assert asks == ([plain, both, plain, both, both] if conditional else [plain] * 5)

@@ -341,7 +341,8 @@ def test_same_url_is_unchanged_or_changed_never_its_own_duplicate(site, tmp_path
 def test_a_304_is_unchanged_and_renews_the_stored_page(site, tmp_path):
     """A 304 (Not Modified: a revisit's conditional GET) passes as unchanged, the page stored
     under its URL renewed and nothing added; a 304 for a URL never stored passes as
-    unchanged and stores nothing; with ``dont_simstore`` it is not checked."""
+    unchanged, stores nothing and is marked to be fetched whole at its next revisit; with
+    ``dont_simstore`` it is not checked."""
     mw, crawler = middleware(tmp_path)
     store = mw.gate.store
     assert run(mw, page(site, "/article/3"))
@@ -351,9 +352,11 @@ def test_a_304_is_unchanged_and_renews_the_stored_page(site, tmp_path):
     assert run(mw, not_modified)
     assert not_modified.meta["simstore"] == "unchanged"
     assert store.stored_at(url) > 1000.0 and len(store) == 1
+    assert "simstore_refetch" not in not_modified.meta
     stranger = html("http://127.0.0.1/never-fetched", b"", status=304)
     assert run(mw, stranger)
     assert stranger.meta["simstore"] == "unchanged" and len(store) == 1
+    assert stranger.meta["simstore_refetch"] is True  # not stored: fetched whole next time
     skipped = html(url, b"", status=304, meta={"dont_simstore": True})
     assert run(mw, skipped) and "simstore" not in skipped.meta
     assert stats(crawler) == {"simstore/new": 1, "simstore/unchanged": 2,
@@ -363,7 +366,7 @@ def test_a_304_is_unchanged_and_renews_the_stored_page(site, tmp_path):
 def test_a_group_with_304s_gets_the_verdicts_of_its_pages_checked_alone(site, tmp_path):
     """Gate.check_many with None texts (answers 304) among pages: each page's verdict is
     the one a group of the pages alone gets (a second store is the oracle), each None is
-    unchanged and only renews what is stored."""
+    unchanged and only renews what is stored; one not stored is to be fetched whole."""
     from simstore.scrapy import Gate
 
     gate, oracle = Gate(tmp_path / "a"), Gate(tmp_path / "b")
@@ -377,8 +380,8 @@ def test_a_group_with_304s_gets_the_verdicts_of_its_pages_checked_alone(site, tm
     oracle.check_many(urls[:1], texts[:1])
     expected = oracle.check_many(urls[1:], texts[1:])
     assert [got[1], got[3], got[4]] == expected
-    assert [(v.status, v.kept) for v in (got[0], got[2])] == [
-        ("unchanged", urls[0]), ("unchanged", "http://x/none")]
+    assert [(v.status, v.kept, v.refetch) for v in (got[0], got[2])] == [
+        ("unchanged", urls[0], False), ("unchanged", None, True)]
     assert gate.store.stored_at(urls[0]) > 1000.0
     assert "http://x/none" not in gate.store and len(gate.store) == len(oracle.store)
 
