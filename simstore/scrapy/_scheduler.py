@@ -286,7 +286,7 @@ class Scheduler:
             self._timer.cancel()
         try:
             self._flush(0)
-            undone = [held[1] for held in self._held.values()]
+            undone = [held.key for held in self._held.values()]
             if undone:
                 self.frontier.release(undone, self.owner)
                 self.stats.inc_value(STATS + "released", len(undone))
@@ -417,7 +417,7 @@ class Scheduler:
     def _where(self, request: Any) -> str:
         """The frontier's host of request: the one it was taken from, if it was."""
         held = self._held.get(id(request))
-        return held[3] if held is not None else self._key(request)
+        return held.host if held is not None else self._key(request)
 
     def _download_over(self, request: Any) -> str | None:
         """Count request's download as over (once); its host, if it was counted."""
@@ -565,7 +565,7 @@ class Scheduler:
     def _any_done(self) -> bool:
         """Whether a request this process holds is done (its ack may free its host)."""
         busy, ready = self._busy(), self._ready
-        return any(held[0] not in busy and held[0] not in ready
+        return any(held.request not in busy and held.request not in ready
                    for held in self._held.values())
 
     def _busy(self) -> Any:
@@ -709,7 +709,7 @@ class Scheduler:
         failure = sys.exc_info()[1]
         held = self._held.get(id(request))
         if held is not None:
-            self._left_keys.append(held[1])
+            self._left_keys.append(held.key)
         if isinstance(failure, NO_ANSWER_ERRORS):
             self._no_answer(request, failure, held is not None)
         host = self._download_over(request)
@@ -753,7 +753,7 @@ class Scheduler:
                 continue
             del self._held[id(request)]
             _count_down(self._held_hosts, host)
-            keys.append(held[1])
+            keys.append(held.key)
         if not keys:
             return
         self._ready = keep
@@ -782,10 +782,11 @@ class Scheduler:
         changed = {NEW: True, CHANGED: True, UNCHANGED: False}.get(verdict)
         digest = int.from_bytes(hashlib.blake2b(response.body, digest_size=8).digest(), "big")
         again = None
-        if held.payload is not None and response.status == 200:
-            again = conditional(held.payload, response.headers)
-        elif held.payload is not None and request.meta.get(REFETCH_KEY):
-            again = conditional(held.payload, {})  # not stored: asked whole next time
+        if held.payload is not None:  # conditional revisits
+            if response.status == 200:
+                again = conditional(held.payload, response.headers)
+            elif request.meta.get(REFETCH_KEY):  # not stored: asked whole next time
+                again = conditional(held.payload, {})
         self._outcomes[id(request)] = _Outcome(response.status, digest, changed, latency, again)
 
     # --- leases and waits ---------------------------------------------------------------------
@@ -800,7 +801,7 @@ class Scheduler:
         if now - self._renewed >= self.lease / 3:
             self._renewed = now
             if self._held:
-                self.frontier.renew([held[1] for held in self._held.values()], self.lease,
+                self.frontier.renew([held.key for held in self._held.values()], self.lease,
                                     self.owner)
         if self._waiting:
             self._wake()
